@@ -1,0 +1,370 @@
+"""The `AppendInstructions` capability: the adapter between Pydantic AI's request hook and the window logic.
+
+Once per model request, in `before_model_request`, it:
+
+1. resolves its own blocks (and takes over the other sources' blocks it was told to route by id),
+2. reads the window records already in history and decides, with [`plan_request`][pydantic_ai_append.window.plan_request],
+   whether the request continues the open window or opens a new one,
+3. stores the new records on the request that goes into history,
+4. sends the window's prefix as the request's instructions and puts the rendered text of each change the
+   window has made in place of its record.
+
+Everything it decides is derived from history and the blocks' current values, so it keeps no state between
+requests or runs: a fresh agent given serialized history continues the window from the records alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+import weakref
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import Any, Generic, Literal, TypeAlias, cast, overload
+
+import logfire_api
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    CapabilityInstructionSource,
+    InstructionId,
+    InstructionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    SystemPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.tools import AgentDepsT
+
+from ._compat import instruction_id, native_policy
+from .records import carrier, is_carrier, scan
+from .rendering import SUPERSESSION_SENTENCE, Renderer, renderer_for
+from .window import CurrentBlock, Delivery, WindowPlan, fold_window, plan_request
+
+__all__ = ('AppendInstructions', 'BlockFunc', 'ChangePolicy', 'UnaddressableBlockWarning')
+
+ChangePolicy: TypeAlias = Literal['append', 'rewrite']
+"""What a change to a block does: `'append'` keeps the first value in the prefix and appends the change to the
+conversation; `'rewrite'` rewrites the block in the prefix, which opens a new window."""
+
+BlockFunc: TypeAlias = (
+    Callable[[RunContext[AgentDepsT]], str | None]
+    | Callable[[RunContext[AgentDepsT]], Awaitable[str | None]]
+    | Callable[[], str | None]
+    | Callable[[], Awaitable[str | None]]
+)
+"""A function computing a block's text: with or without `RunContext`, sync or async; `None` withdraws the block."""
+
+_POLICIES: tuple[ChangePolicy, ...] = ('append', 'rewrite')
+_NAMESPACES = ('agent', 'capability', 'toolset')
+
+# The prefix parts an `AppendInstructions` rendered, so a second one on the same agent can tell that the request
+# already has a window and refuse, rather than nest one window inside another. Keyed by `id()` because parts are
+# unhashable; weak values, so an entry goes with its part.
+_RENDERED_PARTS: weakref.WeakValueDictionary[int, InstructionPart] = weakref.WeakValueDictionary()
+
+
+class UnaddressableBlockWarning(UserWarning):
+    """A block routed through append mode can't be addressed, so it is rewritten instead.
+
+    Changes name the block they replace by its id; two blocks that share an id can't be told apart. Give each
+    its own `name`, or silence this with `warnings.filterwarnings('ignore', category=UnaddressableBlockWarning)`.
+    """
+
+
+@dataclass(frozen=True)
+class _Block(Generic[AgentDepsT]):
+    name: str
+    function: BlockFunc[AgentDepsT]
+    on_change: ChangePolicy
+    takes_ctx: bool
+
+
+@dataclass
+class AppendInstructions(AbstractCapability[AgentDepsT]):
+    """Instruction blocks that keep the prompt cache when they change.
+
+    A block registered with `on_change='append'` keeps its first value in the prefix, as a
+    `<context id="capability:<id>:<name>">` element. When its value changes, the prefix stays byte-identical
+    and the change is appended to the conversation as a later element with the same id, which replaces the
+    earlier one: the full new value, or a `<context-diff>` when that is shorter. Models that take
+    mid-conversation system messages get it as one; the others get `<system>`-wrapped user text.
+
+    ```python
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.test import TestModel
+
+    from pydantic_ai_append import AppendInstructions
+
+    todos = AppendInstructions[list[str]](id='todos')
+
+
+    @todos.instructions(name='state')
+    def state(ctx: RunContext[list[str]]) -> str | None:
+        return '\\n'.join(ctx.deps) or None
+
+
+    agent = Agent(TestModel(), deps_type=list[str], capabilities=[todos])
+    result = agent.run_sync('What is next?', deps=['write tests'])
+    print(result.all_messages()[0].instructions)
+    #> <context id="capability:todos:state">
+    #> write tests
+    #> </context>
+    #>
+    #> A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.
+    ```
+    """
+
+    append_ids: Sequence[str] = ()
+    """Ids of other sources' blocks to route through append mode: an exact id such as `'agent:memory'` or
+    `'capability:repo_context:agents_md'`, or a source such as `'capability:repo_context'` for all of its blocks."""
+
+    signing_key: str | bytes | None = None
+    """A secret to sign records with, so records forged in history that came from a client are told apart from
+    genuine ones. A record that fails the check opens a new window; it is never delivered."""
+
+    _: KW_ONLY
+
+    _blocks: dict[str, _Block[AgentDepsT]] = field(default_factory=dict[str, '_Block[AgentDepsT]'], init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.id is None or not self.id:
+            raise UserError("`AppendInstructions` needs an `id`, such as `AppendInstructions(id='todos')`.")
+        if ':' in self.id:
+            raise UserError(f'`AppendInstructions` id {self.id!r} cannot contain a colon; colons separate id segments.')
+        if isinstance(self.append_ids, str):
+            raise UserError(f'`append_ids` takes a sequence of ids, not the string {self.append_ids!r}.')
+        for routed in self.append_ids:
+            if routed.split(':', 1)[0] not in _NAMESPACES:
+                raise UserError(
+                    f'`append_ids` entry {routed!r} is not an instruction id: ids start with one of '
+                    f'{", ".join(repr(namespace) for namespace in _NAMESPACES)}, such as `capability:repo_context`.'
+                )
+
+    @property
+    def _key(self) -> bytes | None:
+        return self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
+
+    # --- Registration
+
+    @overload
+    def instructions(
+        self, function: BlockFunc[AgentDepsT], /, *, name: str | None = None, on_change: ChangePolicy = 'append'
+    ) -> BlockFunc[AgentDepsT]: ...
+
+    @overload
+    def instructions(
+        self, *, name: str | None = None, on_change: ChangePolicy = 'append'
+    ) -> Callable[[BlockFunc[AgentDepsT]], BlockFunc[AgentDepsT]]: ...
+
+    def instructions(
+        self,
+        function: BlockFunc[AgentDepsT] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        on_change: ChangePolicy = 'append',
+    ) -> BlockFunc[AgentDepsT] | Callable[[BlockFunc[AgentDepsT]], BlockFunc[AgentDepsT]]:
+        """Register a function computing one instruction block.
+
+        Args:
+            function: The function, when used as a bare decorator.
+            name: The block's name, unique within this capability; its id is `capability:<id>:<name>`.
+                Defaults to the function's name.
+            on_change: `'append'` to keep the first value in the prefix and append changes, or `'rewrite'` to
+                rewrite the block in place (which opens a new window when it changes).
+        """
+        if on_change not in _POLICIES:
+            raise UserError(f"Unknown `on_change` policy {on_change!r} for block {name!r}: use 'append' or 'rewrite'.")
+
+        def register(function: BlockFunc[AgentDepsT]) -> BlockFunc[AgentDepsT]:
+            block_name = name if name is not None else getattr(function, '__name__', '')
+            self._check_name(block_name)
+            takes_ctx = len(inspect.signature(function).parameters) > 0
+            self._blocks[block_name] = _Block(block_name, function, on_change, takes_ctx)
+            return function
+
+        return register(function) if function is not None else register
+
+    def _check_name(self, name: str) -> None:
+        if not name or not name.strip():
+            raise UserError(f'Block names must be non-empty; got {name!r} on `AppendInstructions` {self.id!r}.')
+        if ':' in name:
+            raise UserError(f'Block name {name!r} cannot contain a colon; colons separate id segments.')
+        if name in self._blocks:
+            raise UserError(
+                f'Two blocks share the id {self._block_id(name)!r}; give each block of `AppendInstructions` '
+                f'{self.id!r} its own `name`.'
+            )
+
+    def _block_id(self, name: str) -> str:
+        return f'capability:{self.id}:{name}'
+
+    # --- The request hook
+
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        renderer = _renderer(request_context.model)
+        messages = list(request_context.messages)
+        if not messages or not isinstance(messages[-1], ModelRequest):
+            # Resuming a response the provider suspended: the turn is completed with exactly the history and
+            # instructions it was started with, so nothing is resolved or recorded, only rendered again.
+            state = fold_window(scan(messages, key=self._key))
+            request_context.messages = _render_messages(messages, state.deliveries, renderer)
+            return request_context
+
+        params = request_context.model_request_parameters
+        parts = list(params.instruction_parts or [])
+        if any(id(part) in _RENDERED_PARTS for part in parts):
+            raise UserError(
+                'An agent can have only one `AppendInstructions` capability: register all blocks on one, and '
+                'route other sources through its `append_ids`.'
+            )
+        ordered = await self._current_blocks(ctx, parts)
+        state = fold_window(scan(messages, key=self._key))
+        plan = plan_request(state, [block for block, _ in ordered])
+
+        with logfire_api.span(
+            'append_instructions {capability_id}',
+            capability_id=self.id,
+            delivery_path=renderer.path,
+            window_opened=plan.opened,
+            changes=[delta.id for delta, _ in plan.new_changes],
+        ):
+            new_deliveries = self._record(ctx, messages, plan)
+            request_context.messages = _render_messages(
+                messages, [*plan.deliveries, *new_deliveries], renderer
+            )
+            request_context.model_request_parameters = replace(
+                params, instruction_parts=self._prefix(plan, ordered, renderer) or None
+            )
+        return request_context
+
+    async def _current_blocks(
+        self, ctx: RunContext[AgentDepsT], parts: list[InstructionPart]
+    ) -> list[tuple[CurrentBlock, InstructionPart | None]]:
+        """Every block of this request in prefix order, each with the part it came from (if any)."""
+        counts = Counter(str(part.id) for part in parts if part.id is not None)
+        literal: list[tuple[CurrentBlock, InstructionPart | None]] = []
+        appending: list[tuple[CurrentBlock, InstructionPart | None]] = []
+        rewriting: list[tuple[CurrentBlock, InstructionPart | None]] = []
+        for part in parts:
+            part_id = str(part.id) if part.id is not None else None
+            if part_id is not None and self._routes(part_id):
+                if counts[part_id] == 1:
+                    appending.append((CurrentBlock(part_id, part.content.strip() or None, 'append'), part))
+                    continue
+                warnings.warn(
+                    f'Instruction block {part_id!r} is routed through append mode, but {counts[part_id]} blocks share '
+                    "that id, so a change can't say which one it replaces; rewriting it instead.",
+                    UnaddressableBlockWarning,
+                    stacklevel=2,
+                )
+            if native_policy(part) == 'append':
+                # Pydantic AI's own append mechanism keeps this block's prefix stable; leave it to that.
+                continue
+            target = rewriting if part.dynamic else literal
+            target.append((CurrentBlock(part_id, part.content, 'rewrite' if part.dynamic else 'literal'), part))
+        for block in self._blocks.values():
+            content = await _call_block(block, ctx)
+            block_id = self._block_id(block.name)
+            if block.on_change == 'append':
+                appending.append((CurrentBlock(block_id, content, 'append'), None))
+            elif content is not None:
+                rewriting.append((CurrentBlock(block_id, content, 'rewrite'), _own_part(self.id, block.name, content)))
+        return [*literal, *appending, *rewriting]
+
+    def _routes(self, part_id: str) -> bool:
+        return any(part_id == routed or part_id.startswith(f'{routed}:') for routed in self.append_ids)
+
+    def _record(self, ctx: RunContext[AgentDepsT], messages: list[ModelMessage], plan: WindowPlan) -> list[Delivery]:
+        """Store the plan's new records on the request that goes into history; say where its changes sit."""
+        if not plan.records:
+            return []
+        carriers = [carrier(record, key=self._key) for record in plan.records]
+        persisted = ctx.messages[-1] if ctx.messages else None
+        if isinstance(persisted, ModelRequest):
+            persisted.parts = [*persisted.parts, *carriers]
+        last = cast(ModelRequest, messages[-1])
+        if last is not persisted:
+            messages[-1] = last = replace(last, parts=[*last.parts, *carriers])
+        first = len(last.parts) - len(carriers)
+        return [
+            Delivery(len(messages) - 1, first + index, delta, base_matches)
+            for index, (delta, base_matches) in enumerate(plan.new_changes)
+        ]
+
+    def _prefix(
+        self,
+        plan: WindowPlan,
+        ordered: list[tuple[CurrentBlock, InstructionPart | None]],
+        renderer: Renderer,
+    ) -> list[InstructionPart]:
+        """The instruction parts the request is sent with: literal, the window's blocks, the sentence, rewrite."""
+        sources = {block.id: part for block, part in ordered if block.mode == 'append'}
+        prefix: list[InstructionPart] = [part for block, part in ordered if block.mode == 'literal' and part]
+        for block in plan.prefix:
+            if block.content is not None:
+                prefix.append(_prefix_part(renderer.block(block.id, block.content), sources.get(block.id), block.id))
+        if plan.tagged:
+            prefix.append(InstructionPart(content=SUPERSESSION_SENTENCE))
+        prefix.extend(part for block, part in ordered if block.mode == 'rewrite' and part)
+        for part in prefix:
+            _RENDERED_PARTS[id(part)] = part
+        return prefix
+
+
+def _renderer(model: Model) -> Renderer:
+    return renderer_for(supports_inline_system_prompts=bool(model.profile.get('supports_inline_system_prompts', False)))
+
+
+async def _call_block(block: _Block[Any], ctx: RunContext[Any]) -> str | None:
+    function = cast(Callable[..., Any], block.function)
+    value = function(ctx) if block.takes_ctx else function()
+    if inspect.isawaitable(value):
+        value = await value
+    if value is not None and not isinstance(value, str):
+        raise UserError(
+            f'Instruction block {block.name!r} returned {value!r} ({type(value).__name__}); a block returns a `str`, '
+            'or `None` to withdraw it.'
+        )
+    return value.strip() or None if value is not None else None
+
+
+def _own_part(capability_id: str, name: str, content: str) -> InstructionPart:
+    return InstructionPart(
+        content=content, dynamic=True, name=name, id=InstructionId(CapabilityInstructionSource(capability_id), name=name)
+    )
+
+
+def _prefix_part(text: str, source: InstructionPart | None, block_id: str) -> InstructionPart:
+    """A prefix block's part: frozen for the window, so not dynamic, and in Pydantic AI's default `'rewrite'`
+    policy so that a release with its own append mechanism leaves it alone."""
+    if source is not None:
+        return InstructionPart(content=text, name=source.name, id=source.id)
+    key = instruction_id(block_id)
+    return InstructionPart(content=text, name=key.name, id=key)
+
+
+def _render_messages(
+    messages: list[ModelMessage], deliveries: Sequence[Delivery], renderer: Renderer
+) -> list[ModelMessage]:
+    """The outgoing messages: each carrier replaced by its change's text, or left out if it delivers nothing."""
+    by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
+    rendered: list[ModelMessage] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelRequest) and any(is_carrier(part) for part in message.parts):
+            parts: list[ModelRequestPart] = []
+            for part_index, part in enumerate(message.parts):
+                if not is_carrier(part):
+                    parts.append(part)
+                elif (delivery := by_position.get((index, part_index))) is not None:
+                    text = renderer.change(delivery.delta, base_matches=delivery.base_matches)
+                    parts.append(SystemPromptPart(content=text, timestamp=cast(SystemPromptPart, part).timestamp))
+            message = replace(message, parts=parts)
+        rendered.append(message)
+    return rendered

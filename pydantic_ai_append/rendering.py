@@ -1,0 +1,164 @@
+"""The exact text of every element the plugin puts on the wire.
+
+Everything here is byte-stable and pinned by snapshot tests: a prefix block, the supersession sentence,
+and each kind of change (a full replacement, a `<context-diff>`, a withdrawal). Rendering is pure: it
+reads a record and returns text, so a past change renders to the same bytes on every later request.
+
+Each delivery path has its own small renderer. [`InlineRenderer`][pydantic_ai_append.InlineRenderer] is
+for models whose profile supports mid-conversation system messages; [`FallbackRenderer`][pydantic_ai_append.FallbackRenderer]
+is for the rest, where Pydantic AI sends the same text as `<system>`-wrapped user text, so a withdrawal
+also says that it stays in effect.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import re
+from dataclasses import dataclass
+
+from .records import InstructionDeltaPart, content_hash
+
+__all__ = (
+    'SUPERSESSION_SENTENCE',
+    'FallbackRenderer',
+    'InlineRenderer',
+    'Renderer',
+    'diff_hunks',
+    'escape',
+    'unescape',
+)
+
+SUPERSESSION_SENTENCE = (
+    'A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.'
+)
+"""Said once in the prefix, after the last tagged block."""
+
+# A closing tag that could end one of our elements, or the `<system>` wrapper of the fallback path, with any
+# number of backslashes after its `<`. Escaping adds one backslash and unescaping removes one, so text that
+# already contains an escaped form round-trips too, and text with no such tag is left exactly as it is.
+_CLOSERS = re.compile(r'<(\\*)/(context-diff|context|system)(\s*)>', re.IGNORECASE)
+_ESCAPED_CLOSERS = re.compile(r'<(\\+)/(context-diff|context|system)(\s*)>', re.IGNORECASE)
+
+
+def escape(text: str) -> str:
+    r"""Make `text` safe to put inside an element: no closing tag in it can end the element early.
+
+    ```python
+    from pydantic_ai_append import escape, unescape
+
+    print(escape('a </context> b'))
+    #> a <\/context> b
+    print(unescape(escape('a </context> b')))
+    #> a </context> b
+    ```
+    """
+    if '<' not in text:
+        return text
+    return _CLOSERS.sub(lambda match: f'<\\{match[1]}/{match[2]}{match[3]}>', text)
+
+
+def unescape(text: str) -> str:
+    """Undo [`escape`][pydantic_ai_append.escape]."""
+    if '<' not in text:
+        return text
+    return _ESCAPED_CLOSERS.sub(lambda match: f'<{match[1][1:]}/{match[2]}{match[3]}>', text)
+
+
+def diff_hunks(old: str, new: str) -> str:
+    """The unified-diff hunks that turn `old` into `new`, line by line, with one line of context.
+
+    File headers are left out: the element the hunks go in names the block.
+
+    ```python
+    from pydantic_ai_append import diff_hunks
+
+    print(diff_hunks('a\\nb\\nc', 'a\\nB\\nc'))
+    #> @@ -1,3 +1,3 @@
+    #>  a
+    #> -b
+    #> +B
+    #>  c
+    ```
+    """
+    lines = difflib.unified_diff(old.split('\n'), new.split('\n'), n=1, lineterm='')
+    return '\n'.join(list(lines)[2:])
+
+
+def _attribute(value: str) -> str:
+    return html.escape(value, quote=True)
+
+
+def context_element(block_id: str, content: str) -> str:
+    """A complete `<context>` element stating a block's value."""
+    return f'<context id="{_attribute(block_id)}">\n{escape(content)}\n</context>'
+
+
+def diff_element(block_id: str, hunks: str) -> str:
+    """A `<context-diff>` element holding a change as unified-diff hunks."""
+    return f'<context-diff id="{_attribute(block_id)}">\n{escape(hunks)}\n</context-diff>'
+
+
+@dataclass(frozen=True)
+class Renderer:
+    """Turns blocks and changes into their exact text for one delivery path."""
+
+    inline: bool
+    """Whether changes reach the model as mid-conversation system messages (rather than `<system>` user text)."""
+
+    @property
+    def path(self) -> str:
+        """The delivery path's name, as telemetry and snapshots call it."""
+        return 'inline' if self.inline else 'fallback'
+
+    def block(self, block_id: str, content: str) -> str:
+        """A block as the prefix states it."""
+        return context_element(block_id, content)
+
+    def withdrawal(self, block_id: str) -> str:
+        """The element saying a block no longer applies."""
+        text = 'This context no longer applies.'
+        if not self.inline:
+            text += ' The withdrawal stays in effect until a later <context> element with the same id replaces it.'
+        return f'<context id="{_attribute(block_id)}" withdrawn="true">\n{text}\n</context>'
+
+    def change(self, delta: InstructionDeltaPart, *, base_matches: bool) -> str:
+        """The element delivering `delta`.
+
+        Args:
+            delta: The recorded change.
+            base_matches: Whether the text the model last received for the block is the one the change's
+                `diff` was taken against. Without it, the diff would patch the wrong text, so the full
+                replacement is sent.
+        """
+        if delta.content is None:
+            return self.withdrawal(delta.id)
+        if delta.diff is not None and base_matches:
+            return diff_element(delta.id, delta.diff)
+        return context_element(delta.id, delta.content)
+
+
+InlineRenderer = Renderer(inline=True)
+"""The renderer for models that take mid-conversation system messages."""
+
+FallbackRenderer = Renderer(inline=False)
+"""The renderer for models that get changes as `<system>`-wrapped user text."""
+
+
+def renderer_for(*, supports_inline_system_prompts: bool) -> Renderer:
+    """The renderer of a model, from its profile's `supports_inline_system_prompts`."""
+    return InlineRenderer if supports_inline_system_prompts else FallbackRenderer
+
+
+def record_change(block_id: str, previous: str | None, content: str | None) -> InstructionDeltaPart:
+    """Record one block's change from `previous` to `content`, with a diff when that is the shorter element.
+
+    This is the only place a diff is computed: later requests render the stored hunks.
+    """
+    if previous is None or content is None:
+        return InstructionDeltaPart(id=block_id, content=content, base_hash=None)
+    hunks = diff_hunks(previous, content)
+    shorter = len(diff_element(block_id, hunks)) < len(context_element(block_id, content))
+    return InstructionDeltaPart(
+        id=block_id, content=content, base_hash=content_hash(previous), diff=hunks if shorter else None
+    )

@@ -1,0 +1,199 @@
+"""Windows: which prefix a request is sent with, and which changes it delivers.
+
+A window opens on the first request that has an append-mode block. Its baseline fixes the prefix; while
+the window lasts, each request compares every append-mode block's current value with the value the model
+last received (the baseline folded with the window's later changes) and records one change per
+difference. Nothing is recorded for a block that didn't change.
+
+The prefix moves, and a new window opens with the current values, only when it must move anyway: a
+literal or rewrite-mode block changed or moved, a block's policy changed, history was compacted, the
+baseline is gone from history, or a record in the window can't be read. Changes recorded before the
+current baseline are no longer delivered: the prefix they followed has moved, so dropping them costs no
+cache, and the new prefix already states their effect.
+
+Everything here is pure: it reads the records the capability found in history and the blocks it resolved
+for this request, and says what to record and what to send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .records import (
+    Compaction,
+    InstructionBaselinePart,
+    InstructionBlock,
+    InstructionDeltaPart,
+    InstructionDigest,
+    InstructionRecord,
+    Located,
+    UnreadableRecord,
+    content_hash,
+)
+from .rendering import record_change
+
+__all__ = ('CurrentBlock', 'Delivery', 'WindowPlan', 'WindowState', 'fold_window', 'plan_request')
+
+BlockMode = Literal['literal', 'append', 'rewrite']
+
+
+@dataclass(frozen=True)
+class CurrentBlock:
+    """One instruction block as this request resolved it."""
+
+    id: str | None
+    """The block's id, or `None` if nothing addresses it (never for an append-mode block)."""
+
+    content: str | None
+    """The block's text; `None` only for a withdrawn append-mode block."""
+
+    mode: BlockMode
+    """`'literal'` for fixed text, `'append'` for a block whose changes are appended, `'rewrite'` for a computed
+    block whose changes rewrite the prefix."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A change the request delivers, and where in history it sits."""
+
+    message_index: int
+    """The request that carries the change."""
+
+    part_index: int
+    """The position of its carrier among that request's parts."""
+
+    delta: InstructionDeltaPart
+    """The change."""
+
+    base_matches: bool
+    """Whether the text the model last received for the block is the one the change's diff applies to."""
+
+
+@dataclass
+class WindowState:
+    """The window in effect at the end of a history, folded from its records in one pass."""
+
+    baseline: InstructionBaselinePart | None = None
+    """The baseline of the open window, or `None` if no window is open."""
+
+    received: dict[str, str | None] = field(default_factory=dict[str, 'str | None'])
+    """Each append-mode block's text as the model last received it in this window."""
+
+    deliveries: list[Delivery] = field(default_factory=list[Delivery])
+    """The window's changes, in history order."""
+
+    broken: str | None = None
+    """Why no window can be continued, when history says one was open but it can't be trusted."""
+
+
+def fold_window(found: Iterable[Located | Compaction]) -> WindowState:
+    """Fold the records found in history, in order, into the window in effect after them."""
+    state = WindowState()
+    received_hashes: dict[str, str | None] = {}
+    for item in found:
+        if isinstance(item, Compaction):
+            if state.baseline is not None or state.deliveries:
+                state = WindowState(broken='history was compacted')
+            continue
+        record = item.record
+        if isinstance(record, UnreadableRecord):
+            state = WindowState(broken=f'a record can not be read: {record.reason}')
+        elif isinstance(record, InstructionBaselinePart):
+            state = WindowState(baseline=record if record.instructions else None)
+            state.received = {block.id: block.content for block in record.blocks}
+            received_hashes = {block.id: block.content_hash for block in record.blocks}
+        elif state.baseline is None:
+            # A change with no baseline before it: the baseline was removed from history.
+            state.broken = state.broken or 'the window baseline is gone from history'
+        else:
+            base_matches = record.base_hash is not None and received_hashes.get(record.id) == record.base_hash
+            state.deliveries.append(Delivery(item.message_index, item.part_index, record, base_matches))
+            state.received[record.id] = record.content
+            received_hashes[record.id] = record.content_hash
+    return state
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """What one request records and sends."""
+
+    records: tuple[InstructionRecord, ...]
+    """Records to add to the outgoing request, in order."""
+
+    prefix: tuple[InstructionBlock, ...]
+    """The append-mode blocks the prefix states, in order, with the values it states them with."""
+
+    tagged: bool
+    """Whether the prefix has an append-mode section, which the supersession sentence follows."""
+
+    deliveries: tuple[Delivery, ...]
+    """The changes already in history that this request delivers, in history order."""
+
+    new_changes: tuple[tuple[InstructionDeltaPart, bool], ...]
+    """The changes recorded on this request, each with whether its base matches, in order."""
+
+    opened: str | None
+    """Why this request opens a new window, or `None` if it continues one or has none."""
+
+
+def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowPlan:
+    """Decide the prefix and the changes of a request whose instructions resolved to `current`.
+
+    `current` must be in prefix order: literal blocks, then append-mode blocks, then rewrite-mode blocks.
+    """
+    appending = [block for block in current if block.mode == 'append']
+    baseline = state.baseline
+    if baseline is not None and _continues(baseline, current):
+        now = {block.id: block.content for block in appending if block.id is not None}
+        new_changes: list[tuple[InstructionDeltaPart, bool]] = []
+        for block_id in dict.fromkeys([*state.received, *now]):
+            previous, value = state.received.get(block_id), now.get(block_id)
+            if previous != value:
+                new_changes.append((record_change(block_id, previous, value), previous is not None))
+        return WindowPlan(
+            records=tuple(delta for delta, _ in new_changes),
+            prefix=baseline.blocks,
+            tagged=True,
+            deliveries=tuple(state.deliveries),
+            new_changes=tuple(new_changes),
+            opened=None,
+        )
+    if appending:
+        opened = _why_new_window(state, baseline)
+        new_baseline = InstructionBaselinePart(instructions=tuple(_baseline_entry(block) for block in current))
+        return WindowPlan(
+            records=(new_baseline,),
+            prefix=new_baseline.blocks,
+            tagged=True,
+            deliveries=(),
+            new_changes=(),
+            opened=opened,
+        )
+    # Nothing appends any more: end an open window so its changes stop applying.
+    ending = (InstructionBaselinePart(instructions=()),) if baseline is not None else ()
+    return WindowPlan(records=ending, prefix=(), tagged=False, deliveries=(), new_changes=(), opened=None)
+
+
+def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
+    """Whether `current` can be sent with `baseline`'s prefix: its other blocks are the same, in the same order."""
+    others = [block for block in current if block.mode != 'append']
+    digests = baseline.digests
+    return len(digests) == len(others) and all(
+        digest.matches(id=block.id, dynamic=block.mode == 'rewrite', content=block.content or '')
+        for digest, block in zip(digests, others)
+    )
+
+
+def _why_new_window(state: WindowState, baseline: InstructionBaselinePart | None) -> str:
+    if baseline is not None:
+        return 'a literal or rewrite-mode block changed, moved or changed policy'
+    return state.broken or 'first request with an append-mode block'
+
+
+def _baseline_entry(block: CurrentBlock) -> InstructionBlock | InstructionDigest:
+    if block.mode == 'append':
+        assert block.id is not None, 'append-mode blocks always have an id'
+        return InstructionBlock(id=block.id, content=block.content)
+    return InstructionDigest(id=block.id, dynamic=block.mode == 'rewrite', content_hash=content_hash(block.content or ''))

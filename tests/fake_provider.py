@@ -1,0 +1,609 @@
+"""A scripted LLM provider on loopback, so wire tests drive the real `openai` and `anthropic` SDKs.
+
+Wire claims only hold for the bytes that Pydantic AI's real model classes and the provider SDKs put on
+the wire, so tests can't swap in `FunctionModel` for them. This module serves the three provider APIs those
+classes speak (OpenAI Chat Completions, OpenAI Responses and Anthropic Messages, each as JSON and as
+server-sent events) from a real HTTP server on `127.0.0.1`, answering with turns the test scripts, and keeps
+every request body it receives. The helpers at the bottom build Pydantic AI models pointed at it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Literal, Self, TypeAlias, cast
+
+import httpx2
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+from pydantic_ai.providers.openai import OpenAIProvider
+
+__all__ = [
+    'API_PATHS',
+    'Api',
+    'FakeProvider',
+    'FakeRequest',
+    'Script',
+    'ServerExchange',
+    'Text',
+    'ToolCalls',
+    'Turn',
+    'anthropic_model',
+    'openai_chat_model',
+    'openai_responses_model',
+]
+
+Api: TypeAlias = Literal['anthropic', 'openai-chat', 'openai-responses']
+"""The provider APIs the fake speaks, named as `tests.wire` names them."""
+
+API_PATHS: Mapping[str, Api] = {
+    '/v1/messages': 'anthropic',
+    '/v1/chat/completions': 'openai-chat',
+    '/v1/responses': 'openai-responses',
+}
+"""The request path of each API."""
+
+_CREATED = 1_767_225_600
+"""A fixed creation time (2026-01-01), so recorded replies don't change between recordings."""
+
+_DUMMY_API_KEY = 'fake-provider-key'
+
+
+@dataclass(frozen=True)
+class Text:
+    """A reply turn with plain assistant text.
+
+    Example:
+        ```python
+        FakeProvider(script=[Text('Hello!')])
+        ```
+    """
+
+    text: str
+    """What the assistant says."""
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """A reply turn calling one or more tools in parallel.
+
+    Example:
+        ```python
+        FakeProvider(script=[ToolCalls([('get_time', {}), ('get_weather', {'city': 'Paris'})]), Text('done')])
+        ```
+    """
+
+    calls: Sequence[tuple[str, Mapping[str, Any]]]
+    """Each call's tool name and JSON arguments, in the order the model makes them."""
+
+
+Turn: TypeAlias = Text | ToolCalls
+"""One scripted reply."""
+
+
+@dataclass(frozen=True)
+class FakeRequest:
+    """A request the fake received, as a callable script sees it."""
+
+    index: int
+    """Position of this request among all the server received, from 0."""
+    api: Api
+    """Which provider API was called."""
+    body: bytes
+    """The raw request body."""
+    json: Mapping[str, Any]
+    """The parsed request body."""
+
+
+Script: TypeAlias = Sequence[Turn] | Callable[[FakeRequest], Turn]
+"""Replies in order, one per request whatever the API, or a function choosing each reply from its request."""
+
+
+@dataclass(frozen=True)
+class ServerExchange:
+    """One request the fake answered, with the answer as sent."""
+
+    api: Api
+    """Which provider API was called."""
+    request_body: bytes
+    """The raw request body."""
+    response_body: bytes
+    """The raw response body: JSON, or the whole event stream for a streamed reply."""
+    response_id: str
+    """The id the reply carries (`resp_...` for Responses, which `previous_response_id` can name)."""
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: bytes = b''
+    events: list[bytes] | None = None
+    """Server-sent events, each already framed; `None` for a JSON reply."""
+
+
+class FakeProvider:
+    """A provider API server on `127.0.0.1`, answering from a script; use it as a context manager.
+
+    The port is chosen by the OS when the server starts. Requests that find the script exhausted, or an
+    unknown path, get a 400 or 404 reply that the SDK raises as an error, and are listed in `errors`.
+
+    Example:
+        ```python
+        with FakeProvider(script=[ToolCalls([('get_time', {})]), Text('It is noon.')]) as server:
+            agent = Agent(anthropic_model(server.url), tools=[get_time])
+            result = agent.run_sync('What time is it?')
+        assert len(server.requests) == 2
+        ```
+    """
+
+    def __init__(self, script: Script = ()) -> None:
+        """Prepare a server; it starts on `__enter__`.
+
+        Args:
+            script: The replies, in order across all APIs, or a function choosing each reply.
+        """
+        self._script = script
+        self._next_turn = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.requests: list[bytes] = []
+        """Every request body received, in order, whatever its path."""
+        self.exchanges: list[ServerExchange] = []
+        """Every request answered with a scripted reply, in order."""
+        self.errors: list[str] = []
+        """Why each refused request was refused, in order."""
+
+    @property
+    def url(self) -> str:
+        """The server's root URL, e.g. `http://127.0.0.1:54321`; the model helpers add the API prefix."""
+        if self._server is None:
+            raise RuntimeError('FakeProvider is not running: use it as `with FakeProvider(...) as server:`')
+        host, port = self._server.server_address[:2]
+        return f'http://{host!s}:{port}'
+
+    def __enter__(self) -> Self:
+        provider = self
+
+        class Handler(_Handler):
+            fake = provider
+
+        self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name='fake-provider', daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+        self._server = None
+        self._thread = None
+
+    def _answer(self, path: str, body: bytes) -> _Reply:
+        with self._lock:
+            self.requests.append(body)
+            api = API_PATHS.get(path)
+            if api is None:
+                return self._refuse(None, HTTPStatus.NOT_FOUND, f'FakeProvider does not serve {path!r}')
+            try:
+                request_json = cast(dict[str, Any], json.loads(body))
+            except ValueError:
+                return self._refuse(api, HTTPStatus.BAD_REQUEST, f'request body is not JSON: {body[:200]!r}')
+            index = len(self.requests) - 1
+            if callable(self._script):
+                turn = self._script(FakeRequest(index, api, body, request_json))
+            elif self._next_turn < len(self._script):
+                turn = self._script[self._next_turn]
+                self._next_turn += 1
+            else:
+                return self._refuse(
+                    api,
+                    HTTPStatus.BAD_REQUEST,
+                    f'FakeProvider script is exhausted: request {index} to {path} has no turn left; '
+                    f'add one to the script',
+                )
+            reply_id, reply = _render(api, index, request_json, turn)
+            response_body = b''.join(reply.events) if reply.events is not None else reply.body
+            self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
+            return reply
+
+    def _refuse(self, api: Api | None, status: HTTPStatus, message: str) -> _Reply:
+        self.errors.append(message)
+        if api == 'anthropic':
+            error: dict[str, Any] = {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': message}}
+        else:
+            error = {'error': {'message': message, 'type': 'invalid_request_error', 'param': None, 'code': None}}
+        return _Reply(status, _encode(error))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 lets the SDK keep its connection open across the requests of a run, as with a real provider.
+    protocol_version = 'HTTP/1.1'
+    # An idle kept-alive connection would otherwise hold its thread until the client goes away.
+    timeout = 10
+    fake: FakeProvider
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get('Content-Length', '0'))
+        body = self.rfile.read(length)
+        reply = self.fake._answer(self.path.split('?', 1)[0], body)  # pyright: ignore[reportPrivateUsage]
+        self.send_response(reply.status)
+        if reply.events is None:
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(reply.body)))
+            self.end_headers()
+            self.wfile.write(reply.body)
+            return
+        # Chunked, one chunk per event and flushed, the way real providers stream, so the SDK's decoder and
+        # vcrpy's recorder see a body that arrives in pieces.
+        self.send_header('Content-Type', 'text/event-stream')
+        self.send_header('Cache-Control', 'no-cache')
+        self.send_header('Transfer-Encoding', 'chunked')
+        self.end_headers()
+        for event in reply.events:
+            self.wfile.write(f'{len(event):x}\r\n'.encode() + event + b'\r\n')
+            self.wfile.flush()
+        self.wfile.write(b'0\r\n\r\n')
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # The default writes every request to stderr, which buries test output.
+        pass
+
+
+def _encode(value: object) -> bytes:
+    return json.dumps(value, separators=(',', ':')).encode()
+
+
+def _sse(event: str | None, data: Mapping[str, Any] | str) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(',', ':'))
+    head = f'event: {event}\n' if event is not None else ''
+    return f'{head}data: {payload}\n\n'.encode()
+
+
+def _halves(text: str) -> list[str]:
+    # Two deltas per text so the SDKs' stream assembly is exercised, not just a single chunk.
+    middle = len(text) // 2
+    return [piece for piece in (text[:middle], text[middle:]) if piece]
+
+
+def _usage_tokens(body_json: Mapping[str, Any], turn: Turn) -> tuple[int, int]:
+    # Rough token counts (4 bytes a token) so usage is plausible and grows with the conversation.
+    input_tokens = max(1, len(_encode(body_json)) // 4)
+    output = turn.text if isinstance(turn, Text) else _encode([list(call) for call in turn.calls]).decode()
+    return input_tokens, max(1, len(output) // 4)
+
+
+def _render(api: Api, index: int, body_json: Mapping[str, Any], turn: Turn) -> tuple[str, _Reply]:
+    stream = bool(body_json.get('stream'))
+    if api == 'openai-chat':
+        return _render_chat(index, body_json, turn, stream)
+    if api == 'openai-responses':
+        return _render_responses(index, body_json, turn, stream)
+    return _render_anthropic(index, body_json, turn, stream)
+
+
+def _tool_arguments(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(dict(arguments), separators=(',', ':'))
+
+
+def _render_chat(index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool) -> tuple[str, _Reply]:
+    completion_id = f'chatcmpl-fake-{index}'
+    model = str(body_json.get('model', 'fake'))
+    prompt_tokens, completion_tokens = _usage_tokens(body_json, turn)
+    usage = {
+        'prompt_tokens': prompt_tokens,
+        'completion_tokens': completion_tokens,
+        'total_tokens': prompt_tokens + completion_tokens,
+    }
+    tool_calls = [
+        {
+            'id': f'call_fake_{index}_{position}',
+            'type': 'function',
+            'function': {'name': name, 'arguments': _tool_arguments(arguments)},
+        }
+        for position, (name, arguments) in enumerate(turn.calls if isinstance(turn, ToolCalls) else ())
+    ]
+    finish_reason = 'tool_calls' if tool_calls else 'stop'
+    base = {'id': completion_id, 'created': _CREATED, 'model': model}
+    if not stream:
+        message: dict[str, Any] = {
+            'role': 'assistant',
+            'content': turn.text if isinstance(turn, Text) else None,
+            'refusal': None,
+        }
+        if tool_calls:
+            message['tool_calls'] = tool_calls
+        choice = {'index': 0, 'message': message, 'finish_reason': finish_reason, 'logprobs': None}
+        return completion_id, _Reply(200, _encode({**base, 'object': 'chat.completion', 'choices': [choice], 'usage': usage}))
+
+    def chunk(delta: Mapping[str, Any], finish: str | None = None) -> bytes:
+        choice = {'index': 0, 'delta': delta, 'finish_reason': finish, 'logprobs': None}
+        return _sse(None, {**base, 'object': 'chat.completion.chunk', 'choices': [choice]})
+
+    events = [chunk({'role': 'assistant', 'content': ''})]
+    if isinstance(turn, Text):
+        events += [chunk({'content': piece}) for piece in _halves(turn.text)]
+    for position, call in enumerate(tool_calls):
+        function = call['function']
+        opening = {**call, 'function': {'name': function['name'], 'arguments': ''}}
+        events.append(chunk({'tool_calls': [{'index': position, **opening}]}))
+        events += [
+            chunk({'tool_calls': [{'index': position, 'function': {'arguments': piece}}]})
+            for piece in _halves(function['arguments'])
+        ]
+    events.append(chunk({}, finish_reason))
+    if cast(Mapping[str, Any], body_json.get('stream_options') or {}).get('include_usage'):
+        events.append(_sse(None, {**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage}))
+    events.append(_sse(None, '[DONE]'))
+    return completion_id, _Reply(200, events=events)
+
+
+def _render_responses(index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool) -> tuple[str, _Reply]:
+    response_id = f'resp_fake_{index:04d}'
+    input_tokens, output_tokens = _usage_tokens(body_json, turn)
+    if isinstance(turn, Text):
+        output: list[dict[str, Any]] = [
+            {
+                'type': 'message',
+                'id': f'msg_fake_{index}',
+                'role': 'assistant',
+                'status': 'completed',
+                'content': [{'type': 'output_text', 'text': turn.text, 'annotations': [], 'logprobs': []}],
+            }
+        ]
+    else:
+        output = [
+            {
+                'type': 'function_call',
+                'id': f'fc_fake_{index}_{position}',
+                'call_id': f'call_fake_{index}_{position}',
+                'name': name,
+                'arguments': _tool_arguments(arguments),
+                'status': 'completed',
+            }
+            for position, (name, arguments) in enumerate(turn.calls)
+        ]
+
+    def response(status: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            'id': response_id,
+            'object': 'response',
+            'created_at': _CREATED,
+            'status': status,
+            'model': str(body_json.get('model', 'fake')),
+            'output': items,
+            'error': None,
+            'incomplete_details': None,
+            'instructions': body_json.get('instructions'),
+            'metadata': {},
+            'parallel_tool_calls': True,
+            'previous_response_id': body_json.get('previous_response_id'),
+            'store': body_json.get('store', True),
+            'temperature': 1.0,
+            'text': {'format': {'type': 'text'}},
+            'tool_choice': 'auto',
+            'tools': [],
+            'top_p': 1.0,
+            'truncation': 'disabled',
+            'usage': {
+                'input_tokens': input_tokens,
+                'input_tokens_details': {'cached_tokens': 0},
+                'output_tokens': output_tokens,
+                'output_tokens_details': {'reasoning_tokens': 0},
+                'total_tokens': input_tokens + output_tokens,
+            }
+            if status == 'completed'
+            else None,
+        }
+
+    if not stream:
+        return response_id, _Reply(200, _encode(response('completed', output)))
+
+    sequence = iter(range(1_000_000))
+
+    def event(kind: str, **data: Any) -> bytes:
+        return _sse(kind, {'type': kind, 'sequence_number': next(sequence), **data})
+
+    events = [event('response.created', response=response('in_progress', []))]
+    for position, item in enumerate(output):
+        item_id = item['id']
+        if item['type'] == 'message':
+            text = item['content'][0]['text']
+            empty_part = {'type': 'output_text', 'text': '', 'annotations': [], 'logprobs': []}
+            events.append(event('response.output_item.added', output_index=position, item={**item, 'content': []}))
+            events.append(
+                event(
+                    'response.content_part.added',
+                    item_id=item_id,
+                    output_index=position,
+                    content_index=0,
+                    part=empty_part,
+                )
+            )
+            events += [
+                event(
+                    'response.output_text.delta',
+                    item_id=item_id,
+                    output_index=position,
+                    content_index=0,
+                    delta=piece,
+                    logprobs=[],
+                )
+                for piece in _halves(text)
+            ]
+            events.append(
+                event(
+                    'response.output_text.done',
+                    item_id=item_id,
+                    output_index=position,
+                    content_index=0,
+                    text=text,
+                    logprobs=[],
+                )
+            )
+            events.append(
+                event(
+                    'response.content_part.done',
+                    item_id=item_id,
+                    output_index=position,
+                    content_index=0,
+                    part=item['content'][0],
+                )
+            )
+        else:
+            opening = {**item, 'arguments': '', 'status': 'in_progress'}
+            events.append(event('response.output_item.added', output_index=position, item=opening))
+            events += [
+                event('response.function_call_arguments.delta', item_id=item_id, output_index=position, delta=piece)
+                for piece in _halves(item['arguments'])
+            ]
+            events.append(
+                event(
+                    'response.function_call_arguments.done',
+                    item_id=item_id,
+                    output_index=position,
+                    name=item['name'],
+                    arguments=item['arguments'],
+                )
+            )
+        events.append(event('response.output_item.done', output_index=position, item=item))
+    events.append(event('response.completed', response=response('completed', output)))
+    return response_id, _Reply(200, events=events)
+
+
+def _render_anthropic(index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool) -> tuple[str, _Reply]:
+    message_id = f'msg_fake_{index:04d}'
+    input_tokens, output_tokens = _usage_tokens(body_json, turn)
+    if isinstance(turn, Text):
+        content: list[dict[str, Any]] = [{'type': 'text', 'text': turn.text}]
+        stop_reason = 'end_turn'
+    else:
+        content = [
+            {'type': 'tool_use', 'id': f'toolu_fake_{index}_{position}', 'name': name, 'input': dict(arguments)}
+            for position, (name, arguments) in enumerate(turn.calls)
+        ]
+        stop_reason = 'tool_use'
+    usage = {
+        'input_tokens': input_tokens,
+        'output_tokens': output_tokens,
+        'cache_creation_input_tokens': 0,
+        'cache_read_input_tokens': 0,
+    }
+    message = {
+        'id': message_id,
+        'type': 'message',
+        'role': 'assistant',
+        'model': str(body_json.get('model', 'fake')),
+        'content': content,
+        'stop_reason': stop_reason,
+        'stop_sequence': None,
+        'usage': usage,
+    }
+    if not stream:
+        return message_id, _Reply(200, _encode(message))
+
+    def event(kind: str, **data: Any) -> bytes:
+        return _sse(kind, {'type': kind, **data})
+
+    opening = {**message, 'content': [], 'stop_reason': None, 'usage': {**usage, 'output_tokens': 1}}
+    events = [event('message_start', message=opening)]
+    for position, block in enumerate(content):
+        if block['type'] == 'text':
+            events.append(event('content_block_start', index=position, content_block={'type': 'text', 'text': ''}))
+            deltas = [{'type': 'text_delta', 'text': piece} for piece in _halves(block['text'])]
+        else:
+            events.append(event('content_block_start', index=position, content_block={**block, 'input': {}}))
+            deltas = [
+                {'type': 'input_json_delta', 'partial_json': piece}
+                for piece in _halves(_tool_arguments(block['input']))
+            ]
+        events += [event('content_block_delta', index=position, delta=delta) for delta in deltas]
+        events.append(event('content_block_stop', index=position))
+    events.append(
+        event(
+            'message_delta',
+            delta={'stop_reason': stop_reason, 'stop_sequence': None},
+            usage={'output_tokens': output_tokens},
+        )
+    )
+    events.append(event('message_stop'))
+    return message_id, _Reply(200, events=events)
+
+
+def _api_base(base_url: str) -> str:
+    return base_url.rstrip('/') + '/v1'
+
+
+def openai_chat_model(
+    base_url: str, model_name: str = 'gpt-5.2', *, http_client: httpx2.AsyncClient | None = None
+) -> OpenAIChatModel:
+    """Build an `OpenAIChatModel` that talks to a `FakeProvider`.
+
+    Args:
+        base_url: The server's root URL, `FakeProvider.url`.
+        model_name: The model name to send.
+        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+            A new `httpx2.AsyncClient` when omitted.
+
+    Returns:
+        A model whose requests go to `POST {base_url}/v1/chat/completions`.
+    """
+    provider = OpenAIProvider(
+        base_url=_api_base(base_url), api_key=_DUMMY_API_KEY, http_client=http_client or httpx2.AsyncClient()
+    )
+    return OpenAIChatModel(model_name, provider=provider)
+
+
+def openai_responses_model(
+    base_url: str, model_name: str = 'gpt-5.2', *, http_client: httpx2.AsyncClient | None = None
+) -> OpenAIResponsesModel:
+    """Build an `OpenAIResponsesModel` that talks to a `FakeProvider`.
+
+    Args:
+        base_url: The server's root URL, `FakeProvider.url`.
+        model_name: The model name to send.
+        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+            A new `httpx2.AsyncClient` when omitted.
+
+    Returns:
+        A model whose requests go to `POST {base_url}/v1/responses`.
+    """
+    provider = OpenAIProvider(
+        base_url=_api_base(base_url), api_key=_DUMMY_API_KEY, http_client=http_client or httpx2.AsyncClient()
+    )
+    return OpenAIResponsesModel(model_name, provider=provider)
+
+
+def anthropic_model(
+    base_url: str, model_name: str = 'claude-sonnet-4-5', *, http_client: httpx2.AsyncClient | None = None
+) -> AnthropicModel:
+    """Build an `AnthropicModel` that talks to a `FakeProvider`.
+
+    Args:
+        base_url: The server's root URL, `FakeProvider.url`.
+        model_name: The model name to send.
+        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+            A new `httpx2.AsyncClient` when omitted.
+
+    Returns:
+        A model whose requests go to `POST {base_url}/v1/messages`.
+    """
+    # The Anthropic SDK adds `/v1` itself, unlike the OpenAI one.
+    provider = AnthropicProvider(
+        base_url=base_url.rstrip('/'), api_key=_DUMMY_API_KEY, http_client=http_client or httpx2.AsyncClient()
+    )
+    return AnthropicModel(model_name, provider=provider)
+
