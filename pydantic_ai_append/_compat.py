@@ -29,5 +29,7 @@ def instruction_id(text: str) -> InstructionId:
     if namespace == 'agent':
         return InstructionId(AgentInstructionSource(), name=rest or None)
     source_id, _, name = rest.partition(':')
-    source = CapabilityInstructionSource(source_id) if namespace == 'capability' else ToolsetInstructionSource(source_id)
+    source = (
+        CapabilityInstructionSource(source_id) if namespace == 'capability' else ToolsetInstructionSource(source_id)
+    )
     return InstructionId(source, name=name or None)

@@ -35,6 +35,7 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelRequestPart,
     SystemPromptPart,
+    UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
@@ -61,10 +62,29 @@ BlockFunc: TypeAlias = (
 _POLICIES: tuple[ChangePolicy, ...] = ('append', 'rewrite')
 _NAMESPACES = ('agent', 'capability', 'toolset')
 
-# The prefix parts an `AppendInstructions` rendered, so a second one on the same agent can tell that the request
-# already has a window and refuse, rather than nest one window inside another. Keyed by `id()` because parts are
-# unhashable; weak values, so an entry goes with its part.
-_RENDERED_PARTS: weakref.WeakValueDictionary[int, InstructionPart] = weakref.WeakValueDictionary()
+
+class _StepClaims:
+    """Which `AppendInstructions` handles each model request, so a second one on the same agent refuses.
+
+    Two would nest one window inside another. The request is known by its `ModelRequestContext`, the one object
+    every capability's hook of a request receives; it is unhashable, so it is held by `id()` with a weak
+    reference that tells a live entry from a reused id.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[int, tuple[weakref.ref[ModelRequestContext], int]] = {}
+
+    def claim(self, request_context: ModelRequestContext, owner: object) -> bool:
+        """Claim the request for `owner`; `False` if another capability has it."""
+        entry = self._owners.get(id(request_context))
+        if entry is not None and entry[0]() is request_context:
+            return entry[1] == id(owner)
+        self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
+        self._owners[id(request_context)] = (weakref.ref(request_context), id(owner))
+        return True
+
+
+_CLAIMS = _StepClaims()
 
 
 class UnaddressableBlockWarning(UserWarning):
@@ -85,7 +105,7 @@ class _Block(Generic[AgentDepsT]):
 
 @dataclass
 class AppendInstructions(AbstractCapability[AgentDepsT]):
-    """Instruction blocks that keep the prompt cache when they change.
+    r"""Instruction blocks that keep the prompt cache when they change.
 
     A block registered with `on_change='append'` keeps its first value in the prefix, as a
     `<context id="capability:<id>:<name>">` element. When its value changes, the prefix stays byte-identical
@@ -104,7 +124,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     @todos.instructions(name='state')
     def state(ctx: RunContext[list[str]]) -> str | None:
-        return '\\n'.join(ctx.deps) or None
+        return '\n'.join(ctx.deps) or None
 
 
     agent = Agent(TestModel(), deps_type=list[str], capabilities=[todos])
@@ -128,7 +148,9 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     _: KW_ONLY
 
-    _blocks: dict[str, _Block[AgentDepsT]] = field(default_factory=dict[str, '_Block[AgentDepsT]'], init=False, repr=False)
+    _blocks: dict[str, _Block[AgentDepsT]] = field(
+        default_factory=dict[str, '_Block[AgentDepsT]'], init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         if self.id is None or not self.id:
@@ -145,6 +167,11 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 )
 
     @property
+    def _source_id(self) -> str:
+        assert self.id is not None, 'checked in `__post_init__`'
+        return self.id
+
+    @property
     def _key(self) -> bytes | None:
         return self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
 
@@ -157,7 +184,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     @overload
     def instructions(
-        self, *, name: str | None = None, on_change: ChangePolicy = 'append'
+        self, /, *, name: str | None = None, on_change: ChangePolicy = 'append'
     ) -> Callable[[BlockFunc[AgentDepsT]], BlockFunc[AgentDepsT]]: ...
 
     def instructions(
@@ -201,25 +228,28 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             )
 
     def _block_id(self, name: str) -> str:
-        return f'capability:{self.id}:{name}'
+        return f'capability:{self._source_id}:{name}'
 
     # --- The request hook
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
+        """Send the window's prefix, record this request's changes, and deliver the window's changes."""
         renderer = _renderer(request_context.model)
         messages = list(request_context.messages)
         if not messages or not isinstance(messages[-1], ModelRequest):
             # Resuming a response the provider suspended: the turn is completed with exactly the history and
             # instructions it was started with, so nothing is resolved or recorded, only rendered again.
+            # Pydantic AI doesn't prepare the messages of a resumed turn, so the `<system>` wrapping it gave these
+            # changes on the fallback path is applied here, to send the turn's bytes again.
             state = fold_window(scan(messages, key=self._key))
-            request_context.messages = _render_messages(messages, state.deliveries, renderer)
+            request_context.messages = _render_messages(messages, state.deliveries, renderer, wrap=not renderer.inline)
             return request_context
 
         params = request_context.model_request_parameters
         parts = list(params.instruction_parts or [])
-        if any(id(part) in _RENDERED_PARTS for part in parts):
+        if not _CLAIMS.claim(request_context, self):
             raise UserError(
                 'An agent can have only one `AppendInstructions` capability: register all blocks on one, and '
                 'route other sources through its `append_ids`.'
@@ -236,9 +266,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             changes=[delta.id for delta, _ in plan.new_changes],
         ):
             new_deliveries = self._record(ctx, messages, plan)
-            request_context.messages = _render_messages(
-                messages, [*plan.deliveries, *new_deliveries], renderer
-            )
+            request_context.messages = _render_messages(messages, [*plan.deliveries, *new_deliveries], renderer)
             request_context.model_request_parameters = replace(
                 params, instruction_parts=self._prefix(plan, ordered, renderer) or None
             )
@@ -275,7 +303,9 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             if block.on_change == 'append':
                 appending.append((CurrentBlock(block_id, content, 'append'), None))
             elif content is not None:
-                rewriting.append((CurrentBlock(block_id, content, 'rewrite'), _own_part(self.id, block.name, content)))
+                rewriting.append(
+                    (CurrentBlock(block_id, content, 'rewrite'), _own_part(self._source_id, block.name, content))
+                )
         return [*literal, *appending, *rewriting]
 
     def _routes(self, part_id: str) -> bool:
@@ -313,8 +343,6 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         if plan.tagged:
             prefix.append(InstructionPart(content=SUPERSESSION_SENTENCE))
         prefix.extend(part for block, part in ordered if block.mode == 'rewrite' and part)
-        for part in prefix:
-            _RENDERED_PARTS[id(part)] = part
         return prefix
 
 
@@ -337,13 +365,17 @@ async def _call_block(block: _Block[Any], ctx: RunContext[Any]) -> str | None:
 
 def _own_part(capability_id: str, name: str, content: str) -> InstructionPart:
     return InstructionPart(
-        content=content, dynamic=True, name=name, id=InstructionId(CapabilityInstructionSource(capability_id), name=name)
+        content=content,
+        dynamic=True,
+        name=name,
+        id=InstructionId(CapabilityInstructionSource(capability_id), name=name),
     )
 
 
 def _prefix_part(text: str, source: InstructionPart | None, block_id: str) -> InstructionPart:
     """A prefix block's part: frozen for the window, so not dynamic, and in Pydantic AI's default `'rewrite'`
-    policy so that a release with its own append mechanism leaves it alone."""
+    policy so that a release with its own append mechanism leaves it alone.
+    """
     if source is not None:
         return InstructionPart(content=text, name=source.name, id=source.id)
     key = instruction_id(block_id)
@@ -351,9 +383,13 @@ def _prefix_part(text: str, source: InstructionPart | None, block_id: str) -> In
 
 
 def _render_messages(
-    messages: list[ModelMessage], deliveries: Sequence[Delivery], renderer: Renderer
+    messages: list[ModelMessage], deliveries: Sequence[Delivery], renderer: Renderer, *, wrap: bool = False
 ) -> list[ModelMessage]:
-    """The outgoing messages: each carrier replaced by its change's text, or left out if it delivers nothing."""
+    """The outgoing messages: each carrier replaced by its change's text, or left out if it delivers nothing.
+
+    A change goes out as a mid-conversation system prompt, which Pydantic AI's message preparation sends as a
+    system message or, on models without them, as `<system>`-wrapped user text; with `wrap` it is wrapped here.
+    """
     by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
     rendered: list[ModelMessage] = []
     for index, message in enumerate(messages):
@@ -364,7 +400,12 @@ def _render_messages(
                     parts.append(part)
                 elif (delivery := by_position.get((index, part_index))) is not None:
                     text = renderer.change(delivery.delta, base_matches=delivery.base_matches)
-                    parts.append(SystemPromptPart(content=text, timestamp=cast(SystemPromptPart, part).timestamp))
+                    timestamp = cast(SystemPromptPart, part).timestamp
+                    parts.append(
+                        UserPromptPart(f'<system>{text}</system>', timestamp=timestamp)
+                        if wrap
+                        else SystemPromptPart(text, timestamp=timestamp)
+                    )
             message = replace(message, parts=parts)
         rendered.append(message)
     return rendered

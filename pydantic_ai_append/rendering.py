@@ -66,14 +66,14 @@ def unescape(text: str) -> str:
 
 
 def diff_hunks(old: str, new: str) -> str:
-    """The unified-diff hunks that turn `old` into `new`, line by line, with one line of context.
+    r"""The unified-diff hunks that turn `old` into `new`, line by line, with one line of context.
 
     File headers are left out: the element the hunks go in names the block.
 
     ```python
     from pydantic_ai_append import diff_hunks
 
-    print(diff_hunks('a\\nb\\nc', 'a\\nB\\nc'))
+    print(diff_hunks('a\nb\nc', 'a\nB\nc'))
     #> @@ -1,3 +1,3 @@
     #>  a
     #> -b

@@ -182,7 +182,7 @@ def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock
     digests = baseline.digests
     return len(digests) == len(others) and all(
         digest.matches(id=block.id, dynamic=block.mode == 'rewrite', content=block.content or '')
-        for digest, block in zip(digests, others)
+        for digest, block in zip(digests, others, strict=True)
     )
 
 
@@ -196,4 +196,6 @@ def _baseline_entry(block: CurrentBlock) -> InstructionBlock | InstructionDigest
     if block.mode == 'append':
         assert block.id is not None, 'append-mode blocks always have an id'
         return InstructionBlock(id=block.id, content=block.content)
-    return InstructionDigest(id=block.id, dynamic=block.mode == 'rewrite', content_hash=content_hash(block.content or ''))
+    return InstructionDigest(
+        id=block.id, dynamic=block.mode == 'rewrite', content_hash=content_hash(block.content or '')
+    )

@@ -1,0 +1,94 @@
+"""A scripted function model that writes down what each request showed the model, for snapshots.
+
+Logic tests use it instead of a provider: it goes through the whole agent loop, including Pydantic AI's
+`<system>` fallback for models without inline system prompts, and returns what each request carried as
+short readable lines.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.profiles import ModelProfile
+
+
+@dataclass
+class Seen:
+    """One request as the model received it."""
+
+    instructions: str | None
+    messages: list[str]
+
+
+Turn = str | Sequence[tuple[str, dict[str, object]]] | ModelResponse
+"""A scripted reply: text, tool calls as `(tool name, args)` pairs, or a whole response."""
+
+
+@dataclass
+class ScriptedModel:
+    """A function model that replies from a script and keeps every request it received."""
+
+    inline: bool = False
+    script: list[Turn] = field(default_factory=list[Turn])
+    seen: list[Seen] = field(default_factory=list[Seen])
+    on_request: Callable[[], None] | None = None
+
+    def model(self) -> FunctionModel:
+        return FunctionModel(
+            self._reply, profile=ModelProfile(supports_inline_system_prompts=self.inline), model_name='scripted'
+        )
+
+    def _reply(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.seen.append(Seen(info.instructions, [line for message in messages for line in describe(message)]))
+        if self.on_request is not None:
+            self.on_request()
+        turn = self.script.pop(0) if self.script else 'ok'
+        if isinstance(turn, ModelResponse):
+            return turn
+        if isinstance(turn, str):
+            return ModelResponse(parts=[TextPart(turn)])
+        return ModelResponse(
+            parts=[
+                ToolCallPart(name, json.dumps(args), tool_call_id=f'call_{len(self.seen)}_{index}')
+                for index, (name, args) in enumerate(turn)
+            ]
+        )
+
+    @property
+    def last(self) -> Seen:
+        return self.seen[-1]
+
+
+def describe(message: ModelMessage) -> list[str]:
+    """Short lines for a message's parts, as the model received them."""
+    lines: list[str] = []
+    for part in message.parts:
+        if isinstance(message, ModelRequest):
+            if isinstance(part, SystemPromptPart):
+                lines.append(f'system: {part.content}')
+            elif isinstance(part, UserPromptPart):
+                lines.append(f'user: {part.content}')
+            elif isinstance(part, ToolReturnPart):
+                lines.append(f'tool-return {part.tool_name}: {part.model_response_str()}')
+            else:
+                lines.append(f'{part.part_kind}')
+        elif isinstance(part, TextPart):
+            lines.append(f'assistant: {part.content}')
+        elif isinstance(part, ToolCallPart):
+            lines.append(f'call {part.tool_name}: {part.args_as_json_str()}')
+        else:
+            lines.append(f'{part.part_kind}')
+    return lines
