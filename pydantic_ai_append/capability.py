@@ -33,16 +33,14 @@ from pydantic_ai.messages import (
     InstructionPart,
     ModelMessage,
     ModelRequest,
-    ModelRequestPart,
-    SystemPromptPart,
-    UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
 from ._compat import instruction_id, native_policy
-from .records import carrier, is_carrier, scan
-from .rendering import SUPERSESSION_SENTENCE, Renderer, renderer_for
+from .delivery import deliver, paths, prepare_model
+from .records import carrier, scan
+from .rendering import SUPERSESSION_SENTENCE, FallbackRenderer, InlineRenderer, Renderer
 from .window import CurrentBlock, Delivery, WindowPlan, fold_window, plan_request
 
 __all__ = ('AppendInstructions', 'BlockFunc', 'ChangePolicy', 'UnaddressableBlockWarning')
@@ -236,15 +234,15 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Send the window's prefix, record this request's changes, and deliver the window's changes."""
-        renderer = _renderer(request_context.model)
         messages = list(request_context.messages)
         if not messages or not isinstance(messages[-1], ModelRequest):
-            # Resuming a response the provider suspended: the turn is completed with exactly the history and
-            # instructions it was started with, so nothing is resolved or recorded, only rendered again.
-            # Pydantic AI doesn't prepare the messages of a resumed turn, so the `<system>` wrapping it gave these
-            # changes on the fallback path is applied here, to send the turn's bytes again.
+            # Resuming a turn the provider suspended: it is completed with exactly the history and instructions it
+            # was started with, so nothing is resolved or recorded, only delivered again. Pydantic AI doesn't
+            # prepare a resumed turn's messages, so the `<system>` wrapping of the fallback path is applied here.
             state = fold_window(scan(messages, key=self._key))
-            request_context.messages = _render_messages(messages, state.deliveries, renderer, wrap=not renderer.inline)
+            inline = paths(request_context.model) == {True}
+            renderer = InlineRenderer if inline else FallbackRenderer
+            request_context.messages = deliver(messages, state.deliveries, renderer, wrap=not inline)
             return request_context
 
         params = request_context.model_request_parameters
@@ -257,6 +255,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         ordered = await self._current_blocks(ctx, parts)
         state = fold_window(scan(messages, key=self._key))
         plan = plan_request(state, [block for block, _ in ordered])
+        renderer, mixed = prepare_model(request_context, tagged=plan.tagged)
 
         with logfire_api.span(
             'append_instructions {capability_id}',
@@ -266,7 +265,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             changes=[delta.id for delta, _ in plan.new_changes],
         ):
             new_deliveries = self._record(ctx, messages, plan)
-            request_context.messages = _render_messages(messages, [*plan.deliveries, *new_deliveries], renderer)
+            request_context.messages = deliver(messages, [*plan.deliveries, *new_deliveries], renderer, mixed=mixed)
             request_context.model_request_parameters = replace(
                 params, instruction_parts=self._prefix(plan, ordered, renderer) or None
             )
@@ -346,10 +345,6 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         return prefix
 
 
-def _renderer(model: Model) -> Renderer:
-    return renderer_for(supports_inline_system_prompts=bool(model.profile.get('supports_inline_system_prompts', False)))
-
-
 async def _call_block(block: _Block[Any], ctx: RunContext[Any]) -> str | None:
     function = cast(Callable[..., Any], block.function)
     value = function(ctx) if block.takes_ctx else function()
@@ -380,32 +375,3 @@ def _prefix_part(text: str, source: InstructionPart | None, block_id: str) -> In
         return InstructionPart(content=text, name=source.name, id=source.id)
     key = instruction_id(block_id)
     return InstructionPart(content=text, name=key.name, id=key)
-
-
-def _render_messages(
-    messages: list[ModelMessage], deliveries: Sequence[Delivery], renderer: Renderer, *, wrap: bool = False
-) -> list[ModelMessage]:
-    """The outgoing messages: each carrier replaced by its change's text, or left out if it delivers nothing.
-
-    A change goes out as a mid-conversation system prompt, which Pydantic AI's message preparation sends as a
-    system message or, on models without them, as `<system>`-wrapped user text; with `wrap` it is wrapped here.
-    """
-    by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
-    rendered: list[ModelMessage] = []
-    for index, message in enumerate(messages):
-        if isinstance(message, ModelRequest) and any(is_carrier(part) for part in message.parts):
-            parts: list[ModelRequestPart] = []
-            for part_index, part in enumerate(message.parts):
-                if not is_carrier(part):
-                    parts.append(part)
-                elif (delivery := by_position.get((index, part_index))) is not None:
-                    text = renderer.change(delivery.delta, base_matches=delivery.base_matches)
-                    timestamp = cast(SystemPromptPart, part).timestamp
-                    parts.append(
-                        UserPromptPart(f'<system>{text}</system>', timestamp=timestamp)
-                        if wrap
-                        else SystemPromptPart(text, timestamp=timestamp)
-                    )
-            message = replace(message, parts=parts)
-        rendered.append(message)
-    return rendered

@@ -33,7 +33,10 @@ def todo_agent(chat: ScriptedModel, **options: object) -> Agent[list[str], str]:
 
 
 def kinds(messages: list[ModelMessage]) -> list[str]:
-    return [type(record).__name__.removeprefix('Instruction').removesuffix('Part') for record in instruction_records(messages)]
+    return [
+        type(record).__name__.removeprefix('Instruction').removesuffix('Part')
+        for record in instruction_records(messages)
+    ]
 
 
 def test_compaction_opens_a_new_window():

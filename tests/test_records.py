@@ -1,0 +1,96 @@
+"""Records as stored data: every shape round-trips, and nothing untrustworthy reads as a record.
+
+Decoding is tested directly because forged and malformed records can't be produced through an agent
+without also forging their integrity check, which is what these tests do by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from inline_snapshot import snapshot
+
+from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest
+from pydantic_ai_append.records import UnreadableRecord, _signature, decode_record, encode_record  # pyright: ignore[reportPrivateUsage]
+
+ids = st.sampled_from(['capability:todos:state', 'agent:memory', 'agent'])
+texts = st.none() | st.text(max_size=40)
+blocks = st.builds(InstructionBlock, id=ids, content=texts)
+digests = st.builds(InstructionDigest, id=st.none() | ids, dynamic=st.booleans(), content_hash=st.text(max_size=8))
+records = st.one_of(
+    st.builds(InstructionBaselinePart, instructions=st.lists(blocks | digests, max_size=4).map(tuple)),
+    st.builds(InstructionDeltaPart, id=ids, content=texts, base_hash=st.none() | st.text(max_size=8), diff=texts),
+)
+
+
+@given(records, st.none() | st.binary(min_size=1, max_size=8))
+def test_records_round_trip(record: InstructionBaselinePart | InstructionDeltaPart, key: bytes | None):
+    assert decode_record(encode_record(record, key=key), key=key) == record
+
+
+def test_the_stored_shape():
+    baseline = InstructionBaselinePart(
+        instructions=(
+            InstructionDigest.of(id='agent', dynamic=False, content='Be brief.'),
+            InstructionBlock('capability:todos:state', 'a'),
+        )
+    )
+    assert encode_record(baseline) == snapshot(
+        {
+            'v': 1,
+            'kind': 'baseline',
+            'instructions': [
+                {'id': 'agent', 'dynamic': False, 'hash': '213c22ed7234eb11116e1e88f314c73c'},
+                {'id': 'capability:todos:state', 'content': 'a'},
+            ],
+            'check': '7a375559f7b800e6afdb118a7d9094ed',
+        }
+    )
+    assert encode_record(InstructionDeltaPart(id='capability:todos:state', content=None, base_hash=None)) == snapshot(
+        {
+            'v': 1,
+            'kind': 'delta',
+            'id': 'capability:todos:state',
+            'content': None,
+            'base_hash': None,
+            'diff': None,
+            'check': '2e876afeb03e5c2a6175a76cef73ac69',
+        }
+    )
+
+
+def sealed(payload: dict[str, Any]) -> dict[str, Any]:
+    return {**payload, 'check': _signature(payload, None)}
+
+
+@pytest.mark.parametrize(
+    'stored',
+    [
+        pytest.param('text', id='not-a-mapping'),
+        pytest.param({'v': 2, 'kind': 'delta'}, id='newer'),
+        pytest.param({'kind': 'delta'}, id='no-version'),
+        pytest.param(
+            {'v': 1, 'kind': 'delta', 'id': 'x', 'content': None, 'base_hash': None, 'diff': None, 'check': 'forged'},
+            id='bad-check',
+        ),
+        pytest.param(
+            sealed({'v': 1, 'kind': 'delta', 'id': 3, 'content': None, 'base_hash': None, 'diff': None}),
+            id='wrong-type',
+        ),
+        pytest.param(sealed({'v': 1, 'kind': 'delta', 'id': 'x'}), id='missing-field'),
+        pytest.param(sealed({'v': 1, 'kind': 'other'}), id='unknown-kind'),
+    ],
+)
+def test_untrustworthy_records_are_unreadable(stored: object):
+    assert isinstance(decode_record(stored), UnreadableRecord)
+
+
+def test_properties():
+    delta = InstructionDeltaPart(id='capability:todos:state', content='a', base_hash=None)
+    assert (delta.withdrawn, delta.content_hash) == snapshot((False, 'ca978112ca1bbdcafac231b39a23dc4d'))
+    assert (InstructionBlock('x', None).content_hash, InstructionBlock('x', 'a').content_hash) == snapshot(
+        (None, 'ca978112ca1bbdcafac231b39a23dc4d')
+    )
