@@ -20,6 +20,7 @@ from .records import (
     InstructionDeltaPart,
     InstructionDigest,
     InstructionRecord,
+    content_hash,
     instruction_records,
     strip_records,
 )
@@ -48,6 +49,7 @@ __all__ = (
     'InstructionRecord',
     'Renderer',
     'UnaddressableBlockWarning',
+    'content_hash',
     'diff_hunks',
     'escape',
     'instruction_records',

@@ -145,11 +145,6 @@ FallbackRenderer = Renderer(inline=False)
 """The renderer for models that get changes as `<system>`-wrapped user text."""
 
 
-def renderer_for(*, supports_inline_system_prompts: bool) -> Renderer:
-    """The renderer of a model, from its profile's `supports_inline_system_prompts`."""
-    return InlineRenderer if supports_inline_system_prompts else FallbackRenderer
-
-
 def record_change(block_id: str, previous: str | None, content: str | None) -> InstructionDeltaPart:
     """Record one block's change from `previous` to `content`, with a diff when that is the shorter element.
 

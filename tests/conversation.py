@@ -31,6 +31,7 @@ class Seen:
 
     instructions: str | None
     messages: list[str]
+    settings: dict[str, object]
 
 
 Turn = str | Sequence[tuple[str, dict[str, object]]] | ModelResponse
@@ -52,7 +53,8 @@ class ScriptedModel:
         )
 
     def _reply(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.seen.append(Seen(info.instructions, [line for message in messages for line in describe(message)]))
+        lines = [line for message in messages for line in describe(message)]
+        self.seen.append(Seen(info.instructions, lines, dict(info.model_settings or {})))
         if self.on_request is not None:
             self.on_request()
         turn = self.script.pop(0) if self.script else 'ok'
