@@ -254,7 +254,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             )
         ordered = await self._current_blocks(ctx, parts)
         state = fold_window(scan(messages, key=self._key))
-        plan = plan_request(state, [block for block, _ in ordered])
+        plan = plan_request(state, [block for block, _ in ordered if block is not None])
         renderer, mixed = prepare_model(request_context, tagged=plan.tagged)
 
         with logfire_api.span(
@@ -273,12 +273,17 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     async def _current_blocks(
         self, ctx: RunContext[AgentDepsT], parts: list[InstructionPart]
-    ) -> list[tuple[CurrentBlock, InstructionPart | None]]:
-        """Every block of this request in prefix order, each with the part it came from (if any)."""
+    ) -> list[tuple[CurrentBlock | None, InstructionPart | None]]:
+        """Every block of this request in prefix order, each with the part it came from (if any).
+
+        A block in Pydantic AI's own append mode comes without a `CurrentBlock`: that mechanism keeps its prefix
+        stable, so it is passed through and takes no part in this window.
+        """
         counts = Counter(str(part.id) for part in parts if part.id is not None)
         literal: list[tuple[CurrentBlock, InstructionPart | None]] = []
         appending: list[tuple[CurrentBlock, InstructionPart | None]] = []
         rewriting: list[tuple[CurrentBlock, InstructionPart | None]] = []
+        native: list[tuple[CurrentBlock | None, InstructionPart | None]] = []
         for part in parts:
             part_id = str(part.id) if part.id is not None else None
             if part_id is not None and self._routes(part_id):
@@ -292,7 +297,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                     stacklevel=2,
                 )
             if native_policy(part) == 'append':
-                # Pydantic AI's own append mechanism keeps this block's prefix stable; leave it to that.
+                native.append((None, part))
                 continue
             target = rewriting if part.dynamic else literal
             target.append((CurrentBlock(part_id, part.content, 'rewrite' if part.dynamic else 'literal'), part))
@@ -305,7 +310,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 rewriting.append(
                     (CurrentBlock(block_id, content, 'rewrite'), _own_part(self._source_id, block.name, content))
                 )
-        return [*literal, *appending, *rewriting]
+        return [*literal, *appending, *native, *rewriting]
 
     def _routes(self, part_id: str) -> bool:
         return any(part_id == routed or part_id.startswith(f'{routed}:') for routed in self.append_ids)
@@ -330,18 +335,19 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     def _prefix(
         self,
         plan: WindowPlan,
-        ordered: list[tuple[CurrentBlock, InstructionPart | None]],
+        ordered: list[tuple[CurrentBlock | None, InstructionPart | None]],
         renderer: Renderer,
     ) -> list[InstructionPart]:
         """The instruction parts the request is sent with: literal, the window's blocks, the sentence, rewrite."""
-        sources = {block.id: part for block, part in ordered if block.mode == 'append'}
-        prefix: list[InstructionPart] = [part for block, part in ordered if block.mode == 'literal' and part]
+        sources = {block.id: part for block, part in ordered if block and block.mode == 'append'}
+        prefix: list[InstructionPart] = [part for block, part in ordered if block and block.mode == 'literal' and part]
         for block in plan.prefix:
             if block.content is not None:
                 prefix.append(_prefix_part(renderer.block(block.id, block.content), sources.get(block.id), block.id))
         if plan.tagged:
             prefix.append(InstructionPart(content=SUPERSESSION_SENTENCE))
-        prefix.extend(part for block, part in ordered if block.mode == 'rewrite' and part)
+        prefix.extend(part for block, part in ordered if block is None and part)
+        prefix.extend(part for block, part in ordered if block and block.mode == 'rewrite' and part)
         return prefix
 
 

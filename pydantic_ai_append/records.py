@@ -235,8 +235,40 @@ def encode_record(record: InstructionRecord, *, key: bytes | None = None) -> dic
     return {**payload, 'check': _signature(payload, key)}
 
 
+class _DecodedCache:
+    """Records already decoded, by the identity of the stored dict they were read from.
+
+    History objects live for a whole run, so each request would otherwise check every record in the window
+    again, at a cost that grows with the conversation. A fresh history (after a JSON round trip) is checked
+    once. The dicts are held, so an `id()` is never reused while its entry exists; the cache is bounded.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict[tuple[int, bytes | None], tuple[object, InstructionRecord | UnreadableRecord]] = {}
+
+    def get(self, data: object, key: bytes | None) -> InstructionRecord | UnreadableRecord:
+        entry = self._entries.get((id(data), key))
+        if entry is not None and entry[0] is data:
+            return entry[1]
+        record = _decode_uncached(data, key)
+        if len(self._entries) >= self._size:
+            # Dicts keep insertion order: drop the oldest half.
+            for stale in list(self._entries)[: self._size // 2]:
+                del self._entries[stale]
+        self._entries[(id(data), key)] = (data, record)
+        return record
+
+
+_DECODED = _DecodedCache(size=16384)
+
+
 def decode_record(data: object, *, key: bytes | None = None) -> InstructionRecord | UnreadableRecord:
     """Read a carrier's stored dict back into a record, or say why it can't be trusted."""
+    return _DECODED.get(data, key)
+
+
+def _decode_uncached(data: object, key: bytes | None) -> InstructionRecord | UnreadableRecord:
     if not isinstance(data, dict):
         return UnreadableRecord('the record is not a mapping')
     stored = cast(dict[str, Any], data)

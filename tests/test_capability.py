@@ -275,15 +275,21 @@ user: <system><context id="capability:todos:state">
 def test_blocks_from_other_sources_can_be_routed_through_append_mode():
     chat = ScriptedModel()
     history: list[ModelMessage] = []
-    for memory in ['likes tea', 'likes tea; dislikes coffee']:
+    for memory in ['likes tea', 'likes tea; dislikes coffee', None]:
         # The agent is built per run with the memory of the moment, as a server building agents per request would.
         context = AppendInstructions(id='context', append_ids=['agent:memory'])
-        agent = Agent(chat.model(), instructions=[InstructionPart(memory, name='memory')], capabilities=[context])
+        instructions = [InstructionPart(memory, name='memory')] if memory else []
+        agent = Agent(chat.model(), instructions=instructions, capabilities=[context])
         history = agent.run_sync('hi', message_history=history).all_messages()
     assert chat.last.instructions == chat.seen[0].instructions
-    assert chat.last.messages[-1] == snapshot("""\
+    assert chat.seen[1].messages[-1] == snapshot("""\
 user: <system><context id="agent:memory">
 likes tea; dislikes coffee
+</context></system>\
+""")
+    assert chat.last.messages[-1] == snapshot("""\
+user: <system><context id="agent:memory" withdrawn="true">
+This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context></system>\
 """)
 
@@ -601,3 +607,81 @@ user: <system><context id="toolset:docs" withdrawn="true">
 This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context></system>\
 """)
+
+
+def test_native_append_blocks_are_left_to_pydantic_ai():
+    if 'on_change' not in InstructionPart.__dataclass_fields__:
+        pytest.skip('this release has no append mechanism of its own')
+    from pydantic_ai import messages as core
+
+    chat = ScriptedModel()
+    history: list[ModelMessage] = []
+    for version, todos in [(1, ['a']), (2, ['a', 'b'])]:
+        native = InstructionPart(f'native v{version}', name='native', on_change='append')  # pyright: ignore[reportCallIssue]
+        agent = make_agent(chat)
+        agent = Agent(
+            chat.model(), deps_type=Deps, instructions=native, capabilities=agent.root_capability.capabilities
+        )
+        history = agent.run_sync('hi', deps=Deps(todos=todos), message_history=history).all_messages()
+    assert (
+        chat.last.instructions
+        == chat.seen[0].instructions
+        == snapshot("""\
+<context id="capability:todos:state">
+- [ ] a
+</context>
+
+A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.
+
+<pyai:context id="agent:native">
+native v1
+</pyai:context>
+A later <pyai:context> element with the same id replaces the earlier one and stays in effect until replaced again.
+
+Mode: plan\
+""")
+    )
+    assert chat.last.messages[-2:] == snapshot(
+        [
+            """\
+user: <system><context id="capability:todos:state">
+- [ ] a
+- [ ] b
+</context></system>\
+""",
+            """\
+user: <system><pyai:context id="agent:native">
+native v2
+</pyai:context></system>\
+""",
+        ]
+    )
+    # Pydantic AI's own records track only its own block; the plugin's blocks are rewrite-mode digests to it.
+    native_ids = [
+        str(entry.id)
+        for message in history
+        for part in message.parts
+        if isinstance(part, core.InstructionBaselinePart | core.InstructionDeltaPart)  # pyright: ignore[reportAttributeAccessIssue]
+        for entry in (part.instructions if isinstance(part, core.InstructionBaselinePart) else [part])  # pyright: ignore
+        if not isinstance(entry, core.InstructionDigest)  # pyright: ignore[reportAttributeAccessIssue]
+    ]
+    assert native_ids == ['agent:native', 'agent:native']
+
+
+def test_records_need_a_request_in_history_to_persist():
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.models import ModelRequestContext
+
+    class ForgetHistory(AbstractCapability[object]):
+        async def before_model_request(
+            self, ctx: RunContext[object], request_context: ModelRequestContext
+        ) -> ModelRequestContext:
+            ctx.messages.clear()
+            return request_context
+
+    chat = ScriptedModel()
+    context = AppendInstructions(id='context')
+    context.instructions(name='block')(lambda: 'one')
+    result = Agent(chat.model(), capabilities=[ForgetHistory(), context]).run_sync('hi')
+    assert 'capability:context:block' in (chat.last.instructions or '')
+    assert instruction_records(result.all_messages()) == snapshot([])

@@ -94,3 +94,18 @@ def test_properties():
     assert (InstructionBlock('x', None).content_hash, InstructionBlock('x', 'a').content_hash) == snapshot(
         (None, 'ca978112ca1bbdcafac231b39a23dc4d')
     )
+
+
+def test_the_decoded_cache_stays_bounded_and_rechecks_new_dicts():
+    from pydantic_ai_append.records import _DecodedCache  # pyright: ignore[reportPrivateUsage]
+
+    cache = _DecodedCache(size=2)
+    stored = [
+        encode_record(InstructionDeltaPart(id='agent', content=str(number), base_hash=None)) for number in range(3)
+    ]
+    decoded = [cache.get(data, None) for data in stored]
+    assert [record.content for record in decoded if isinstance(record, InstructionDeltaPart)] == ['0', '1', '2']
+    assert cache.get(stored[2], None) is decoded[2]
+    # An equal dict that is a different object (as after a JSON round trip) is checked again.
+    tampered = {**stored[2], 'content': 'forged'}
+    assert isinstance(cache.get(tampered, None), UnreadableRecord)
