@@ -584,7 +584,7 @@ def test_a_routed_toolset_block_that_goes_away_is_withdrawn():
 
     chat = ScriptedModel()
     guide = ['Search before you answer.']
-    docs = FunctionToolset[None](id='docs', instructions=lambda: guide[0] or None)
+    docs = FunctionToolset[object](id='docs', instructions=lambda: guide[0] or None)
     agent = Agent(
         chat.model(), toolsets=[docs], capabilities=[AppendInstructions(id='context', append_ids=['toolset:docs'])]
     )
