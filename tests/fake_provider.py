@@ -10,13 +10,14 @@ every request body it receives. The helpers at the bottom build Pydantic AI mode
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal, Self, TypeAlias, cast
+from typing import Any, Self, TypeAlias, cast
 
 import httpx2
 from pydantic_ai.models.anthropic import AnthropicModel
@@ -24,9 +25,9 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
+from pydantic_ai_append.testing import API_PATHS, Api
+
 __all__ = [
-    'API_PATHS',
-    'Api',
     'FakeProvider',
     'FakeRequest',
     'Script',
@@ -39,15 +40,7 @@ __all__ = [
     'openai_responses_model',
 ]
 
-Api: TypeAlias = Literal['anthropic', 'openai-chat', 'openai-responses']
-"""The provider APIs the fake speaks, named as `tests.wire` names them."""
-
-API_PATHS: Mapping[str, Api] = {
-    '/v1/messages': 'anthropic',
-    '/v1/chat/completions': 'openai-chat',
-    '/v1/responses': 'openai-responses',
-}
-"""The request path of each API."""
+_APIS_BY_PATH: Mapping[str, Api] = {path: api for api, path in API_PATHS.items()}
 
 _CREATED = 1_767_225_600
 """A fixed creation time (2026-01-01), so recorded replies don't change between recordings."""
@@ -130,15 +123,16 @@ class _Reply:
 class FakeProvider:
     """A provider API server on `127.0.0.1`, answering from a script; use it as a context manager.
 
-    The port is chosen by the OS when the server starts. Requests that find the script exhausted, or an
-    unknown path, get a 400 or 404 reply that the SDK raises as an error, and are listed in `errors`.
+    The port is chosen by the OS when the server starts. A request to an unknown path, with a body that
+    isn't JSON, that finds the script exhausted or makes a script function raise gets a 404 or 400 reply,
+    which the SDK raises as an error (a 400 is not retried), and the reason is added to `errors`.
 
     Example:
         ```python
         with FakeProvider(script=[ToolCalls([('get_time', {})]), Text('It is noon.')]) as server:
             agent = Agent(anthropic_model(server.url), tools=[get_time])
-            result = agent.run_sync('What time is it?')
-        assert len(server.requests) == 2
+            result = await agent.run('What time is it?')
+        assert (result.output, len(server.requests)) == ('It is noon.', 2)
         ```
     """
 
@@ -175,7 +169,10 @@ class FakeProvider:
             fake = provider
 
         self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name='fake-provider', daemon=True)
+        # A short poll interval, as `shutdown` waits for the serving loop to notice, up to one interval.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.01,), name='fake-provider', daemon=True
+        )
         self._thread.start()
         return self
 
@@ -195,7 +192,7 @@ class FakeProvider:
     def _answer(self, path: str, body: bytes) -> _Reply:
         with self._lock:
             self.requests.append(body)
-            api = API_PATHS.get(path)
+            api = _APIS_BY_PATH.get(path)
             if api is None:
                 return self._refuse(None, HTTPStatus.NOT_FOUND, f'FakeProvider does not serve {path!r}')
             try:
@@ -204,7 +201,11 @@ class FakeProvider:
                 return self._refuse(api, HTTPStatus.BAD_REQUEST, f'request body is not JSON: {body[:200]!r}')
             index = len(self.requests) - 1
             if callable(self._script):
-                turn = self._script(FakeRequest(index, api, body, request_json))
+                try:
+                    turn = self._script(FakeRequest(index, api, body, request_json))
+                except Exception as error:  # noqa: BLE001
+                    # Any error: raised in the server thread, it would only reach the test as a dropped connection.
+                    return self._refuse(api, HTTPStatus.BAD_REQUEST, f'FakeProvider script raised {error!r}')
             elif self._next_turn < len(self._script):
                 turn = self._script[self._next_turn]
                 self._next_turn += 1
@@ -234,7 +235,16 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
     # An idle kept-alive connection would otherwise hold its thread until the client goes away.
     timeout = 10
+    # Fixed, like the `Date` below, so recorded response headers don't vary with the machine.
+    server_version = 'FakeProvider'
+    sys_version = ''
     fake: FakeProvider
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers, body and each event go out as separate small writes; with Nagle's algorithm on, each
+        # waits for the client's delayed ACK, adding about 40 ms to every request.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_POST(self) -> None:
         length = int(self.headers.get('Content-Length', '0'))
@@ -257,6 +267,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f'{len(event):x}\r\n'.encode() + event + b'\r\n')
             self.wfile.flush()
         self.wfile.write(b'0\r\n\r\n')
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        # The `Date` header would otherwise change every recorded cassette on every re-recording.
+        return 'Thu, 01 Jan 2026 00:00:00 GMT'
 
     def log_message(self, format: str, *args: Any) -> None:
         # The default writes every request to stderr, which buries test output.
@@ -308,13 +322,13 @@ def _render_chat(index: int, body_json: Mapping[str, Any], turn: Turn, stream: b
         'completion_tokens': completion_tokens,
         'total_tokens': prompt_tokens + completion_tokens,
     }
-    tool_calls = [
-        {
-            'id': f'call_fake_{index}_{position}',
-            'type': 'function',
-            'function': {'name': name, 'arguments': _tool_arguments(arguments)},
-        }
+    calls = [
+        (f'call_fake_{index}_{position}', name, _tool_arguments(arguments))
         for position, (name, arguments) in enumerate(turn.calls if isinstance(turn, ToolCalls) else ())
+    ]
+    tool_calls = [
+        {'id': call_id, 'type': 'function', 'function': {'name': name, 'arguments': arguments}}
+        for call_id, name, arguments in calls
     ]
     finish_reason = 'tool_calls' if tool_calls else 'stop'
     base = {'id': completion_id, 'created': _CREATED, 'model': model}
@@ -327,7 +341,9 @@ def _render_chat(index: int, body_json: Mapping[str, Any], turn: Turn, stream: b
         if tool_calls:
             message['tool_calls'] = tool_calls
         choice = {'index': 0, 'message': message, 'finish_reason': finish_reason, 'logprobs': None}
-        return completion_id, _Reply(200, _encode({**base, 'object': 'chat.completion', 'choices': [choice], 'usage': usage}))
+        return completion_id, _Reply(
+            200, _encode({**base, 'object': 'chat.completion', 'choices': [choice], 'usage': usage})
+        )
 
     def chunk(delta: Mapping[str, Any], finish: str | None = None) -> bytes:
         choice = {'index': 0, 'delta': delta, 'finish_reason': finish, 'logprobs': None}
@@ -336,13 +352,12 @@ def _render_chat(index: int, body_json: Mapping[str, Any], turn: Turn, stream: b
     events = [chunk({'role': 'assistant', 'content': ''})]
     if isinstance(turn, Text):
         events += [chunk({'content': piece}) for piece in _halves(turn.text)]
-    for position, call in enumerate(tool_calls):
-        function = call['function']
-        opening = {**call, 'function': {'name': function['name'], 'arguments': ''}}
-        events.append(chunk({'tool_calls': [{'index': position, **opening}]}))
+    for position, (call_id, name, arguments) in enumerate(calls):
+        opening = {'index': position, 'id': call_id, 'type': 'function', 'function': {'name': name, 'arguments': ''}}
+        events.append(chunk({'tool_calls': [opening]}))
         events += [
             chunk({'tool_calls': [{'index': position, 'function': {'arguments': piece}}]})
-            for piece in _halves(function['arguments'])
+            for piece in _halves(arguments)
         ]
     events.append(chunk({}, finish_reason))
     if cast(Mapping[str, Any], body_json.get('stream_options') or {}).get('include_usage'):
@@ -422,7 +437,7 @@ def _render_responses(index: int, body_json: Mapping[str, Any], turn: Turn, stre
         item_id = item['id']
         if item['type'] == 'message':
             text = item['content'][0]['text']
-            empty_part = {'type': 'output_text', 'text': '', 'annotations': [], 'logprobs': []}
+            empty_part: dict[str, Any] = {'type': 'output_text', 'text': '', 'annotations': [], 'logprobs': []}
             events.append(event('response.output_item.added', output_index=position, item={**item, 'content': []}))
             events.append(
                 event(
@@ -562,7 +577,7 @@ def openai_chat_model(
         A model whose requests go to `POST {base_url}/v1/chat/completions`.
     """
     provider = OpenAIProvider(
-        base_url=_api_base(base_url), api_key=_DUMMY_API_KEY, http_client=http_client or httpx2.AsyncClient()
+        base_url=_api_base(base_url), api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
     )
     return OpenAIChatModel(model_name, provider=provider)
 
@@ -582,13 +597,13 @@ def openai_responses_model(
         A model whose requests go to `POST {base_url}/v1/responses`.
     """
     provider = OpenAIProvider(
-        base_url=_api_base(base_url), api_key=_DUMMY_API_KEY, http_client=http_client or httpx2.AsyncClient()
+        base_url=_api_base(base_url), api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
     )
     return OpenAIResponsesModel(model_name, provider=provider)
 
 
 def anthropic_model(
-    base_url: str, model_name: str = 'claude-sonnet-4-5', *, http_client: httpx2.AsyncClient | None = None
+    base_url: str, model_name: str = 'claude-sonnet-4-6', *, http_client: httpx2.AsyncClient | None = None
 ) -> AnthropicModel:
     """Build an `AnthropicModel` that talks to a `FakeProvider`.
 
@@ -603,7 +618,12 @@ def anthropic_model(
     """
     # The Anthropic SDK adds `/v1` itself, unlike the OpenAI one.
     provider = AnthropicProvider(
-        base_url=base_url.rstrip('/'), api_key=_DUMMY_API_KEY, http_client=http_client or httpx2.AsyncClient()
+        base_url=base_url.rstrip('/'), api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
     )
     return AnthropicModel(model_name, provider=provider)
 
+
+def _unpooled_client() -> httpx2.AsyncClient:
+    # Nobody closes a client the helpers make, so it keeps no idle connections: one left open in the pool
+    # would raise `ResourceWarning` when collected, which the test suite turns into an error.
+    return httpx2.AsyncClient(limits=httpx2.Limits(max_keepalive_connections=0))
