@@ -59,7 +59,7 @@ class InstructionBlock:
 
     block = InstructionBlock(id='capability:todos:state', content='- [ ] write tests')
     print(block.content_hash)
-    #> 6bf7d8f4d1a8a2b0ac0b4c9b3b4c3dc1
+    #> 46da768035b57ac0313d35fe1e954587
     ```
     """
 

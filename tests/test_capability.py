@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from inline_snapshot import snapshot
+from logfire.testing import CaptureLogfire
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import (
@@ -685,3 +686,60 @@ def test_records_need_a_request_in_history_to_persist():
     result = Agent(chat.model(), capabilities=[ForgetHistory(), context]).run_sync('hi')
     assert 'capability:context:block' in (chat.last.instructions or '')
     assert instruction_records(result.all_messages()) == snapshot([])
+
+
+def test_each_request_is_a_span(capfire: CaptureLogfire):
+    chat = ScriptedModel()
+    agent = make_agent(chat)
+    history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
+    agent.run_sync('two', deps=Deps(todos=['b']), message_history=history)
+    spans = [
+        span for span in capfire.exporter.exported_spans_as_dict() if span['name'].startswith('append_instructions')
+    ]
+    assert [
+        {key: span['attributes'][key] for key in ('capability_id', 'delivery_path', 'window_opened', 'changes')}
+        for span in spans
+    ] == snapshot(
+        [
+            {
+                'capability_id': 'todos',
+                'delivery_path': 'fallback',
+                'window_opened': 'first request with an append-mode block',
+                'changes': '[]',
+            },
+            {
+                'capability_id': 'todos',
+                'delivery_path': 'fallback',
+                'window_opened': 'null',
+                'changes': '["capability:todos:state"]',
+            },
+        ]
+    )
+
+
+def test_a_routed_block_in_native_append_mode_is_taken_over():
+    if 'on_change' not in InstructionPart.__dataclass_fields__:
+        pytest.skip('this release has no append mechanism of its own')
+    chat = ScriptedModel()
+    history: list[ModelMessage] = []
+    for version in (1, 2):
+        native = InstructionPart(f'notes v{version}', name='notes', on_change='append')  # pyright: ignore[reportCallIssue]
+        context = AppendInstructions(id='context', append_ids=['agent:notes'])
+        agent = Agent(chat.model(), instructions=native, capabilities=[context])
+        history = agent.run_sync('hi', message_history=history).all_messages()
+    assert (
+        chat.last.instructions
+        == chat.seen[0].instructions
+        == snapshot("""\
+<context id="agent:notes">
+notes v1
+</context>
+
+A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.\
+""")
+    )
+    assert chat.last.messages[-1] == snapshot("""\
+user: <system><context id="agent:notes">
+notes v2
+</context></system>\
+""")

@@ -1,0 +1,78 @@
+"""Every code example in the docs runs, and prints what it says it prints.
+
+Examples in docstrings and the README mark expected output with `#>` lines under the `print` that makes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import re
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+import pydantic_ai_append
+from pydantic_ai_append import capability, delivery, records, rendering, testing, window
+
+ROOT = Path(__file__).parent.parent
+CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
+
+
+def docstring_examples() -> list[tuple[str, str]]:
+    examples: list[tuple[str, str]] = []
+    seen: set[int] = set()
+    for module in (pydantic_ai_append, capability, delivery, records, rendering, testing, window):
+        objects = [module, *(value for _, value in inspect.getmembers(module))]
+        for value in objects:
+            doc = (
+                inspect.getdoc(value)
+                if inspect.ismodule(value) or inspect.isclass(value) or inspect.isfunction(value)
+                else None
+            )
+            if (
+                not doc
+                or id(value) in seen
+                or getattr(value, '__module__', module.__name__).split('.')[0] != 'pydantic_ai_append'
+            ):
+                continue
+            seen.add(id(value))
+            for index, block in enumerate(CODE_BLOCK.findall(doc)):
+                examples.append((f'{getattr(value, "__qualname__", getattr(value, "__name__", "?"))}[{index}]', block))
+    return examples
+
+
+def expected_output(code: str) -> str:
+    return ''.join(
+        line.strip().removeprefix('#>').removeprefix(' ') + '\n'
+        for line in code.splitlines()
+        if line.strip().startswith('#>')
+    )
+
+
+def run(code: str) -> str:
+    # A real module, so that dataclasses and type hints defined by the example resolve.
+    module = types.ModuleType('docs_example')
+    sys.modules[module.__name__] = module
+    output = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(output):
+            exec(compile(textwrap.dedent(code), '<example>', 'exec'), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+    return output.getvalue()
+
+
+@pytest.mark.parametrize(('name', 'code'), docstring_examples(), ids=[name for name, _ in docstring_examples()])
+def test_docstring_examples(name: str, code: str):
+    assert run(code) == expected_output(code)
+
+
+def test_readme_usage_example(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv('OPENAI_API_KEY', 'not-used')
+    [usage] = [block for block in CODE_BLOCK.findall((ROOT / 'README.md').read_text()) if 'AppendInstructions' in block]
+    assert run(usage) == expected_output(usage)
