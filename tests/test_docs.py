@@ -61,7 +61,7 @@ def run(code: str) -> str:
     output = io.StringIO()
     try:
         with contextlib.redirect_stdout(output):
-            exec(compile(textwrap.dedent(code), '<example>', 'exec'), module.__dict__)
+            exec(compile(textwrap.dedent(code), '<example>', 'exec'), module.__dict__)  # noqa: S102 (running the docs is the test)
     finally:
         del sys.modules[module.__name__]
     return output.getvalue()
