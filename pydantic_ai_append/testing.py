@@ -19,7 +19,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai_append.testing import WireCapture, assert_prefix_stable
 
 capture = WireCapture()
-model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(http_client=capture.http_client()))
+model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='your-key', http_client=capture.http_client()))
 # ... run the agent over several turns ...
 assert_prefix_stable(capture.conversation('openai-chat').requests)
 ```
@@ -191,13 +191,16 @@ class WireConversation:
     the request that response answered, that response's output items, then this request's own input. For the
     other APIs every request is complete already, and responses are not needed.
 
-    Example:
-        ```python
-        conversation = WireConversation('openai-responses')
-        for exchange in server.exchanges:
-            conversation.add(exchange.request_body, exchange.response_body)
-        assert_prefix_stable(conversation.requests)
-        ```
+    ```python
+    from pydantic_ai_append.testing import WireConversation, assert_prefix_stable
+
+    conversation = WireConversation('openai-chat')
+    conversation.add(b'{"messages": [{"role": "user", "content": "hi"}]}')
+    conversation.add(b'{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}')
+    assert_prefix_stable(conversation.requests)
+    print([len(request) for request in conversation.requests])
+    #> [1, 2]
+    ```
     """
 
     def __init__(self, api: Api) -> None:
@@ -390,14 +393,19 @@ class _TeeStream(httpx2.AsyncByteStream):
 class _CapturingTransport(httpx2.AsyncBaseTransport):
     # Wrapping (not subclassing) `AsyncHTTPTransport` keeps vcrpy's class-level patch of it in the path, so
     # what's kept is what the client sent in this run, whether vcrpy replays, records or is off.
-    def __init__(self, exchanges: list[WireExchange]) -> None:
-        self._inner = httpx2.AsyncHTTPTransport()
+    def __init__(self, exchanges: list[WireExchange], inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self._inner = inner if inner is not None else httpx2.AsyncHTTPTransport()
         self._exchanges = exchanges
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         exchange = WireExchange(request.method, request.url.path, await request.aread())
         self._exchanges.append(exchange)
         response = await self._inner.handle_async_request(request)
+        if response.is_stream_consumed:
+            # A response made from bytes (as `httpx2.MockTransport` handlers make them) was read when it was
+            # built, so the client takes its content and never pulls the stream through a tee.
+            exchange.response_chunks.append(response.content)
+            return response
         # The SDKs stream replies, so the body is kept as they read it rather than read here, which would
         # buffer the stream and change when the client sees each event.
         response.stream = _TeeStream(cast(httpx2.AsyncByteStream, response.stream), exchange.response_chunks)
@@ -413,14 +421,27 @@ class WireCapture:
     With vcrpy replaying a cassette, the cassette holds the bodies of the run that recorded it, which may
     differ (another Pydantic AI release, say); this keeps the bodies of the current run.
 
-    Example:
-        ```python
+    ```python
+    import asyncio
+
+    import httpx2
+
+    from pydantic_ai_append.testing import WireCapture
+
+    reply = {'id': 'r1', 'object': 'chat.completion', 'created': 0, 'model': 'gpt-5.2', 'choices': []}
+
+
+    async def main() -> None:
         capture = WireCapture()
-        async with capture.http_client() as http_client:
-            agent = Agent(anthropic_model(server.url, http_client=http_client), tools=[get_time])
-            await agent.run('What time is it?')
-        assert_prefix_stable(capture.conversation('anthropic').requests)
-        ```
+        transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json=reply))
+        async with capture.http_client(transport=transport) as client:
+            await client.post('https://api.example/v1/chat/completions', json={'messages': []})
+        print([(exchange.path, exchange.request_body) for exchange in capture.exchanges])
+        #> [('/v1/chat/completions', b'{"messages":[]}')]
+
+
+    asyncio.run(main())
+    ```
     """
 
     def __init__(self) -> None:
@@ -428,16 +449,20 @@ class WireCapture:
         self.exchanges: list[WireExchange] = []
         """Every exchange through this capture's clients, in the order the requests were sent."""
 
-    def http_client(self, **client_kwargs: Any) -> httpx2.AsyncClient:
+    def http_client(
+        self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
+    ) -> httpx2.AsyncClient:
         """Make an HTTP client whose exchanges are kept in `exchanges`; the caller closes it.
 
         Args:
-            **client_kwargs: Passed to `httpx2.AsyncClient`, except `transport`.
+            transport: The transport the exchanges go through, such as an `httpx2.MockTransport` standing in
+                for a provider; by default a new `httpx2.AsyncHTTPTransport`. Closing the client closes it.
+            **client_kwargs: Passed to `httpx2.AsyncClient`.
 
         Returns:
             A new client.
         """
-        return httpx2.AsyncClient(transport=_CapturingTransport(self.exchanges), **client_kwargs)
+        return httpx2.AsyncClient(transport=_CapturingTransport(self.exchanges, transport), **client_kwargs)
 
     def conversation(self, api: Api) -> WireConversation:
         """The conversation made of the exchanges sent to one API, in order.
