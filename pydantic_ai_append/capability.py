@@ -16,6 +16,7 @@ requests or runs: a fresh agent given serialized history continues the window fr
 from __future__ import annotations
 
 import inspect
+import reprlib
 import warnings
 import weakref
 from collections import Counter
@@ -208,7 +209,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         def register(function: BlockFunc[AgentDepsT]) -> BlockFunc[AgentDepsT]:
             block_name = name if name is not None else getattr(function, '__name__', '')
             self._check_name(block_name)
-            takes_ctx = len(inspect.signature(function).parameters) > 0
+            takes_ctx = _takes_run_context(function)
             self._blocks[block_name] = _Block(block_name, function, on_change, takes_ctx)
             return function
 
@@ -351,6 +352,15 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         return prefix
 
 
+def _takes_run_context(function: Callable[..., Any]) -> bool:
+    """Whether `function` takes the `RunContext`: it has a positional parameter that must be passed."""
+    return any(
+        parameter.default is inspect.Parameter.empty
+        and parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for parameter in inspect.signature(function).parameters.values()
+    )
+
+
 async def _call_block(block: _Block[Any], ctx: RunContext[Any]) -> str | None:
     function = cast(Callable[..., Any], block.function)
     value = function(ctx) if block.takes_ctx else function()
@@ -358,7 +368,7 @@ async def _call_block(block: _Block[Any], ctx: RunContext[Any]) -> str | None:
         value = await value
     if value is not None and not isinstance(value, str):
         raise UserError(
-            f'Instruction block {block.name!r} returned {value!r} ({type(value).__name__}); a block returns a `str`, '
+            f'Instruction block {block.name!r} returned {reprlib.repr(value)} ({type(value).__name__}); a block returns a `str`, '
             'or `None` to withdraw it.'
         )
     return value.strip() or None if value is not None else None

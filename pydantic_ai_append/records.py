@@ -327,8 +327,20 @@ def carrier(record: InstructionRecord, *, key: bytes | None = None) -> SystemPro
 
 
 def is_carrier(part: object) -> bool:
-    """Whether `part` is a carrier of this plugin's records, readable or not."""
-    return isinstance(part, SystemPromptPart) and part.metadata is not None and RECORD_KEY in part.metadata
+    """Whether `part` is a carrier of this plugin's records, readable or not, or what is left of one.
+
+    Some UI adapters drop part metadata on the way through a client, which leaves a carrier an empty system
+    prompt with no record. That remnant says nothing, so it is treated as a carrier that delivers nothing.
+    """
+    if not isinstance(part, SystemPromptPart):
+        return False
+    if part.metadata is None or RECORD_KEY not in part.metadata:
+        return not part.content and not part.metadata
+    return True
+
+
+def _record_of(part: SystemPromptPart) -> object:
+    return (part.metadata or {}).get(RECORD_KEY)
 
 
 @dataclass(frozen=True)
@@ -360,8 +372,13 @@ def scan(messages: Sequence[ModelMessage], *, key: bytes | None = None) -> Itera
             if isinstance(part, CompactionPart):
                 yield Compaction(message_index)
             elif isinstance(message, ModelRequest) and is_carrier(part):
-                metadata = cast(SystemPromptPart, part).metadata or {}
-                yield Located(message_index, part_index, decode_record(metadata[RECORD_KEY], key=key))
+                stored = _record_of(cast(SystemPromptPart, part))
+                record = (
+                    decode_record(stored, key=key)
+                    if stored is not None
+                    else UnreadableRecord("the record was dropped from its part's metadata")
+                )
+                yield Located(message_index, part_index, record)
 
 
 def instruction_records(
@@ -390,7 +407,7 @@ def instruction_records(
 
 
 def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """A copy of `messages` without this plugin's records, for history that came from an untrusted client.
+    """A copy of `messages` without this plugin's records (or their remnants), for history from an untrusted client.
 
     A client that sends history back (a browser, a UI adapter) can forge records. Stripping them makes the
     next request open a new window from the current values, which costs one cache miss and trusts nothing

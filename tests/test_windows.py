@@ -160,3 +160,53 @@ c
 """,
         ]
     )
+
+
+def test_history_through_a_ui_adapter_that_drops_metadata():
+    from pydantic_ai.ui.vercel_ai import VercelAIAdapter
+
+    chat = ScriptedModel(inline=True)
+    agent = todo_agent(chat)
+    history = agent.run_sync('one', deps=['a']).all_messages()
+    history = agent.run_sync('two', deps=['b'], message_history=history).all_messages()
+    # The adapter keeps the carriers as empty system prompts, but not their records.
+    through_ui = VercelAIAdapter.load_messages(VercelAIAdapter.dump_messages(history))
+    assert instruction_records(through_ui) == []
+    history = agent.run_sync('three', deps=['b'], message_history=through_ui).all_messages()
+    # No empty system message is sent, and a new window opens with the current values.
+    assert chat.last.messages == snapshot(['user: one', 'assistant: ok', 'user: two', 'assistant: ok', 'user: three'])
+    assert 'b\n</context>' in (chat.last.instructions or '')
+    assert kinds(history) == snapshot(['Baseline'])
+    assert [part.part_kind for message in strip_records(through_ui) for part in message.parts] == snapshot(
+        ['user-prompt', 'text', 'user-prompt', 'text']
+    )
+
+
+def agent_with(chat: ScriptedModel, blocks: list[tuple[str, str, str]]) -> Agent[None, str]:
+    """An agent whose blocks are `(name, text, policy)`, registered in that order."""
+    context = AppendInstructions(id='context')
+    for name, text, policy in blocks:
+        context.instructions(name=name, on_change=policy)(lambda text=text: text)  # pyright: ignore[reportArgumentType]
+    return Agent(chat.model(), capabilities=[context])
+
+
+@pytest.mark.parametrize(
+    ('before', 'after'),
+    [
+        pytest.param([('a', 'one', 'append')], [('a', 'one', 'rewrite')], id='policy-changed'),
+        pytest.param(
+            [('a', 'one', 'rewrite'), ('b', 'two', 'rewrite')],
+            [('b', 'two', 'rewrite'), ('a', 'one', 'rewrite')],
+            id='rewrite-blocks-moved',
+        ),
+    ],
+)
+def test_a_prefix_that_must_move_opens_a_new_window(
+    before: list[tuple[str, str, str]], after: list[tuple[str, str, str]]
+):
+    chat = ScriptedModel()
+    appending = [('c', 'three', 'append')]
+    history = agent_with(chat, before + appending).run_sync('one').all_messages()
+    history = agent_with(chat, after + appending).run_sync('two', message_history=history).all_messages()
+    assert kinds(history) == ['Baseline', 'Baseline']
+    assert chat.last.instructions != chat.seen[0].instructions
