@@ -13,6 +13,7 @@ also says that it stays in effect.
 from __future__ import annotations
 
 import difflib
+import functools
 import html
 import re
 from dataclasses import dataclass
@@ -131,11 +132,18 @@ class Renderer:
                 `diff` was taken against. Without it, the diff would patch the wrong text, so the full
                 replacement is sent.
         """
-        if delta.content is None:
-            return self.withdrawal(delta.id)
-        if delta.diff is not None and base_matches:
-            return diff_element(delta.id, delta.diff)
-        return context_element(delta.id, delta.content)
+        return _change_text(self, delta, base_matches)
+
+
+@functools.lru_cache(maxsize=8192)
+def _change_text(renderer: Renderer, delta: InstructionDeltaPart, base_matches: bool) -> str:
+    # Every request of a window delivers all of the window's changes again; rendering each once keeps a request's
+    # cost from growing with the text of the changes before it.
+    if delta.content is None:
+        return renderer.withdrawal(delta.id)
+    if delta.diff is not None and base_matches:
+        return diff_element(delta.id, delta.diff)
+    return context_element(delta.id, delta.content)
 
 
 InlineRenderer = Renderer(inline=True)
