@@ -291,6 +291,9 @@ def print_report(requests: Sequence[Sequence[Segment]]) -> None:
     for row, request in zip(reuse, requests, strict=True):
         reused = reused_cell(reuse, row.index)
         changes = [element.splitlines()[0] for element in first_appearances(previous, request)] or ['-']
+        if row.index == 0:
+            # The first request states the blocks in its prefix; later ones deliver changes.
+            changes = [f'prefix: {change}' for change in changes]
         print(f'{row.index + 1:>7}  {reused:>13}  {row.new_bytes:>5}  {row.total_bytes:>5}  {changes[0]}')
         for change in changes[1:]:
             print(f'{"":>38}{change}')

@@ -7,6 +7,8 @@ native mechanism, and never sets it, so the blocks it owns keep the native defau
 
 from __future__ import annotations
 
+from typing import cast
+
 from pydantic_ai.messages import (
     AgentInstructionSource,
     CapabilityInstructionSource,
@@ -14,13 +16,24 @@ from pydantic_ai.messages import (
     InstructionPart,
     ToolsetInstructionSource,
 )
+from pydantic_ai.models import ModelRequestParameters
 
-__all__ = ('instruction_id', 'native_policy')
+__all__ = ('in_prefix', 'instruction_id', 'native_policy')
 
 
 def native_policy(part: InstructionPart) -> str:
     """The part's policy in Pydantic AI's own append mechanism: `'rewrite'` on releases that have none."""
     return str(getattr(part, 'on_change', 'rewrite'))
+
+
+def in_prefix(params: ModelRequestParameters, part: InstructionPart) -> bool:
+    """Whether the part reaches the model in the prefix.
+
+    Newer releases deliver a loaded deferred capability's instructions through history instead, which they say
+    in `instruction_visibility`.
+    """
+    visibility = cast(dict[str, str] | None, getattr(params, 'instruction_visibility', None)) or {}
+    return part.id is None or visibility.get(str(part.id), 'prefix') == 'prefix'
 
 
 def instruction_id(text: str) -> InstructionId:

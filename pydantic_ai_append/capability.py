@@ -26,7 +26,7 @@ from typing import Any, Generic, Literal, TypeAlias, cast, overload
 
 import logfire_api
 from pydantic_ai import RunContext
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     CapabilityInstructionSource,
@@ -35,14 +35,15 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
 )
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.tools import AgentDepsT
 
-from ._compat import instruction_id, native_policy
-from .delivery import deliver, paths, prepare_model
-from .records import carrier, scan
-from .rendering import SUPERSESSION_SENTENCE, FallbackRenderer, InlineRenderer, Renderer
-from .window import CurrentBlock, Delivery, WindowPlan, fold_window, plan_request
+from ._compat import in_prefix, instruction_id, native_policy
+from .delivery import deliver, prepare_model, reword
+from .records import InstructionBaselinePart, InstructionBlock, InstructionDigest, carrier, scan
+from .rendering import SUPERSESSION_SENTENCE, Renderer
+from .window import CurrentBlock, Delivery, WindowPlan, fold_window, plan_request, split_recorded_prefix
 
 __all__ = ('AppendInstructions', 'BlockFunc', 'ChangePolicy', 'UnaddressableBlockWarning')
 
@@ -71,16 +72,16 @@ class _StepClaims:
     """
 
     def __init__(self) -> None:
-        self._owners: dict[int, tuple[weakref.ref[ModelRequestContext], int]] = {}
+        self._owners: dict[int, tuple[weakref.ref[ModelRequestContext], AbstractCapability[Any]]] = {}
 
-    def claim(self, request_context: ModelRequestContext, owner: object) -> bool:
-        """Claim the request for `owner`; `False` if another capability has it."""
+    def claim(self, request_context: ModelRequestContext, owner: AbstractCapability[Any]) -> str | None:
+        """Claim the request for `owner`; the id of the capability that has it already, if another one does."""
         entry = self._owners.get(id(request_context))
         if entry is not None and entry[0]() is request_context:
-            return entry[1] == id(owner)
+            return None if entry[1] is owner else entry[1].id
         self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
-        self._owners[id(request_context)] = (weakref.ref(request_context), id(owner))
-        return True
+        self._owners[id(request_context)] = (weakref.ref(request_context), owner)
+        return None
 
 
 _CLAIMS = _StepClaims()
@@ -141,11 +142,12 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     """Ids of other sources' blocks to route through append mode: an exact id such as `'agent:memory'` or
     `'capability:repo_context:agents_md'`, or a source such as `'capability:repo_context'` for all of its blocks."""
 
-    signing_key: str | bytes | None = None
-    """A secret to sign records with, so records forged in history that came from a client are told apart from
-    genuine ones. A record that fails the check opens a new window; it is never delivered."""
-
     _: KW_ONLY
+
+    signing_key: str | bytes | None = field(default=None, repr=False)
+    """A secret to sign records with, so records forged in history that came from a client are told apart from
+    genuine ones. A signed record is bound to its conversation (`conversation_id`), so it can't be replayed into
+    another. A record that fails the check opens a new window; it is never delivered."""
 
     _blocks: dict[str, _Block[AgentDepsT]] = field(
         default_factory=dict[str, '_Block[AgentDepsT]'], init=False, repr=False
@@ -156,6 +158,11 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             raise UserError("`AppendInstructions` needs an `id`, such as `AppendInstructions(id='todos')`.")
         if ':' in self.id:
             raise UserError(f'`AppendInstructions` id {self.id!r} cannot contain a colon; colons separate id segments.')
+        if self.defer_loading:
+            raise UserError(
+                "`AppendInstructions` can't be loaded on demand (`defer_loading=True`): its blocks are the prefix of "
+                'every request from the first.'
+            )
         if isinstance(self.append_ids, str):
             raise UserError(f'`append_ids` takes a sequence of ids, not the string {self.append_ids!r}.')
         for routed in self.append_ids:
@@ -164,6 +171,14 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                     f'`append_ids` entry {routed!r} is not an instruction id: ids start with one of '
                     f'{", ".join(repr(namespace) for namespace in _NAMESPACES)}, such as `capability:repo_context`.'
                 )
+
+    def get_ordering(self) -> CapabilityOrdering:
+        """Run after history processing and model selection, so the window sees the history and model that go out.
+
+        A history processor that ran after this capability would write the outgoing messages, which carry the
+        rendered changes instead of their records, back into history.
+        """
+        return CapabilityOrdering(wrapped_by=(ProcessHistory, SelectModel))
 
     @property
     def _source_id(self) -> str:
@@ -203,11 +218,13 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             on_change: `'append'` to keep the first value in the prefix and append changes, or `'rewrite'` to
                 rewrite the block in place (which opens a new window when it changes).
         """
-        if on_change not in _POLICIES:
-            raise UserError(f"Unknown `on_change` policy {on_change!r} for block {name!r}: use 'append' or 'rewrite'.")
 
         def register(function: BlockFunc[AgentDepsT]) -> BlockFunc[AgentDepsT]:
             block_name = name if name is not None else getattr(function, '__name__', '')
+            if on_change not in _POLICIES:
+                raise UserError(
+                    f"Unknown `on_change` policy {on_change!r} for block {block_name!r}: use 'append' or 'rewrite'."
+                )
             self._check_name(block_name)
             takes_ctx = _takes_run_context(function)
             self._blocks[block_name] = _Block(block_name, function, on_change, takes_ctx)
@@ -236,27 +253,31 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     ) -> ModelRequestContext:
         """Send the window's prefix, record this request's changes, and deliver the window's changes."""
         messages = list(request_context.messages)
+        key, conversation = self._key, self._conversation(ctx)
         if not messages or not isinstance(messages[-1], ModelRequest):
             # Resuming a turn the provider suspended: it is completed with exactly the history and instructions it
             # was started with, so nothing is resolved or recorded, only delivered again. Pydantic AI doesn't
-            # prepare a resumed turn's messages, so the `<system>` wrapping of the fallback path is applied here.
-            state = fold_window(scan(messages, key=self._key))
-            inline = paths(request_context.model) == {True}
-            renderer = InlineRenderer if inline else FallbackRenderer
-            request_context.messages = deliver(messages, state.deliveries, renderer, wrap=not inline)
+            # prepare a resumed turn's messages for a single model, so the `<system>` wrapping of the fallback path
+            # is applied here; a `FallbackModel`'s members prepare their own.
+            state = fold_window(scan(messages, key=key, conversation_id=conversation))
+            renderer = prepare_model(request_context, tagged=state.baseline is not None)
+            wrap = not renderer.inline and not isinstance(request_context.model, FallbackModel)
+            request_context.messages = deliver(messages, state.deliveries, renderer, wrap=wrap)
+            if state.baseline is not None:
+                self._restore_prefix(request_context, state.baseline, renderer)
             return request_context
 
         params = request_context.model_request_parameters
         parts = list(params.instruction_parts or [])
-        if not _CLAIMS.claim(request_context, self):
+        if (other := _CLAIMS.claim(request_context, self)) is not None:
             raise UserError(
-                'An agent can have only one `AppendInstructions` capability: register all blocks on one, and '
-                'route other sources through its `append_ids`.'
+                f'An agent can have only one `AppendInstructions` capability, but {other!r} and {self.id!r} both '
+                'handle this request: register all blocks on one, and route other sources through its `append_ids`.'
             )
-        ordered = await self._current_blocks(ctx, parts)
-        state = fold_window(scan(messages, key=self._key))
+        ordered = await self._current_blocks(ctx, params, parts)
+        state = fold_window(scan(messages, key=key, conversation_id=conversation))
         plan = plan_request(state, [block for block, _ in ordered if block is not None])
-        renderer, mixed = prepare_model(request_context, tagged=plan.tagged)
+        renderer = prepare_model(request_context, tagged=plan.tagged)
 
         with logfire_api.span(
             'append_instructions {capability_id}',
@@ -266,19 +287,51 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             changes=[delta.id for delta, _ in plan.new_changes],
         ):
             new_deliveries = self._record(ctx, messages, plan)
-            request_context.messages = deliver(messages, [*plan.deliveries, *new_deliveries], renderer, mixed=mixed)
+            request_context.messages = deliver(messages, [*plan.deliveries, *new_deliveries], renderer)
             request_context.model_request_parameters = replace(
                 params, instruction_parts=self._prefix(plan, ordered, renderer) or None
             )
         return request_context
 
+    def _restore_prefix(
+        self, request_context: ModelRequestContext, baseline: InstructionBaselinePart, renderer: Renderer
+    ) -> None:
+        """Send a resumed turn's instructions as the parts the suspended request was sent, not as one joined part."""
+        params = request_context.model_request_parameters
+        recorded = InstructionPart.join(params.instruction_parts or [])
+        split = split_recorded_prefix(baseline, recorded or '', renderer.block, SUPERSESSION_SENTENCE)
+        if split is not None:
+            parts = [_restored_part(entry, text) for entry, text in split]
+            request_context.model_request_parameters = replace(params, instruction_parts=parts)
+
+    async def prepare_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Word the changes for the model about to serve this attempt, which may not be the step's model.
+
+        Pydantic AI calls this once per attempt on releases that have it (the `ModelFallback` capability switches
+        models between attempts); older releases don't, and the step's model serves every attempt.
+        """
+        if any(
+            part.content == SUPERSESSION_SENTENCE
+            for part in request_context.model_request_parameters.instruction_parts or []
+        ):
+            renderer = prepare_model(request_context, tagged=True)
+            request_context.messages = reword(list(request_context.messages), inline=renderer.inline)
+        return request_context
+
+    def _conversation(self, ctx: RunContext[AgentDepsT]) -> str | None:
+        # Only a signed record can be bound to its conversation: an unsigned one could be rewritten whole.
+        return ctx.conversation_id if self._key is not None else None
+
     async def _current_blocks(
-        self, ctx: RunContext[AgentDepsT], parts: list[InstructionPart]
+        self, ctx: RunContext[AgentDepsT], params: ModelRequestParameters, parts: list[InstructionPart]
     ) -> list[tuple[CurrentBlock | None, InstructionPart | None]]:
         """Every block of this request in prefix order, each with the part it came from (if any).
 
-        A block in Pydantic AI's own append mode comes without a `CurrentBlock`: that mechanism keeps its prefix
-        stable, so it is passed through and takes no part in this window.
+        A block in Pydantic AI's own append mode, or one it delivers through history rather than the prefix (a
+        loaded deferred capability's), comes without a `CurrentBlock`: it is passed through and takes no part
+        in this window.
         """
         counts = Counter(str(part.id) for part in parts if part.id is not None)
         literal: list[tuple[CurrentBlock, InstructionPart | None]] = []
@@ -287,9 +340,14 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         native: list[tuple[CurrentBlock | None, InstructionPart | None]] = []
         for part in parts:
             part_id = str(part.id) if part.id is not None else None
+            if not in_prefix(params, part):
+                native.append((None, part))
+                continue
             if part_id is not None and self._routes(part_id):
                 if counts[part_id] == 1:
-                    appending.append((CurrentBlock(part_id, part.content.strip() or None, 'append'), part))
+                    # Pydantic AI strips instruction text, and keeps an append-mode part that is empty so its
+                    # withdrawal can be recorded: empty means withdrawn.
+                    appending.append((CurrentBlock(part_id, part.content or None, 'append'), part))
                     continue
                 warnings.warn(
                     f'Instruction block {part_id!r} is routed through append mode, but {counts[part_id]} blocks share '
@@ -320,7 +378,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         """Store the plan's new records on the request that goes into history; say where its changes sit."""
         if not plan.records:
             return []
-        carriers = [carrier(record, key=self._key) for record in plan.records]
+        carriers = [carrier(record, key=self._key, conversation_id=self._conversation(ctx)) for record in plan.records]
         persisted = ctx.messages[-1] if ctx.messages else None
         if isinstance(persisted, ModelRequest):
             persisted.parts = [*persisted.parts, *carriers]
@@ -371,7 +429,15 @@ async def _call_block(block: _Block[Any], ctx: RunContext[Any]) -> str | None:
             f'Instruction block {block.name!r} returned {reprlib.repr(value)} ({type(value).__name__}); a block returns a `str`, '
             'or `None` to withdraw it.'
         )
-    return value.strip() or None if value is not None else None
+    return value
+
+
+def _restored_part(entry: InstructionBlock | InstructionDigest | None, text: str) -> InstructionPart:
+    if isinstance(entry, InstructionDigest):
+        return InstructionPart(content=text, dynamic=entry.dynamic, id=instruction_id(entry.id) if entry.id else None)
+    if isinstance(entry, InstructionBlock):
+        return _prefix_part(text, None, entry.id)
+    return InstructionPart(content=text)
 
 
 def _own_part(capability_id: str, name: str, content: str) -> InstructionPart:

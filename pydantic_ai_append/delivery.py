@@ -5,16 +5,22 @@ as a system message on models whose profile has `supports_inline_system_prompts`
 user text on the others; this module picks the wording for that path (the fallback path also says that a
 withdrawal stays in effect).
 
-Three details keep the prefix byte-stable on every path:
+The model that serves a request isn't always the one the request was prepared for, so each delivered change
+carries its wording for both paths in its (never sent) metadata, and whoever knows the serving model picks:
 
-- A `FallbackModel` has no profile of its own: its members may be on different paths. When they are, each
-  member is wrapped so that its own message preparation picks its own wording.
+- A `FallbackModel` has no profile of its own: when its members are on different paths, each member is
+  wrapped in `PathWording`, which picks its own wording as it prepares its messages.
+- On releases with a per-attempt hook (`prepare_model_request`), the capability picks the wording of the model
+  about to serve the attempt, which the `ModelFallback` capability may have switched.
+
+Two more details keep the prefix byte-stable:
+
 - On releases that tell a non-inline model what `<system>` means only once a mid-conversation system
   message appears (`framing_announcement='when_needed'`), the announcement would move the system prompt at
   the first change. A window on such a model asks for `'always'`, so the announcement is there from the
   first request, unless the user chose a value.
-- Pydantic AI doesn't prepare the messages of a resumed turn, so its `<system>` wrapping is applied here
-  for the changes on the fallback path.
+- Pydantic AI doesn't prepare the messages of a resumed turn for a single model, so its `<system>` wrapping
+  is applied here for the changes on the fallback path.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import cast
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart, UserPromptPart
 from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
@@ -31,13 +37,22 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from .records import is_carrier
-from .rendering import FallbackRenderer, InlineRenderer, Renderer
+from .rendering import FallbackRenderer, InlineRenderer, Renderer, renderer_for
 from .window import Delivery
 
-__all__ = ('PathWording', 'deliver', 'is_inline', 'members', 'paths', 'prepare_model')
+__all__ = (
+    'PathWording',
+    'ask_for_framing_announcement',
+    'deliver',
+    'is_inline',
+    'members',
+    'paths',
+    'prepare_model',
+    'reword',
+)
 
-_INLINE_TEXT_KEY = 'pydantic_ai_append_inline_text'
-"""Metadata of a delivered change on a mixed `FallbackModel`: its wording for members on the inline path."""
+_WORDING_KEY = 'pydantic_ai_append_wording'
+"""Metadata of a delivered change: its text on each path, keyed `'inline'` and `'fallback'`."""
 
 
 def is_inline(model: Model) -> bool:
@@ -58,60 +73,59 @@ def paths(model: Model) -> set[bool]:
 
 
 class PathWording(WrapperModel):
-    """A `FallbackModel` member that sends the changes in the wording of its own delivery path.
-
-    The changes go to every member in the fallback path's wording, which is right for either path; a member
-    on the inline path swaps in its own wording when it prepares its messages.
-    """
+    """A `FallbackModel` member that sends the changes in the wording of its own delivery path."""
 
     def prepare_messages(
         self, messages: list[ModelMessage], model_request_parameters: ModelRequestParameters | None = None
     ) -> list[ModelMessage]:
         """Put this member's wording in each change, then prepare the messages as the member does."""
-        if is_inline(self.wrapped):
-            messages = [_inline_wording(message) for message in messages]
-        return self.wrapped.prepare_messages(messages, model_request_parameters)
+        return self.wrapped.prepare_messages(reword(messages, inline=is_inline(self.wrapped)), model_request_parameters)
 
 
-def _inline_wording(message: ModelMessage) -> ModelMessage:
-    if not isinstance(message, ModelRequest) or not any(_inline_text(part) is not None for part in message.parts):
-        return message
-    parts = [
-        replace(part, content=text) if (text := _inline_text(part)) is not None else part for part in message.parts
-    ]
-    return replace(message, parts=parts)
+def reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
+    """`messages` with each delivered change in the wording of the given path."""
+    path = 'inline' if inline else 'fallback'
+    reworded: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelRequest) and any(_wording(part) for part in message.parts):
+            parts = [
+                replace(part, content=wording[path]) if (wording := _wording(part)) else part for part in message.parts
+            ]
+            message = replace(message, parts=parts)
+        reworded.append(message)
+    return reworded
 
 
-def _inline_text(part: ModelRequestPart) -> str | None:
-    if isinstance(part, SystemPromptPart) and part.metadata and _INLINE_TEXT_KEY in part.metadata:
-        return cast(str, part.metadata[_INLINE_TEXT_KEY])
+def _wording(part: ModelRequestPart) -> dict[str, str] | None:
+    if isinstance(part, SystemPromptPart) and part.metadata and _WORDING_KEY in part.metadata:
+        return cast(dict[str, str], part.metadata[_WORDING_KEY])
     return None
 
 
-def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> tuple[Renderer, bool]:
-    """Set up the request's model for delivery.
+def ask_for_framing_announcement(request_context: ModelRequestContext) -> None:
+    """Have the `<system>` framing announced from the first request, unless the user chose when it is."""
+    settings = request_context.model_settings or {}
+    model_settings = request_context.model.settings or {}
+    if 'framing_announcement' not in settings and 'framing_announcement' not in model_settings:
+        request_context.model_settings = cast(ModelSettings, {**settings, 'framing_announcement': 'always'})
+
+
+def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> Renderer:
+    """Set up the request's model for delivery, and return the renderer the changes are sent with.
 
     Args:
         request_context: The request being prepared; its model and settings may be replaced.
         tagged: Whether the request's prefix has an append-mode section, so changes can follow.
-
-    Returns:
-        The renderer the changes are sent with, and whether the model is a `FallbackModel` with members on both
-        paths (see [`deliver`][pydantic_ai_append.delivery.deliver]'s `mixed`).
     """
     model = request_context.model
     on_paths = paths(model)
     if tagged and False in on_paths:
-        settings = request_context.model_settings or {}
-        model_settings = model.settings or {}
-        if 'framing_announcement' not in settings and 'framing_announcement' not in model_settings:
-            request_context.model_settings = cast(ModelSettings, {**settings, 'framing_announcement': 'always'})
+        ask_for_framing_announcement(request_context)
     if on_paths == {True}:
-        return InlineRenderer, False
-    mixed = isinstance(model, FallbackModel) and True in on_paths
-    if mixed:
-        request_context.model = _with_path_wording(cast(FallbackModel, model))
-    return FallbackRenderer, mixed
+        return InlineRenderer()
+    if isinstance(model, FallbackModel) and True in on_paths:
+        request_context.model = _with_path_wording(model)
+    return FallbackRenderer()
 
 
 def _with_path_wording(model: FallbackModel) -> FallbackModel:
@@ -124,12 +138,7 @@ def _with_path_wording(model: FallbackModel) -> FallbackModel:
 
 
 def deliver(
-    messages: list[ModelMessage],
-    deliveries: Sequence[Delivery],
-    renderer: Renderer,
-    *,
-    mixed: bool = False,
-    wrap: bool = False,
+    messages: list[ModelMessage], deliveries: Sequence[Delivery], renderer: Renderer, *, wrap: bool = False
 ) -> list[ModelMessage]:
     """The outgoing messages: each record replaced by its change's text, or left out if it delivers nothing.
 
@@ -137,8 +146,6 @@ def deliver(
         messages: The request's messages, records included.
         deliveries: The changes this request delivers, by position.
         renderer: The renderer of the request's delivery path.
-        mixed: Whether the request goes to a `FallbackModel` whose members are on both paths, so each change
-            also carries its inline wording for `PathWording` to swap in.
         wrap: Whether to `<system>`-wrap each change here, because Pydantic AI won't prepare these messages.
     """
     by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
@@ -150,19 +157,20 @@ def deliver(
                 if not is_carrier(part):
                     parts.append(part)
                 elif (delivery := by_position.get((index, part_index))) is not None:
-                    parts.append(_change_part(delivery, renderer, cast(SystemPromptPart, part), mixed=mixed, wrap=wrap))
+                    parts.append(_change_part(delivery, renderer, cast(SystemPromptPart, part), wrap=wrap))
             message = replace(message, parts=parts)
         rendered.append(message)
     return rendered
 
 
-def _change_part(
-    delivery: Delivery, renderer: Renderer, carrier: SystemPromptPart, *, mixed: bool, wrap: bool
-) -> ModelRequestPart:
+def _change_part(delivery: Delivery, renderer: Renderer, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
     text = renderer.change(delivery.delta, base_matches=delivery.base_matches)
     if wrap:
         return UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
-    metadata: dict[str, Any] | None = None
-    if mixed:
-        metadata = {_INLINE_TEXT_KEY: InlineRenderer.change(delivery.delta, base_matches=delivery.base_matches)}
-    return SystemPromptPart(text, timestamp=carrier.timestamp, metadata=metadata)
+    wording = {
+        ('inline' if inline else 'fallback'): renderer_for(inline=inline).change(
+            delivery.delta, base_matches=delivery.base_matches
+        )
+        for inline in (True, False)
+    }
+    return SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: wording})

@@ -209,8 +209,16 @@ def _signature(payload: dict[str, Any], key: bytes | None) -> str:
     return hmac.new(key, encoded, hashlib.sha256).hexdigest()
 
 
-def encode_record(record: InstructionRecord, *, key: bytes | None = None) -> dict[str, Any]:
-    """The JSON-able dict a carrier stores for `record`, sealed with its integrity check."""
+def encode_record(
+    record: InstructionRecord, *, key: bytes | None = None, conversation_id: str | None = None
+) -> dict[str, Any]:
+    """The JSON-able dict a carrier stores for `record`, sealed with its integrity check.
+
+    Args:
+        record: The record.
+        key: The signing key, if records are signed.
+        conversation_id: The conversation a signed record belongs to, which the signature covers.
+    """
     payload: dict[str, Any]
     if isinstance(record, InstructionBaselinePart):
         payload = {
@@ -232,6 +240,8 @@ def encode_record(record: InstructionRecord, *, key: bytes | None = None) -> dic
             'base_hash': record.base_hash,
             'diff': record.diff,
         }
+    if conversation_id is not None:
+        payload['conversation'] = conversation_id
     return {**payload, 'check': _signature(payload, key)}
 
 
@@ -245,30 +255,43 @@ class _DecodedCache:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._entries: dict[tuple[int, bytes | None], tuple[object, InstructionRecord | UnreadableRecord]] = {}
+        self._entries: dict[
+            tuple[int, bytes | None, str | None], tuple[object, InstructionRecord | UnreadableRecord]
+        ] = {}
 
-    def get(self, data: object, key: bytes | None) -> InstructionRecord | UnreadableRecord:
-        entry = self._entries.get((id(data), key))
+    def get(self, data: object, key: bytes | None, conversation_id: str | None) -> InstructionRecord | UnreadableRecord:
+        cache_key = (id(data), key, conversation_id)
+        entry = self._entries.get(cache_key)
         if entry is not None and entry[0] is data:
             return entry[1]
-        record = _decode_uncached(data, key)
+        record = _decode_uncached(data, key, conversation_id)
         if len(self._entries) >= self._size:
             # Dicts keep insertion order: drop the oldest half.
             for stale in list(self._entries)[: self._size // 2]:
                 del self._entries[stale]
-        self._entries[(id(data), key)] = (data, record)
+        self._entries[cache_key] = (data, record)
         return record
 
 
 _DECODED = _DecodedCache(size=16384)
 
 
-def decode_record(data: object, *, key: bytes | None = None) -> InstructionRecord | UnreadableRecord:
-    """Read a carrier's stored dict back into a record, or say why it can't be trusted."""
-    return _DECODED.get(data, key)
+def decode_record(
+    data: object, *, key: bytes | None = None, conversation_id: str | None = None
+) -> InstructionRecord | UnreadableRecord:
+    """Read a carrier's stored dict back into a record, or say why it can't be trusted.
+
+    Args:
+        data: What the carrier stores.
+        key: The signing key, if records are signed.
+        conversation_id: The conversation a signed record must belong to; `None` doesn't check.
+    """
+    return _DECODED.get(data, key, conversation_id)
 
 
-def _decode_uncached(data: object, key: bytes | None) -> InstructionRecord | UnreadableRecord:
+def _decode_uncached(
+    data: object, key: bytes | None, conversation_id: str | None
+) -> InstructionRecord | UnreadableRecord:
     if not isinstance(data, dict):
         return UnreadableRecord('the record is not a mapping')
     stored = cast(dict[str, Any], data)
@@ -278,6 +301,9 @@ def _decode_uncached(data: object, key: bytes | None) -> InstructionRecord | Unr
     payload = {name: value for name, value in stored.items() if name != 'check'}
     if not hmac.compare_digest(str(stored.get('check')), _signature(payload, key)):
         return UnreadableRecord('the record fails its integrity check')
+    if conversation_id is not None and payload.get('conversation') != conversation_id:
+        return UnreadableRecord('the record belongs to another conversation')
+    payload.pop('conversation', None)
     try:
         return _decode_payload(payload)
     except (KeyError, TypeError, ValueError) as error:
@@ -321,9 +347,13 @@ def _optional_str(value: object) -> str | None:
 # --- Carriers in history.
 
 
-def carrier(record: InstructionRecord, *, key: bytes | None = None) -> SystemPromptPart:
+def carrier(
+    record: InstructionRecord, *, key: bytes | None = None, conversation_id: str | None = None
+) -> SystemPromptPart:
     """The empty system prompt part that stores `record` in history."""
-    return SystemPromptPart(content='', metadata={RECORD_KEY: encode_record(record, key=key)})
+    return SystemPromptPart(
+        content='', metadata={RECORD_KEY: encode_record(record, key=key, conversation_id=conversation_id)}
+    )
 
 
 def is_carrier(part: object) -> bool:
@@ -365,7 +395,9 @@ class Compaction:
     """The index of the message that holds the compaction."""
 
 
-def scan(messages: Sequence[ModelMessage], *, key: bytes | None = None) -> Iterator[Located | Compaction]:
+def scan(
+    messages: Sequence[ModelMessage], *, key: bytes | None = None, conversation_id: str | None = None
+) -> Iterator[Located | Compaction]:
     """Every record and compaction in `messages`, in history order, in one pass without rendering."""
     for message_index, message in enumerate(messages):
         for part_index, part in enumerate(message.parts):
@@ -374,7 +406,7 @@ def scan(messages: Sequence[ModelMessage], *, key: bytes | None = None) -> Itera
             elif isinstance(message, ModelRequest) and is_carrier(part):
                 stored = _record_of(cast(SystemPromptPart, part))
                 record = (
-                    decode_record(stored, key=key)
+                    decode_record(stored, key=key, conversation_id=conversation_id)
                     if stored is not None
                     else UnreadableRecord("the record was dropped from its part's metadata")
                 )

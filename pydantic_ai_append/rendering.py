@@ -17,6 +17,7 @@ import functools
 import html
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .records import InstructionDeltaPart, content_hash
 
@@ -27,6 +28,7 @@ __all__ = (
     'Renderer',
     'diff_hunks',
     'escape',
+    'renderer_for',
     'unescape',
 )
 
@@ -102,9 +104,24 @@ def diff_element(block_id: str, hunks: str) -> str:
 
 @dataclass(frozen=True)
 class Renderer:
-    """Turns blocks and changes into their exact text for one delivery path."""
+    """Turns blocks and changes into their exact text for one delivery path.
 
-    inline: bool
+    One subclass per path; each instance is a small stateless object, so instances compare equal and a
+    rendered change can be cached by renderer.
+
+    ```python
+    from pydantic_ai_append import FallbackRenderer, InlineRenderer
+
+    print(InlineRenderer().withdrawal('agent:memory'))
+    #> <context id="agent:memory" withdrawn="true">
+    #> This context no longer applies.
+    #> </context>
+    print(FallbackRenderer().path)
+    #> fallback
+    ```
+    """
+
+    inline: ClassVar[bool] = True
     """Whether changes reach the model as mid-conversation system messages (rather than `<system>` user text)."""
 
     @property
@@ -135,6 +152,20 @@ class Renderer:
         return _change_text(self, delta, base_matches)
 
 
+@dataclass(frozen=True)
+class InlineRenderer(Renderer):
+    """The renderer for models that take mid-conversation system messages."""
+
+    inline: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class FallbackRenderer(Renderer):
+    """The renderer for models that get changes as `<system>`-wrapped user text: a withdrawal says it stays."""
+
+    inline: ClassVar[bool] = False
+
+
 @functools.lru_cache(maxsize=8192)
 def _change_text(renderer: Renderer, delta: InstructionDeltaPart, base_matches: bool) -> str:
     # Every request of a window delivers all of the window's changes again; rendering each once keeps a request's
@@ -146,11 +177,9 @@ def _change_text(renderer: Renderer, delta: InstructionDeltaPart, base_matches: 
     return context_element(delta.id, delta.content)
 
 
-InlineRenderer = Renderer(inline=True)
-"""The renderer for models that take mid-conversation system messages."""
-
-FallbackRenderer = Renderer(inline=False)
-"""The renderer for models that get changes as `<system>`-wrapped user text."""
+def renderer_for(*, inline: bool) -> Renderer:
+    """The renderer of a delivery path."""
+    return InlineRenderer() if inline else FallbackRenderer()
 
 
 def record_change(block_id: str, previous: str | None, content: str | None) -> InstructionDeltaPart:

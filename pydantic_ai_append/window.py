@@ -17,7 +17,7 @@ for this request, and says what to record and what to send.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -34,7 +34,15 @@ from .records import (
 )
 from .rendering import record_change
 
-__all__ = ('CurrentBlock', 'Delivery', 'WindowPlan', 'WindowState', 'fold_window', 'plan_request')
+__all__ = (
+    'CurrentBlock',
+    'Delivery',
+    'WindowPlan',
+    'WindowState',
+    'fold_window',
+    'plan_request',
+    'split_recorded_prefix',
+)
 
 BlockMode = Literal['literal', 'append', 'rewrite']
 
@@ -199,3 +207,54 @@ def _baseline_entry(block: CurrentBlock) -> InstructionBlock | InstructionDigest
     return InstructionDigest(
         id=block.id, dynamic=block.mode == 'rewrite', content_hash=content_hash(block.content or '')
     )
+
+
+def split_recorded_prefix(
+    baseline: InstructionBaselinePart, instructions: str, render_block: Callable[[str, str], str], sentence: str
+) -> list[tuple[InstructionBlock | InstructionDigest | None, str]] | None:
+    """Split the joined instructions a request of `baseline`'s window was sent into the parts they were joined from.
+
+    Pydantic AI records a request's instructions as one string, and resumes a suspended turn with that string as
+    a single part, which some providers send as one system block where the original request sent several. The
+    baseline says what the parts were: each digest's part is found by its hash, each append-mode block and the
+    supersession sentence by their exact text, in order, joined by blank lines.
+
+    Returns:
+        Each part's entry (`None` for the sentence) with its text, or `None` if the string isn't made of them.
+    """
+    expected: list[InstructionBlock | InstructionDigest | None] = []
+    last_block = max(
+        (index for index, entry in enumerate(baseline.instructions) if isinstance(entry, InstructionBlock)), default=-1
+    )
+    for index, entry in enumerate(baseline.instructions):
+        if not isinstance(entry, InstructionBlock) or entry.content is not None:
+            expected.append(entry)
+        if index == last_block:
+            expected.append(None)
+    return _split(expected, instructions, 0, render_block, sentence)
+
+
+def _split(
+    expected: Sequence[InstructionBlock | InstructionDigest | None],
+    text: str,
+    start: int,
+    render_block: Callable[[str, str], str],
+    sentence: str,
+) -> list[tuple[InstructionBlock | InstructionDigest | None, str]] | None:
+    if not expected:
+        return [] if start == len(text) else None
+    entry, rest = expected[0], expected[1:]
+    if isinstance(entry, InstructionDigest):
+        # The part ends at a blank line (or the end) where its text has the digest's hash.
+        ends = [end for end in range(start, len(text) + 1) if end == len(text) or text.startswith('\n\n', end)]
+        candidates = [end for end in ends if content_hash(text[start:end]) == entry.content_hash]
+    else:
+        piece = sentence if entry is None else render_block(entry.id, entry.content or '')
+        candidates = [start + len(piece)] if text.startswith(piece, start) else []
+    for end in candidates:
+        following = end + 2 if rest else end
+        if rest and not text.startswith('\n\n', end):
+            continue
+        if (split := _split(rest, text, following, render_block, sentence)) is not None:
+            return [(entry, text[start:end]), *split]
+    return None

@@ -72,7 +72,20 @@ def test_docstring_examples(name: str, code: str):
     assert run(code) == expected_output(code)
 
 
-def test_readme_usage_example(monkeypatch: pytest.MonkeyPatch):
+def test_readme_usage_example_sends_the_prefix_it_shows(monkeypatch: pytest.MonkeyPatch):
+    from pydantic_ai.models.test import TestModel
+
     monkeypatch.setenv('OPENAI_API_KEY', 'not-used')
-    [usage] = [block for block in CODE_BLOCK.findall((ROOT / 'README.md').read_text()) if 'AppendInstructions' in block]
-    assert run(usage) == expected_output(usage)
+    readme = (ROOT / 'README.md').read_text()
+    [usage] = [block for block in CODE_BLOCK.findall(readme) if 'AppendInstructions' in block]
+    shown = readme.split('The first request of a conversation is sent with:\n\n```\n', 1)[1].split('\n```', 1)[0]
+    module = types.ModuleType('readme_usage')
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(usage, '<readme>', 'exec'), module.__dict__)  # noqa: S102 (running the docs is the test)
+        agent, deps = module.agent, module.Deps(todos=['write tests'])
+        with agent.override(model=TestModel()):
+            result = agent.run_sync('What is next?', deps=deps)
+    finally:
+        del sys.modules[module.__name__]
+    assert result.all_messages()[0].instructions == shown

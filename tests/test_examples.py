@@ -50,7 +50,7 @@ Ticked off the tests. Left: update the changelog, then release 0.1.0.
 Bytes of each request in cache order (tools, then instructions and messages):
 
 request         reused    new  total  changes delivered
-      1              -    920    920  <context id="capability:todos:state">
+      1              -    920    920  prefix: <context id="capability:todos:state">
       2     920 (100%)    196   1116  -
       3    1116 (100%)    428   1544  <context id="capability:todos:state">
       4    1544 (100%)    344   1888  <context-diff id="capability:todos:state">

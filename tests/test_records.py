@@ -103,9 +103,9 @@ def test_the_decoded_cache_stays_bounded_and_rechecks_new_dicts():
     stored = [
         encode_record(InstructionDeltaPart(id='agent', content=str(number), base_hash=None)) for number in range(3)
     ]
-    decoded = [cache.get(data, None) for data in stored]
+    decoded = [cache.get(data, None, None) for data in stored]
     assert [record.content for record in decoded if isinstance(record, InstructionDeltaPart)] == ['0', '1', '2']
-    assert cache.get(stored[2], None) is decoded[2]
+    assert cache.get(stored[2], None, None) is decoded[2]
     # An equal dict that is a different object (as after a JSON round trip) is checked again.
     tampered = {**stored[2], 'content': 'forged'}
-    assert isinstance(cache.get(tampered, None), UnreadableRecord)
+    assert isinstance(cache.get(tampered, None, None), UnreadableRecord)

@@ -79,7 +79,7 @@ def test_each_element_per_path():
             renderer.change(change, base_matches=False),
             renderer.change(withdrawal, base_matches=False),
         ]
-        for renderer in (InlineRenderer, FallbackRenderer)
+        for renderer in (InlineRenderer(), FallbackRenderer())
     }
     assert rendered == snapshot(
         {

@@ -21,7 +21,7 @@ from typing import cast
 import pytest
 from inline_snapshot import external_file
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 from pydantic_ai.settings import ModelSettings
@@ -209,3 +209,29 @@ async def test_anthropic_fallback():
         # the first change (request 1) doesn't move the prefix, as `check` showed.
         system = [text for segment in requests[0] if segment.kind == 'system' for text in texts(segment)]
         assert any(is_framework_text(text) for text in system)
+
+
+@pytest.mark.parametrize('model_name', ['claude-sonnet-4-5', 'claude-opus-4-8'])
+async def test_a_resumed_turn_sends_the_suspended_requests_bytes(model_name: str):
+    capture = WireCapture()
+    project = Project()
+    with FakeProvider(script=[Text('one'), Text('two'), Text('three')]) as server:
+        async with capture.http_client() as http_client:
+            agent = build_agent(anthropic_model(server.url, model_name, http_client=http_client))
+            history = (await agent.run('first', deps=project)).all_messages()
+            project.todos['write docs'] = False
+            history = (await agent.run('second', deps=project, message_history=history)).all_messages()
+            # The provider paused the second turn; a later run resumes it, with blocks that changed again since.
+            suspended = history[-1]
+            assert isinstance(suspended, ModelResponse)
+            suspended.state = 'suspended'
+            project.todos['ship'] = False
+            await agent.run(
+                None,
+                deps=project,
+                message_history=ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history)),
+            )
+    requests = capture.conversation('anthropic').requests
+    assert len(requests) == 3
+    assert_prefix_stable(requests)
+    assert not any('ship' in text for segment in requests[2] for text in texts(segment))
