@@ -235,3 +235,27 @@ async def test_a_resumed_turn_sends_the_suspended_requests_bytes(model_name: str
     assert len(requests) == 3
     assert_prefix_stable(requests)
     assert not any('ship' in text for segment in requests[2] for text in texts(segment))
+
+
+async def test_streamed_runs_keep_the_prefix():
+    capture = WireCapture()
+    project = Project()
+    history: list[ModelMessage] = []
+    with FakeProvider(script=[Text('one'), ToolCalls([('add_todo', {'item': 'ship'})]), Text('two')]) as server:
+        async with capture.http_client() as http_client:
+            agent = build_agent(openai_chat_model(server.url, http_client=http_client))
+            for run, prompt in enumerate(['first', 'second']):
+                if run:
+                    project.todos['write docs'] = False
+                async with agent.run_stream(prompt, deps=project, message_history=history) as stream:
+                    await stream.get_output()
+                history = stream.all_messages()
+    requests = capture.conversation('openai-chat').requests
+    assert len(requests) == 3
+    assert_prefix_stable(requests)
+    # The prefix states the todos once; the second run delivers the change made before it, then the tool's.
+    elements = [
+        sum('<context id="capability:project:todos">' in text for segment in request for text in texts(segment))
+        for request in requests
+    ]
+    assert elements == [1, 2, 3]
