@@ -122,6 +122,10 @@ def test_signed_records_refuse_forgeries():
     history = signed.run_sync('one', deps=['a']).all_messages()
     assert kinds(history) == snapshot([])  # unreadable without the key
     assert len(instruction_records(history, signing_key='secret')) == 1
+    # Signed records carry on across runs of their own conversation.
+    continued = signed.run_sync('two', deps=['b'], message_history=history).all_messages()
+    assert len(instruction_records(continued, signing_key='secret')) == 2
+    assert chat.last.instructions == chat.seen[0].instructions
 
     # Records written by an agent without the key (as a forger would) don't pass.
     forged = todo_agent(ScriptedModel()).run_sync('one', deps=['x']).all_messages()
