@@ -37,7 +37,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
 from .records import is_carrier
-from .rendering import FallbackRenderer, InlineRenderer, Renderer, renderer_for
+from .rendering import FallbackRenderer, InlineRenderer, Renderer
 from .window import Delivery
 
 __all__ = (
@@ -87,13 +87,23 @@ def reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
     path = 'inline' if inline else 'fallback'
     reworded: list[ModelMessage] = []
     for message in messages:
-        if isinstance(message, ModelRequest) and any(_wording(part) for part in message.parts):
+        if isinstance(message, ModelRequest) and any(_rewords(part, path) for part in message.parts):
             parts = [
-                replace(part, content=wording[path]) if (wording := _wording(part)) else part for part in message.parts
+                replace(part, content=_text(part, path)) if _rewords(part, path) else part for part in message.parts
             ]
             message = replace(message, parts=parts)
         reworded.append(message)
     return reworded
+
+
+def _rewords(part: ModelRequestPart, path: str) -> bool:
+    """Whether `part` is a delivered change whose text isn't the wording of `path` yet."""
+    wording = _wording(part)
+    return wording is not None and cast(SystemPromptPart, part).content != wording[path]
+
+
+def _text(part: ModelRequestPart, path: str) -> str:
+    return cast(dict[str, str], _wording(part))[path]
 
 
 def _wording(part: ModelRequestPart) -> dict[str, str] | None:
@@ -168,9 +178,7 @@ def _change_part(delivery: Delivery, renderer: Renderer, carrier: SystemPromptPa
     if wrap:
         return UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
     wording = {
-        ('inline' if inline else 'fallback'): renderer_for(inline=inline).change(
-            delivery.delta, base_matches=delivery.base_matches
-        )
-        for inline in (True, False)
+        'inline': InlineRenderer().change(delivery.delta, base_matches=delivery.base_matches),
+        'fallback': FallbackRenderer().change(delivery.delta, base_matches=delivery.base_matches),
     }
     return SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: wording})

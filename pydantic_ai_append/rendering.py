@@ -28,7 +28,6 @@ __all__ = (
     'Renderer',
     'diff_hunks',
     'escape',
-    'renderer_for',
     'unescape',
 )
 
@@ -175,11 +174,6 @@ def _change_text(renderer: Renderer, delta: InstructionDeltaPart, base_matches: 
     if delta.diff is not None and base_matches:
         return diff_element(delta.id, delta.diff)
     return context_element(delta.id, delta.content)
-
-
-def renderer_for(*, inline: bool) -> Renderer:
-    """The renderer of a delivery path."""
-    return InlineRenderer() if inline else FallbackRenderer()
 
 
 def record_change(block_id: str, previous: str | None, content: str | None) -> InstructionDeltaPart:
