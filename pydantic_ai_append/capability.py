@@ -365,9 +365,11 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             block_id = self._block_id(block.name)
             if block.on_change == 'append':
                 appending.append((CurrentBlock(block_id, content, 'append'), None))
-            elif content is not None:
+            elif content is not None and (text := content.strip()):
+                # Rewritten in the prefix like Pydantic AI's own dynamic instructions, so stripped like them, and
+                # left out when empty.
                 rewriting.append(
-                    (CurrentBlock(block_id, content, 'rewrite'), _own_part(self._source_id, block.name, content))
+                    (CurrentBlock(block_id, text, 'rewrite'), _own_part(self._source_id, block.name, text))
                 )
         return [*literal, *appending, *native, *rewriting]
 

@@ -414,7 +414,7 @@ def scan(
 
 
 def instruction_records(
-    messages: Sequence[ModelMessage], *, signing_key: str | bytes | None = None
+    messages: Sequence[ModelMessage], *, signing_key: str | bytes | None = None, conversation_id: str | None = None
 ) -> list[InstructionRecord]:
     """The window records in a message history, in history order, leaving out any that can't be read.
 
@@ -429,11 +429,13 @@ def instruction_records(
         messages: A message history, as returned by `result.all_messages()` or loaded with
             `ModelMessagesTypeAdapter`.
         signing_key: The key the capability signed its records with, if it was given one.
+        conversation_id: With `signing_key`, the conversation the records must belong to, as the capability
+            checks it; records copied in from another conversation are left out.
     """
     key = signing_key.encode() if isinstance(signing_key, str) else signing_key
     return [
         found.record
-        for found in scan(messages, key=key)
+        for found in scan(messages, key=key, conversation_id=conversation_id if key is not None else None)
         if isinstance(found, Located) and not isinstance(found.record, UnreadableRecord)
     ]
 

@@ -32,6 +32,8 @@ class Seen:
     instructions: str | None
     messages: list[str]
     settings: dict[str, object]
+    parts: list[str]
+    """The instruction parts the instructions were joined from."""
 
 
 Turn = str | Sequence[tuple[str, dict[str, object]]] | ModelResponse
@@ -54,7 +56,8 @@ class ScriptedModel:
 
     def _reply(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         lines = [line for message in messages for line in describe(message)]
-        self.seen.append(Seen(info.instructions, lines, dict(info.model_settings or {})))
+        parts = [part.content for part in info.model_request_parameters.instruction_parts or []]
+        self.seen.append(Seen(info.instructions, lines, dict(info.model_settings or {}), parts))
         if self.on_request is not None:
             self.on_request()
         turn = self.script.pop(0) if self.script else 'ok'

@@ -789,6 +789,11 @@ def test_a_signed_record_cannot_be_replayed_into_another_conversation():
     agent.run_sync(None, deps=Deps(todos=['a']), message_history=forged)
     assert not any('Bob' in line for line in mallory.last.messages)
     assert 'Bob' not in (mallory.last.instructions or '')
+    # Reading records back applies the same check.
+    alices, mallorys = history[0], own[0]
+    assert isinstance(alices, ModelRequest) and isinstance(mallorys, ModelRequest)
+    assert len(instruction_records(history, signing_key='secret', conversation_id=alices.conversation_id)) == 1
+    assert instruction_records(history, signing_key='secret', conversation_id=mallorys.conversation_id) == []
 
 
 def test_a_loaded_deferred_capability_does_not_move_the_window():
@@ -883,3 +888,32 @@ def test_a_resumed_turn_without_a_matching_window_is_sent_as_recorded(case: str)
         request.instructions = 'Be brief, edited by hand.'
     agent.run_sync(None, message_history=history)
     assert chat.last.instructions == request.instructions
+
+
+def test_a_resumed_turn_with_rewrite_blocks_keeps_its_parts():
+    chat = ScriptedModel()
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: 'a')
+    context.instructions(name='clock', on_change='rewrite')(lambda: 'now: 12:00\n')
+    context.instructions(name='empty', on_change='rewrite')(lambda: '')
+    agent = Agent(chat.model(), instructions='Be brief.', capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    sent = chat.last
+    response = history[-1]
+    assert isinstance(response, ModelResponse)
+    response.state = 'suspended'
+    # Pydantic AI resumes with the recorded instructions as one joined part; the plugin splits them again.
+    agent.run_sync(None, message_history=history)
+    assert (chat.last.instructions, chat.last.parts) == (sent.instructions, sent.parts)
+    assert sent.parts == snapshot(
+        [
+            'Be brief.',
+            """\
+<context id="capability:todos:state">
+a
+</context>\
+""",
+            'A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.',
+            'now: 12:00',
+        ]
+    )
