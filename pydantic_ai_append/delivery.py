@@ -87,23 +87,20 @@ def reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
     path = 'inline' if inline else 'fallback'
     reworded: list[ModelMessage] = []
     for message in messages:
-        if isinstance(message, ModelRequest) and any(_rewords(part, path) for part in message.parts):
-            parts = [
-                replace(part, content=_text(part, path)) if _rewords(part, path) else part for part in message.parts
-            ]
-            message = replace(message, parts=parts)
+        if isinstance(message, ModelRequest):
+            parts = [_reworded(part, path) for part in message.parts]
+            if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
+                message = replace(message, parts=parts)
         reworded.append(message)
     return reworded
 
 
-def _rewords(part: ModelRequestPart, path: str) -> bool:
-    """Whether `part` is a delivered change whose text isn't the wording of `path` yet."""
+def _reworded(part: ModelRequestPart, path: str) -> ModelRequestPart:
+    """`part` in the wording of `path` if it is a delivered change worded otherwise, else `part` itself."""
     wording = _wording(part)
-    return wording is not None and cast(SystemPromptPart, part).content != wording[path]
-
-
-def _text(part: ModelRequestPart, path: str) -> str:
-    return cast(dict[str, str], _wording(part))[path]
+    if wording is None or cast(SystemPromptPart, part).content == wording[path]:
+        return part
+    return replace(cast(SystemPromptPart, part), content=wording[path])
 
 
 def _wording(part: ModelRequestPart) -> dict[str, str] | None:
@@ -140,8 +137,13 @@ def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> Rend
 
 def _with_path_wording(model: FallbackModel) -> FallbackModel:
     mixed = copy.copy(model)
+    # A model wrapped already (the per-attempt hook sees the step's wrapped model) is left as it is.
     mixed.models = [
-        _with_path_wording(member) if isinstance(member, FallbackModel) else PathWording(member)
+        _with_path_wording(member)
+        if isinstance(member, FallbackModel)
+        else member
+        if isinstance(member, PathWording)
+        else PathWording(member)
         for member in model.models
     ]
     return mixed
