@@ -253,13 +253,12 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     ) -> ModelRequestContext:
         """Send the window's prefix, record this request's changes, and deliver the window's changes."""
         messages = list(request_context.messages)
-        key, conversation = self._key, self._conversation(ctx)
+        state = fold_window(scan(messages, key=self._key, conversation_id=self._conversation(ctx)))
         if not messages or not isinstance(messages[-1], ModelRequest):
             # Resuming a turn the provider suspended: it is completed with exactly the history and instructions it
             # was started with, so nothing is resolved or recorded, only delivered again. Pydantic AI doesn't
             # prepare a resumed turn's messages for a single model, so the `<system>` wrapping of the fallback path
             # is applied here; a `FallbackModel`'s members prepare their own.
-            state = fold_window(scan(messages, key=key, conversation_id=conversation))
             renderer = prepare_model(request_context, tagged=state.baseline is not None)
             wrap = not renderer.inline and not isinstance(request_context.model, FallbackModel)
             request_context.messages = deliver(messages, state.deliveries, renderer, wrap=wrap)
@@ -275,7 +274,6 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 'handle this request: register all blocks on one, and route other sources through its `append_ids`.'
             )
         ordered = await self._current_blocks(ctx, params, parts)
-        state = fold_window(scan(messages, key=key, conversation_id=conversation))
         plan = plan_request(state, [block for block, _ in ordered if block is not None])
         renderer = prepare_model(request_context, tagged=plan.tagged)
 
