@@ -1,0 +1,88 @@
+"""The cost of the pieces on their own: recording and rendering one change, and verifying a long prefix.
+
+- Recording a one-line edit to a 15 KB block computes its diff, once, when the change is recorded.
+- Rendering turns a recorded change into its element: the full `<context>` replacement or the `<context-diff>`.
+  Requests after the first take it from a cache; the figure here is the uncached work.
+- Verifying a prefix compares a request's cache-order segments with the previous request's, byte for byte, as
+  [`assert_prefix_stable`][pydantic_ai_append.testing.assert_prefix_stable] does; the previous request is 1 MB.
+  Splitting a 1 MB body into its segments (parsing and re-encoding the JSON) is timed apart, since a check of
+  a live request pays it once per request whatever the prefix's length.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic_ai_append.rendering import context_element, diff_element, record_change
+from pydantic_ai_append.testing import Segment, assert_prefix_stable, segments
+
+from .scenario import memory
+
+__all__ = ('PieceTiming', 'time_pieces')
+
+PREFIX_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class PieceTiming:
+    """One piece's median time, and the size of what it worked on."""
+
+    name: str
+    microseconds: float
+    bytes: int
+
+
+def _median_us(action: Callable[[], object], repeats: int) -> float:
+    times: list[float] = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def _long_conversation() -> tuple[bytes, list[Segment], list[Segment]]:
+    """A Chat body of about 1 MB, its segments, and the segments of the request after it, split separately."""
+    messages = [{'role': 'system', 'content': memory(1)}]
+    turn = 0
+    while len(json.dumps(messages)) < PREFIX_BYTES:
+        turn += 1
+        messages.append({'role': 'user', 'content': f'Turn {turn}: ' + 'what should I do next? ' * 20})
+        messages.append({'role': 'assistant', 'content': f'Answer {turn}: ' + 'do the next task. ' * 20})
+    body = json.dumps({'model': 'gpt-5.2', 'messages': messages}).encode()
+    later = json.dumps({'model': 'gpt-5.2', 'messages': [*messages, {'role': 'user', 'content': 'and now?'}]})
+    return body, segments('openai-chat', body), segments('openai-chat', later.encode())
+
+
+def time_pieces(repeats: int) -> list[PieceTiming]:
+    """Time each piece `repeats` times and take the medians."""
+    block_id = 'capability:scenario:memory'
+    before, after = memory(3), memory(4)
+    delta = record_change(block_id, before, after)
+    assert delta.diff is not None, 'a one-line edit to the memory block is recorded as a diff'
+    diff = delta.diff
+    body, earlier, later = _long_conversation()
+    prefix_bytes = sum(len(segment.data) for segment in earlier)
+    return [
+        PieceTiming(
+            'record a one-line edit (diff)',
+            _median_us(lambda: record_change(block_id, before, after), repeats),
+            len(after),
+        ),
+        PieceTiming(
+            'render the full element', _median_us(lambda: context_element(block_id, after), repeats), len(after)
+        ),
+        PieceTiming('render the diff element', _median_us(lambda: diff_element(block_id, diff), repeats), len(diff)),
+        PieceTiming(
+            'verify a 1 MB prefix', _median_us(lambda: assert_prefix_stable([earlier, later]), repeats), prefix_bytes
+        ),
+        PieceTiming(
+            'split a 1 MB body into segments',
+            _median_us(lambda: segments('openai-chat', body), max(3, repeats // 10)),
+            len(body),
+        ),
+    ]

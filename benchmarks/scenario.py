@@ -1,0 +1,182 @@
+"""The benchmark's conversation: fixed instructions, three changing blocks, and the policies compared.
+
+Everything is a pure function of the turn number, so every run of the benchmark sends the same bytes:
+
+- about 2 KB of static instructions;
+- `state`: a 10-line todo list, one item toggled every turn from turn 2;
+- `memory`: about 15 KB of notes, one line edited every 4th turn;
+- `clock`: the date, which changes once, at turn 10.
+
+Every 3rd turn the model calls one tool before it answers. The policies differ only in how the three blocks
+reach the model:
+
+- `static`: the blocks frozen at their turn-1 values, as plain instructions (the floor: nothing changes);
+- `rewrite`: Pydantic AI's dynamic instructions, rewritten in the prefix whenever they change;
+- `append`: this package's `AppendInstructions`;
+- `native`: Pydantic AI's own `on_change='append'`, on releases that have it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import random
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeAlias
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.models import Model
+
+from pydantic_ai_append import AppendInstructions
+
+__all__ = (
+    'BLOCKS',
+    'POLICIES',
+    'Policy',
+    'build_agent',
+    'clock',
+    'memory',
+    'native_available',
+    'prompt',
+    'state',
+    'tool_turn',
+)
+
+Policy: TypeAlias = Literal['static', 'rewrite', 'append', 'native']
+
+POLICIES: tuple[Policy, ...] = ('static', 'rewrite', 'append', 'native')
+"""Every policy, in the order tables show them."""
+
+TODO_ITEMS = 10
+MEMORY_LINES = 140
+MEMORY_EDIT_EVERY = 4
+CLOCK_CHANGE_TURN = 10
+TOOL_EVERY = 3
+
+_WORDS = (
+    'build',
+    'cache',
+    'token',
+    'prompt',
+    'window',
+    'record',
+    'agent',
+    'model',
+    'tool',
+    'result',
+    'change',
+    'block',
+    'prefix',
+    'value',
+    'history',
+    'request',
+    'reply',
+    'schema',
+    'diff',
+    'review',
+    'branch',
+    'commit',
+    'release',
+    'fixture',
+    'cassette',
+    'provider',
+    'retry',
+    'budget',
+)
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    return ' '.join(rng.choice(_WORDS) for _ in range(words)).capitalize() + '.'
+
+
+def _static_instructions() -> str:
+    rng = random.Random(7)
+    rules = [f'{number}. {_sentence(rng, 14)}' for number in range(1, 21)]
+    return 'You are a coding assistant for a long-running project. Follow these rules:\n' + '\n'.join(rules)
+
+
+STATIC_INSTRUCTIONS = _static_instructions()
+"""About 2 KB of fixed instructions."""
+
+_MEMORY = tuple(f'- note {line:03d}: {_sentence(random.Random(line), 14)}' for line in range(MEMORY_LINES))
+
+
+@functools.lru_cache(maxsize=4096)
+def state(turn: int) -> str:
+    """The todo list at `turn` (from 1): item `(t - 2) % 10` is toggled at each turn `t` from 2."""
+    done = [False] * TODO_ITEMS
+    for toggled in range(2, turn + 1):
+        done[(toggled - 2) % TODO_ITEMS] ^= True
+    return '\n'.join(f'- [{"x" if done[item] else " "}] task {item + 1}' for item in range(TODO_ITEMS))
+
+
+@functools.lru_cache(maxsize=4096)
+def memory(turn: int) -> str:
+    """The notes at `turn`: at every 4th turn one line is rewritten."""
+    lines = list(_MEMORY)
+    for edit in range(MEMORY_EDIT_EVERY, turn + 1, MEMORY_EDIT_EVERY):
+        line = (edit * 37) % MEMORY_LINES
+        lines[line] = f'- note {line:03d}: revised at turn {edit}: {_sentence(random.Random(1000 + edit), 10)}'
+    return '\n'.join(lines)
+
+
+def clock(turn: int) -> str:
+    """The date, which moves on at turn 10."""
+    return 'Today is 2026-11-30.' if turn < CLOCK_CHANGE_TURN else 'Today is 2026-12-01.'
+
+
+BLOCKS: Sequence[tuple[str, Callable[[int], str]]] = (('state', state), ('memory', memory), ('clock', clock))
+"""The changing blocks, by name, in prefix order; each is a function of the turn."""
+
+
+def prompt(turn: int) -> str:
+    """The user's message at `turn`."""
+    return f'Turn {turn}: what should I do next?'
+
+
+def tool_turn(turn: int) -> bool:
+    """Whether the model calls the tool at `turn` before answering."""
+    return turn % TOOL_EVERY == 0
+
+
+def lookup(topic: str) -> str:
+    """Look up a topic in the project's notes."""
+    return f'Notes on {topic}: nothing unusual.'
+
+
+def native_available() -> bool:
+    """Whether the installed Pydantic AI has its own `on_change='append'`."""
+    return 'on_change' in inspect.signature(Agent.instructions).parameters
+
+
+def build_agent(policy: Policy, model: Model) -> Agent[int, str]:
+    """An agent for `policy` whose deps are the turn number.
+
+    Raises:
+        RuntimeError: For `'native'` on a release without `on_change='append'`.
+    """
+    if policy == 'static':
+        frozen = '\n\n'.join(function(1) for _, function in BLOCKS)
+        return Agent(model, deps_type=int, instructions=f'{STATIC_INSTRUCTIONS}\n\n{frozen}', tools=[lookup])
+    if policy == 'append':
+        context = AppendInstructions[int](id='scenario')
+        for name, function in BLOCKS:
+            context.instructions(_at_turn(function), name=name)
+        return Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=[lookup], capabilities=[context])
+    agent = Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=[lookup])
+    if policy == 'native' and not native_available():
+        raise RuntimeError("this Pydantic AI release has no `on_change='append'`")
+    for name, function in BLOCKS:
+        if policy == 'native':
+            agent.instructions(name=name, on_change='append')(_at_turn(function))  # pyright: ignore[reportCallIssue]
+        else:
+            agent.instructions(_at_turn(function))
+    return agent
+
+
+def _at_turn(function: Callable[[int], str]) -> Callable[[RunContext[int]], str]:
+    def block(ctx: RunContext[int]) -> str:
+        return function(ctx.deps)
+
+    block.__name__ = function.__name__
+    return block

@@ -1,0 +1,266 @@
+"""Wire bytes: the scenario on each provider path and policy, through the real SDKs, split into cache segments.
+
+Each conversation runs the real `openai` or `anthropic` client, through Pydantic AI's model classes, against
+the test suite's fake provider on loopback, one `agent.run` per turn with the history carried through a JSON
+round trip. What was sent is measured with the package's own wire tools
+([`WireConversation`][pydantic_ai_append.testing.WireConversation] and
+[`prefix_reuse`][pydantic_ai_append.testing.prefix_reuse]): per request, the bytes of the cache-order segments
+it shares with the previous request (reused) and the rest (uncached), where the prefix moved, and the delivered
+change elements.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, cast
+
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.models import Model
+
+from pydantic_ai_append.delivery import is_inline
+from pydantic_ai_append.testing import Api, Segment, WireConversation, prefix_reuse
+from tests.fake_provider import (
+    FakeProvider,
+    Text,
+    ToolCalls,
+    Turn,
+    anthropic_model,
+    openai_chat_model,
+    openai_responses_model,
+)
+
+from .scenario import BLOCKS, Policy, build_agent, prompt, tool_turn
+
+__all__ = (
+    'PATHS',
+    'PathName',
+    'RequestBytes',
+    'WireResult',
+    'change_elements',
+    'conversation',
+    'run_conversation',
+    'summary',
+)
+
+PathName: TypeAlias = Literal['openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-fallback']
+
+PATHS: dict[PathName, tuple[Api, str]] = {
+    'openai-chat': ('openai-chat', 'gpt-5.2'),
+    'openai-responses': ('openai-responses', 'gpt-5.2'),
+    'anthropic-inline': ('anthropic', 'claude-opus-4-8'),
+    'anthropic-fallback': ('anthropic', 'claude-sonnet-4-5'),
+}
+"""Each path's provider API and model name. `claude-sonnet-4-5` has no inline system messages."""
+
+_CHANGE = re.compile(r'<(pyai:)?(context-diff|context_diff|context)\b[^>]*>.*?</\1?\2>', re.DOTALL)
+"""A delivered change element: this package's, or Pydantic AI's own (`pyai:` prefixed, `context_diff`)."""
+
+_PREFIX_KINDS = ('tool', 'system', 'instructions')
+_PREFIX_ROLES = ('system', 'developer')
+
+
+@dataclass(frozen=True)
+class RequestBytes:
+    """One request's segment bytes."""
+
+    total: int
+    """All its segments."""
+    reused: int
+    """The segments, from the start, it shares byte for byte with the previous request."""
+    previous_total: int
+    """All the previous request's segments (0 for the first request)."""
+    moved_at: tuple[int, str] | None
+    """Where it stops repeating the previous request (segment index and kind), or `None` if it repeats all of it."""
+    change_bytes: int
+    """Bytes of the change elements in its conversation segments."""
+
+    @property
+    def uncached(self) -> int:
+        """The bytes a provider's prefix cache would not have: everything after the reused segments."""
+        return self.total - self.reused
+
+
+@dataclass
+class WireResult:
+    """One conversation's measurements."""
+
+    path: PathName
+    policy: Policy
+    delivery: str
+    """`'inline'` or `'fallback'`: how the model takes mid-conversation system messages."""
+    body_bytes: int = 0
+    """Raw request bodies, as sent."""
+    requests: list[RequestBytes] = field(default_factory=list[RequestBytes])
+    unique_change_bytes: int = 0
+    """Bytes of distinct change elements, each counted once."""
+    block_bytes: dict[str, int] = field(default_factory=dict[str, int])
+    """Each block's full text size at the end of the scenario, to compare its changes with."""
+    largest_diff: dict[str, int] = field(default_factory=dict[str, int])
+    """Each block's largest `<context-diff>` element, in bytes."""
+
+    @property
+    def total(self) -> int:
+        """Segment bytes over the whole conversation."""
+        return sum(request.total for request in self.requests)
+
+    @property
+    def uncached(self) -> int:
+        """Uncached bytes over the whole conversation."""
+        return sum(request.uncached for request in self.requests)
+
+    @property
+    def carried_change_bytes(self) -> int:
+        """Change element bytes summed over every request that sends them."""
+        return sum(request.change_bytes for request in self.requests)
+
+    @property
+    def moves(self) -> list[tuple[int, int, str]]:
+        """Each request after the first that moved the prefix: its index, the first divergent segment and kind."""
+        return [(index, *request.moved_at) for index, request in enumerate(self.requests) if request.moved_at and index]
+
+    @property
+    def min_reuse(self) -> float:
+        """The smallest share of the previous request's bytes that any later request reused, in percent."""
+        shares = [100 * request.reused / request.previous_total for request in self.requests[1:]]
+        return min(shares, default=100.0)
+
+
+def _strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in cast(dict[str, object], value).values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in cast(list[object], value):
+            yield from _strings(item)
+
+
+def conversation(request: Sequence[Segment]) -> list[Segment]:
+    """The request's conversation: its segments after the tools and the instructions.
+
+    OpenAI Chat sends instructions as leading system (or developer) messages, so those are left out too.
+    """
+    segments = [segment for segment in request if segment.kind not in _PREFIX_KINDS]
+    while segments and cast(dict[str, object], json.loads(segments[0].data)).get('role') in _PREFIX_ROLES:
+        segments.pop(0)
+    return segments
+
+
+def change_elements(segment: Segment) -> list[str]:
+    """The change elements in a conversation segment."""
+    return [match[0] for text in _strings(json.loads(segment.data)) for match in _CHANGE.finditer(text)]
+
+
+def _script() -> Iterator[Turn]:
+    turn = 0
+    while True:
+        turn += 1
+        if tool_turn(turn):
+            yield ToolCalls([('lookup', {'topic': f'task {turn}'})])
+        yield Text(f'Answer to turn {turn}.')
+
+
+def _model(path: PathName, url: str) -> Model:
+    api, name = PATHS[path]
+    if api == 'openai-chat':
+        return openai_chat_model(url, name)
+    if api == 'openai-responses':
+        return openai_responses_model(url, name)
+    return anthropic_model(url, name)
+
+
+async def run_conversation(path: PathName, policy: Policy, turns: int) -> WireResult:
+    """Run the scenario for `turns` turns on one path and policy, and measure what was sent."""
+    api = PATHS[path][0]
+    script = _script()
+    with FakeProvider(script=lambda _: next(script)) as server, warnings.catch_warnings():
+        # The SDK warns that this model is near its end of life; it is the path without inline system messages.
+        warnings.filterwarnings('ignore', message="The model 'claude-sonnet-4-5' is deprecated")
+        model = _model(path, server.url)
+        agent = build_agent(policy, model)
+        history: list[ModelMessage] = []
+        for turn in range(1, turns + 1):
+            result = await agent.run(prompt(turn), deps=turn, message_history=history)
+            history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(result.all_messages()))
+        if server.errors:
+            raise RuntimeError(f'the fake provider refused requests: {server.errors}')
+        exchanges = list(server.exchanges)
+    conversation = WireConversation.from_exchanges(api, exchanges)
+    result = WireResult(path, policy, 'inline' if is_inline(model) else 'fallback')
+    result.body_bytes = sum(len(exchange.request_body) for exchange in exchanges)
+    result.block_bytes = {name: len(function(turns).encode()) for name, function in BLOCKS}
+    _measure(result, conversation.requests)
+    return result
+
+
+def _measure(result: WireResult, requests: Sequence[Sequence[Segment]]) -> None:
+    seen: set[tuple[int, int, str]] = set()
+    previous: Sequence[Segment] = ()
+    for request, reuse in zip(requests, prefix_reuse(requests), strict=True):
+        shared = _shared(previous, request)
+        moved = (shared, previous[shared].kind) if shared < len(previous) else None
+        change_bytes = 0
+        for conversation_index, segment in enumerate(conversation(request)):
+            elements = change_elements(segment)
+            for ordinal, element in enumerate(elements):
+                size = len(element.encode())
+                change_bytes += size
+                key = (conversation_index, ordinal, element)
+                if key not in seen:
+                    seen.add(key)
+                    result.unique_change_bytes += size
+                    _note_diff(result, element, size)
+        result.requests.append(
+            RequestBytes(
+                reuse.total_bytes,
+                reuse.reused_bytes,
+                sum(len(segment.data) for segment in previous),
+                moved,
+                change_bytes,
+            )
+        )
+        previous = request
+
+
+def _shared(earlier: Sequence[Segment], later: Sequence[Segment]) -> int:
+    count = 0
+    for before, after in zip(earlier, later, strict=False):
+        if before != after:
+            break
+        count += 1
+    return count
+
+
+_ID = re.compile(r'id="[^"]*:([^":]+)"')
+
+
+def _note_diff(result: WireResult, element: str, size: int) -> None:
+    if not element.startswith(('<context-diff', '<pyai:context_diff')) or (match := _ID.search(element)) is None:
+        return
+    name = match[1]
+    result.largest_diff[name] = max(result.largest_diff.get(name, 0), size)
+
+
+def summary(result: WireResult) -> dict[str, Any]:
+    """The conversation's figures as JSON-able data."""
+    return {
+        'path': result.path,
+        'policy': result.policy,
+        'delivery': result.delivery,
+        'requests': len(result.requests),
+        'body_bytes': result.body_bytes,
+        'segment_bytes': result.total,
+        'reused_bytes': result.total - result.uncached,
+        'uncached_bytes': result.uncached,
+        'min_reuse_percent': round(result.min_reuse, 3),
+        'prefix_moves': [{'request': r, 'segment': s, 'kind': k} for r, s, k in result.moves],
+        'change_bytes_unique': result.unique_change_bytes,
+        'change_bytes_carried': result.carried_change_bytes,
+        'largest_diff_bytes': result.largest_diff,
+        'per_request': [{'total': r.total, 'reused': r.reused, 'uncached': r.uncached} for r in result.requests],
+    }
