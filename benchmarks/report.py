@@ -288,9 +288,10 @@ def render_svg(results: Results, path: PathName) -> str:
     panels = [result for result in results.wire if result.path == path]
     if not panels:
         raise ValueError(f'no wire results for path {path!r}')
-    bar, gap, panel_height, left, top = 12, 3, 150, 70, 40
+    panel_height, left, top, gap, plot_width = 150, 70, 40, 3, 680
     count = max(len(result.requests) for result in panels)
-    width = left + count * (bar + gap) + 20
+    bar = max(4, min(24, plot_width // count - gap))
+    width = max(760, left + count * (bar + gap) + 20)
     height = top + len(panels) * (panel_height + 40) + 30
     peak = max(request.total for result in panels for request in result.requests)
     scale = panel_height / peak

@@ -78,4 +78,5 @@ def test_smoke_run_writes_tables_json_and_plot(tmp_path: Path, capsys: pytest.Ca
     verdicts = {row['target']: row['verdict'] for row in report['targets']}
     assert verdicts['verify a 1 MB prefix in under 1 ms'] in ('PASS', 'MISS')
     svg = plot_path.read_text()
-    assert svg.startswith('<svg') and svg.count('<rect') > 4 * 5 * 2
+    # The background, two legend swatches, then a reused and an uncached bar per request (5) per policy.
+    assert svg.startswith('<svg') and svg.count('<rect') == 3 + 2 * 5 * len(policies)
