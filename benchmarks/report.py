@@ -196,6 +196,7 @@ def render_text(results: Results) -> str:
         [
             result.path,
             result.policy,
+            f'{result.body_bytes:,}',
             f'{result.total:,}',
             f'{result.total - result.uncached:,}',
             f'{result.uncached:,}',
@@ -208,12 +209,15 @@ def render_text(results: Results) -> str:
         for result in results.wire
     ]
     sections.append(
-        f'Wire bytes over {results.turns} turns ({len(results.wire[0].requests) if results.wire else 0} requests)\n\n'
+        f'Wire bytes over {results.turns} turns ({len(results.wire[0].requests) if results.wire else 0} requests). '
+        'Segment bytes count the cache-order pieces of each request, re-encoded canonically; reused ones repeat '
+        'the previous request byte for byte.\n\n'
         + _table(
             [
                 'path',
                 'policy',
-                'sent',
+                'body bytes',
+                'segment bytes',
                 'reused',
                 'uncached',
                 'lowest reuse',
@@ -296,7 +300,10 @@ def render_svg(results: Results, path: PathName) -> str:
     peak = max(request.total for result in panels for request in result.requests)
     scale = panel_height / peak
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            'font-family="sans-serif" font-size="11">'
+        ),
         f'<rect width="{width}" height="{height}" fill="white"/>',
         (
             f'<text x="{left}" y="18" font-size="13">Bytes of each request on {escape(path)}: reused from the '
