@@ -246,6 +246,20 @@ def render_text(results: Results) -> str:
             f'One agent.run on a history of N turns (median of {repeats}, variants interleaved; ratio to static)\n\n'
             + _table(['model', 'N', *variants], rows)
         )
+        slopes = [
+            [profile]
+            + [
+                f'{slope[0]:.0f} us (N {slope[1]} to {slope[2]})'
+                if (slope := _slope_us(results, profile, v)) is not None
+                else '-'
+                for v in variants
+            ]
+            for profile in sorted({t.profile for t in results.timings})
+        ]
+        sections.append(
+            'Cost of one more turn of history: the slope of the medians between the smallest and largest N timed\n\n'
+            + _table(['model', *variants], slopes)
+        )
     sections.append(
         'Pieces on their own (medians)\n\n'
         + _table(
