@@ -13,7 +13,9 @@ of its own, so its histories are made by real runs, and only up to `native_max_t
 Besides the policies, a `floor` variant sends what the append policy sends with none of the plugin's logic: a
 static agent, the append history, and a capability that only swaps each record for its already-rendered text.
 Its time is what Pydantic AI itself charges for the extra parts; the distance from it to `append` is the
-plugin's own cost.
+plugin's own cost. The timed runs reuse one history's objects, as one process running a conversation does, so
+the records are read once; `append-loaded` gets the history freshly loaded from JSON before each run (outside
+the clock), as a server that stores history between requests does, and reads every record again.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelRequestPart,
     ModelResponse,
@@ -49,7 +52,6 @@ from .scenario import BLOCKS, STATIC_INSTRUCTIONS, Policy, build_agent, prompt
 __all__ = ('Profile', 'Timing', 'build_history', 'function_model', 'real_history', 'time_runs')
 
 Profile: TypeAlias = Literal['inline', 'fallback']
-Variant: TypeAlias = Literal['static', 'rewrite', 'append', 'native', 'floor']
 
 REPLY = 'Noted.'
 
@@ -164,12 +166,17 @@ async def time_runs(profile: Profile, turns: int, histories: dict[Policy, list[M
             capabilities=[_Floor(_floor_texts(append_history, profile))],
         )
         agents['floor'] = (floor, append_history)
+        agents['append-loaded'] = agents['append']
     timing = Timing(profile, turns, {variant: [] for variant in agents})
     names = list(agents)
     for round_index in range(repeats):
         for offset in range(len(names)):
             variant = names[(round_index + offset) % len(names)]
             agent, history = agents[variant]
+            if variant == 'append-loaded':
+                # As a server that keeps history in a database sees it: new objects on every run, so no record
+                # has been read before.
+                history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
             gc.collect()
             start = time.perf_counter()
             await agent.run(prompt(turns + 1), deps=turns + 1, message_history=history)

@@ -230,7 +230,7 @@ def render_text(results: Results) -> str:
     if results.timings:
         variants = [
             v
-            for v in ('static', 'rewrite', 'append', 'floor', 'native')
+            for v in ('static', 'rewrite', 'append', 'append-loaded', 'floor', 'native')
             if any(v in t.seconds for t in results.timings)
         ]
         rows = [
