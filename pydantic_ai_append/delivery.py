@@ -26,7 +26,6 @@ Two more details keep the prefix byte-stable:
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import cast
@@ -200,20 +199,41 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
 
 
 def _change_part(delivery: Delivery, path: str, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
-    wording = _change_wording(delivery.delta, delivery.base_matches)
+    wording = _WORDINGS.get(delivery.delta, delivery.base_matches)
     text = wording[path]
     if wrap:
         return UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
     return SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: wording})
 
 
-@functools.lru_cache(maxsize=8192)
-def _change_wording(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
-    """A change's text on each path, keyed by path name; one lookup gives both, on every request of the window.
+class _Wordings:
+    """Each change's text on both paths, keyed by path name, by the identity of the change's record.
 
-    The dict is shared by every part that delivers the change; nothing changes it once made.
+    Every request of a window delivers all of its changes again, and one lookup gives both texts. Decoded records
+    are kept (so the same record object comes back on each request), so the lookup is by `id()`, which doesn't
+    read the record's fields the way hashing it would. Records are held, so an `id()` is never reused while its
+    entry exists; the cache is bounded. A wording dict is shared by every part that delivers the change; nothing
+    changes it once made.
     """
-    return {
-        'inline': InlineRenderer().change(delta, base_matches=base_matches),
-        'fallback': FallbackRenderer().change(delta, base_matches=base_matches),
-    }
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict[int, tuple[InstructionDeltaPart, bool, dict[str, str]]] = {}
+
+    def get(self, delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
+        entry = self._entries.get(id(delta))
+        if entry is not None and entry[0] is delta and entry[1] is base_matches:
+            return entry[2]
+        wording = {
+            'inline': InlineRenderer().change(delta, base_matches=base_matches),
+            'fallback': FallbackRenderer().change(delta, base_matches=base_matches),
+        }
+        if len(self._entries) >= self._size:
+            # Dicts keep insertion order: drop the oldest half.
+            for stale in list(self._entries)[: self._size // 2]:
+                del self._entries[stale]
+        self._entries[id(delta)] = (delta, base_matches, wording)
+        return wording
+
+
+_WORDINGS = _Wordings(size=16384)
