@@ -36,7 +36,7 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from .records import is_carrier
+from .records import InstructionDeltaPart, is_carrier
 from .rendering import FallbackRenderer, InlineRenderer, Renderer
 from .window import Delivery
 
@@ -85,28 +85,30 @@ class PathWording(WrapperModel):
 def reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
     """`messages` with each delivered change in the wording of the given path."""
     path = 'inline' if inline else 'fallback'
-    reworded: list[ModelMessage] = []
-    for message in messages:
-        if isinstance(message, ModelRequest):
-            parts = [_reworded(part, path) for part in message.parts]
-            if any(new is not old for new, old in zip(parts, message.parts, strict=True)):
-                message = replace(message, parts=parts)
-        reworded.append(message)
+    reworded = list(messages)
+    # Usually every change is in the right wording already, so this only reads: nothing is built for a request
+    # whose changes keep their wording.
+    for index, message in enumerate(messages):
+        if not isinstance(message, ModelRequest):
+            continue
+        parts: list[ModelRequestPart] | None = None
+        for part_index, part in enumerate(message.parts):
+            if isinstance(part, SystemPromptPart) and (new := _reworded(part, path)) is not part:
+                if parts is None:
+                    parts = list(message.parts)
+                parts[part_index] = new
+        if parts is not None:
+            reworded[index] = _with_parts(message, parts)
     return reworded
 
 
-def _reworded(part: ModelRequestPart, path: str) -> ModelRequestPart:
+def _reworded(part: SystemPromptPart, path: str) -> SystemPromptPart:
     """`part` in the wording of `path` if it is a delivered change worded otherwise, else `part` itself."""
-    wording = _wording(part)
-    if wording is None or cast(SystemPromptPart, part).content == wording[path]:
+    metadata = part.metadata
+    if not metadata or _WORDING_KEY not in metadata:
         return part
-    return replace(cast(SystemPromptPart, part), content=wording[path])
-
-
-def _wording(part: ModelRequestPart) -> dict[str, str] | None:
-    if isinstance(part, SystemPromptPart) and part.metadata and _WORDING_KEY in part.metadata:
-        return cast(dict[str, str], part.metadata[_WORDING_KEY])
-    return None
+    text = cast(dict[str, str], metadata[_WORDING_KEY])[path]
+    return part if part.content == text else replace(part, content=text)
 
 
 def ask_for_framing_announcement(request_context: ModelRequestContext) -> None:
@@ -161,26 +163,77 @@ def deliver(
         wrap: Whether to `<system>`-wrap each change here, because Pydantic AI won't prepare these messages.
     """
     by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
-    rendered: list[ModelMessage] = []
+    path = renderer.path
+    rendered = list(messages)
+    # This runs on every request over the whole history: one type check per part, and a new message only for a
+    # request that has a carrier, whose parts list is started at the first carrier.
     for index, message in enumerate(messages):
-        if isinstance(message, ModelRequest) and any(is_carrier(part) for part in message.parts):
-            parts: list[ModelRequestPart] = []
-            for part_index, part in enumerate(message.parts):
-                if not is_carrier(part):
-                    parts.append(part)
-                elif (delivery := by_position.get((index, part_index))) is not None:
-                    parts.append(_change_part(delivery, renderer, cast(SystemPromptPart, part), wrap=wrap))
-            message = replace(message, parts=parts)
-        rendered.append(message)
+        if not isinstance(message, ModelRequest):
+            continue
+        parts: list[ModelRequestPart] | None = None
+        for part_index, part in enumerate(message.parts):
+            if isinstance(part, SystemPromptPart) and is_carrier(part):
+                if parts is None:
+                    parts = list(message.parts[:part_index])
+                if (delivery := by_position.get((index, part_index))) is not None:
+                    parts.append(_change_part(delivery, path, part, wrap=wrap))
+            elif parts is not None:
+                parts.append(part)
+        if parts is not None:
+            rendered[index] = _with_parts(message, parts)
     return rendered
 
 
-def _change_part(delivery: Delivery, renderer: Renderer, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
-    text = renderer.change(delivery.delta, base_matches=delivery.base_matches)
+def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRequest:
+    """A new request like `message` with other parts; downstream code needs new message objects on each request.
+
+    This is what `copy.copy` does for a dataclass, without the generic copy protocol, which costs more than the
+    rest of a delivery; `dataclasses.replace` costs more still. The parts are `message`'s own (already checked when
+    it was built) with carriers taken out or replaced by system prompts, so the request's `__post_init__` check of
+    its parts has nothing to check and isn't run again.
+    """
+    fresh = object.__new__(type(message))
+    fresh.__dict__.update(message.__dict__)
+    fresh.parts = parts
+    return fresh
+
+
+def _change_part(delivery: Delivery, path: str, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
+    wording = _WORDINGS.get(delivery.delta, delivery.base_matches)
+    text = wording[path]
     if wrap:
         return UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
-    wording = {
-        'inline': InlineRenderer().change(delivery.delta, base_matches=delivery.base_matches),
-        'fallback': FallbackRenderer().change(delivery.delta, base_matches=delivery.base_matches),
-    }
     return SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: wording})
+
+
+class _Wordings:
+    """Each change's text on both paths, keyed by path name, by the identity of the change's record.
+
+    Every request of a window delivers all of its changes again, and one lookup gives both texts. Decoded records
+    are kept (so the same record object comes back on each request), so the lookup is by `id()`, which doesn't
+    read the record's fields the way hashing it would. Records are held, so an `id()` is never reused while its
+    entry exists; the cache is bounded. A wording dict is shared by every part that delivers the change; nothing
+    changes it once made.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict[int, tuple[InstructionDeltaPart, bool, dict[str, str]]] = {}
+
+    def get(self, delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
+        entry = self._entries.get(id(delta))
+        if entry is not None and entry[0] is delta and entry[1] is base_matches:
+            return entry[2]
+        wording = {
+            'inline': InlineRenderer().change(delta, base_matches=base_matches),
+            'fallback': FallbackRenderer().change(delta, base_matches=base_matches),
+        }
+        if len(self._entries) >= self._size:
+            # Dicts keep insertion order: drop the oldest half.
+            for stale in list(self._entries)[: self._size // 2]:
+                del self._entries[stale]
+        self._entries[id(delta)] = (delta, base_matches, wording)
+        return wording
+
+
+_WORDINGS = _Wordings(size=16384)

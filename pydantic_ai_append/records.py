@@ -15,12 +15,13 @@ malformed, or fails its check reads as unreadable and opens a new window rather 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, SystemPromptPart
 
@@ -69,7 +70,8 @@ class InstructionBlock:
     content: str | None
     """The block's text, or `None` while it is withdrawn."""
 
-    @property
+    # Kept once computed: decoded records are kept too, and every request's window fold reads it.
+    @functools.cached_property
     def content_hash(self) -> str | None:
         """The digest of `content`, or `None` while the block is withdrawn."""
         return content_hash(self.content) if self.content is not None else None
@@ -175,7 +177,8 @@ class InstructionDeltaPart:
         """Whether the change withdraws the block."""
         return self.content is None
 
-    @property
+    # Kept once computed: decoded records are kept too, and every request's window fold reads it.
+    @functools.cached_property
     def content_hash(self) -> str | None:
         """The digest of `content`, or `None` for a withdrawal."""
         return content_hash(self.content) if self.content is not None else None
@@ -251,25 +254,24 @@ class _DecodedCache:
     History objects live for a whole run, so each request would otherwise check every record in the window
     again, at a cost that grows with the conversation. A fresh history (after a JSON round trip) is checked
     once. The dicts are held, so an `id()` is never reused while its entry exists; the cache is bounded.
+    An entry is for the key and conversation it was checked with; a lookup with others checks again.
     """
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._entries: dict[
-            tuple[int, bytes | None, str | None], tuple[object, InstructionRecord | UnreadableRecord]
-        ] = {}
+        # Keyed by the `id()` alone: a lookup builds no key object, since it runs for every record on every request.
+        self._entries: dict[int, tuple[object, bytes | None, str | None, InstructionRecord | UnreadableRecord]] = {}
 
     def get(self, data: object, key: bytes | None, conversation_id: str | None) -> InstructionRecord | UnreadableRecord:
-        cache_key = (id(data), key, conversation_id)
-        entry = self._entries.get(cache_key)
-        if entry is not None and entry[0] is data:
-            return entry[1]
+        entry = self._entries.get(id(data))
+        if entry is not None and entry[0] is data and entry[1] == key and entry[2] == conversation_id:
+            return entry[3]
         record = _decode_uncached(data, key, conversation_id)
         if len(self._entries) >= self._size:
             # Dicts keep insertion order: drop the oldest half.
             for stale in list(self._entries)[: self._size // 2]:
                 del self._entries[stale]
-        self._entries[cache_key] = (data, record)
+        self._entries[id(data)] = (data, key, conversation_id, record)
         return record
 
 
@@ -362,20 +364,27 @@ def is_carrier(part: object) -> bool:
     Some UI adapters drop part metadata on the way through a client, which leaves a carrier an empty system
     prompt with no record. That remnant says nothing, so it is treated as a carrier that delivers nothing.
     """
-    if not isinstance(part, SystemPromptPart):
-        return False
-    if part.metadata is None or RECORD_KEY not in part.metadata:
-        return not part.content and not part.metadata
-    return True
+    return isinstance(part, SystemPromptPart) and _stored(part) is not _NOT_CARRIED
 
 
-def _record_of(part: SystemPromptPart) -> object:
-    return (part.metadata or {}).get(RECORD_KEY)
+_NOT_CARRIED = object()
+"""What `_stored` returns for a system prompt part that is not a carrier."""
 
 
-@dataclass(frozen=True)
-class Located:
-    """A record found in history, with where it was found."""
+def _stored(part: SystemPromptPart) -> object:
+    """What a carrier stores (`None` for a remnant), or `_NOT_CARRIED` if `part` is not a carrier."""
+    metadata = part.metadata
+    if metadata is None or RECORD_KEY not in metadata:
+        return None if not part.content and not metadata else _NOT_CARRIED
+    return metadata[RECORD_KEY]
+
+
+class Located(NamedTuple):
+    """A record found in history, with where it was found.
+
+    A named tuple rather than a frozen dataclass because every request builds one for each record in history,
+    and a tuple is built at a fraction of the cost.
+    """
 
     message_index: int
     """The index of the request that carries it."""
@@ -399,18 +408,21 @@ def scan(
     messages: Sequence[ModelMessage], *, key: bytes | None = None, conversation_id: str | None = None
 ) -> Iterator[Located | Compaction]:
     """Every record and compaction in `messages`, in history order, in one pass without rendering."""
+    # This runs on every request over the whole history: one type check for each part, and work only for system
+    # prompts and compactions. Records are yielded rather than listed, so each is dropped as soon as it is folded.
     for message_index, message in enumerate(messages):
+        request = isinstance(message, ModelRequest)
         for part_index, part in enumerate(message.parts):
-            if isinstance(part, CompactionPart):
+            if isinstance(part, SystemPromptPart):
+                if request and (stored := _stored(part)) is not _NOT_CARRIED:
+                    record = (
+                        _DECODED.get(stored, key, conversation_id)
+                        if stored is not None
+                        else UnreadableRecord("the record was dropped from its part's metadata")
+                    )
+                    yield Located(message_index, part_index, record)
+            elif isinstance(part, CompactionPart):
                 yield Compaction(message_index)
-            elif isinstance(message, ModelRequest) and is_carrier(part):
-                stored = _record_of(cast(SystemPromptPart, part))
-                record = (
-                    decode_record(stored, key=key, conversation_id=conversation_id)
-                    if stored is not None
-                    else UnreadableRecord("the record was dropped from its part's metadata")
-                )
-                yield Located(message_index, part_index, record)
 
 
 def instruction_records(

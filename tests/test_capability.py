@@ -520,6 +520,58 @@ This context no longer applies.
     assert inline_path.last.instructions == fallback_path.seen[0].instructions
 
 
+def test_every_change_of_a_request_gets_the_serving_members_wording():
+    fallback_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
+
+    def always_fails() -> None:
+        raise ModelHTTPError(status_code=500, model_name='scripted')
+
+    fallback_path.on_request = always_fails
+    agent = make_agent(FallbackModel(fallback_path.model(), inline_path.model()))
+    history = agent.run_sync('one', deps=Deps(todos=['a'], memory='m')).all_messages()
+    agent.run_sync('two', deps=Deps(), message_history=history)
+    assert inline_path.last.messages[-2:] == snapshot(
+        [
+            """\
+system: <context id="capability:todos:state" withdrawn="true">
+This context no longer applies.
+</context>\
+""",
+            """\
+system: <context id="capability:todos:memory" withdrawn="true">
+This context no longer applies.
+</context>\
+""",
+        ]
+    )
+
+
+def test_a_system_prompt_of_the_agents_own_is_sent_as_it_is():
+    chat = ScriptedModel()
+    context = AppendInstructions[Deps](id='todos')
+
+    @context.instructions(name='state')
+    def state(ctx: RunContext[Deps]) -> str | None:
+        return '\n'.join(ctx.deps.todos) or None
+
+    agent = Agent(chat.model(), deps_type=Deps, system_prompt='Be kind.', capabilities=[context])
+    first = agent.run_sync('one', deps=Deps(todos=['a']))
+    agent.run_sync('two', deps=Deps(todos=['b']), message_history=first.all_messages())
+    assert chat.last.messages == snapshot(
+        [
+            'system: Be kind.',
+            'user: one',
+            'assistant: ok',
+            'user: two',
+            """\
+user: <system><context id="capability:todos:state">
+b
+</context></system>\
+""",
+        ]
+    )
+
+
 @pytest.mark.parametrize(
     ('inline', 'settings', 'expected'),
     [

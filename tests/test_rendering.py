@@ -133,3 +133,35 @@ This context no longer applies. The withdrawal stays in effect until a later <co
             ],
         }
     )
+
+
+def test_the_wording_cache_stays_bounded_and_is_by_record_identity():
+    # Internal: the bound is too large to reach through an agent in a test.
+    from pydantic_ai_append.delivery import _Wordings  # pyright: ignore[reportPrivateUsage]
+
+    cache = _Wordings(size=2)
+    deltas = [InstructionDeltaPart(id='agent', content=str(number), base_hash=None) for number in range(3)]
+    wordings = [cache.get(delta, False) for delta in deltas]
+    assert [wording['inline'] for wording in wordings] == snapshot(
+        [
+            """\
+<context id="agent">
+0
+</context>\
+""",
+            """\
+<context id="agent">
+1
+</context>\
+""",
+            """\
+<context id="agent">
+2
+</context>\
+""",
+        ]
+    )
+    assert cache.get(deltas[2], False) is wordings[2]
+    equal = InstructionDeltaPart(id='agent', content='2', base_hash=None)
+    assert cache.get(equal, False) == wordings[2]
+    assert cache.get(equal, False) is not wordings[2]
