@@ -22,7 +22,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.models import Model
 
 from pydantic_ai_append.delivery import is_inline
-from pydantic_ai_append.testing import Api, Segment, WireConversation, prefix_reuse
+from pydantic_ai_append.testing import Api, Segment, WireConversation, common_prefix_length, prefix_reuse
 from tests.fake_provider import (
     FakeProvider,
     Text,
@@ -202,7 +202,7 @@ def _measure(result: WireResult, requests: Sequence[Sequence[Segment]]) -> None:
     seen: set[tuple[int, int, str]] = set()
     previous: Sequence[Segment] = ()
     for request, reuse in zip(requests, prefix_reuse(requests), strict=True):
-        shared = _shared(previous, request)
+        shared = common_prefix_length(previous, request)
         moved = (shared, previous[shared].kind) if shared < len(previous) else None
         change_bytes = 0
         for conversation_index, segment in enumerate(conversation(request)):
@@ -225,15 +225,6 @@ def _measure(result: WireResult, requests: Sequence[Sequence[Segment]]) -> None:
             )
         )
         previous = request
-
-
-def _shared(earlier: Sequence[Segment], later: Sequence[Segment]) -> int:
-    count = 0
-    for before, after in zip(earlier, later, strict=False):
-        if before != after:
-            break
-        count += 1
-    return count
 
 
 _ID = re.compile(r'id="[^"]*:([^":]+)"')

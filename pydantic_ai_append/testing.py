@@ -45,6 +45,7 @@ __all__ = (
     'WireConversation',
     'WireExchange',
     'assert_prefix_stable',
+    'common_prefix_length',
     'prefix_reuse',
     'segments',
 )
@@ -268,7 +269,8 @@ class WireConversation:
         return full
 
 
-def _common_prefix_length(earlier: Sequence[Segment], later: Sequence[Segment]) -> int:
+def common_prefix_length(earlier: Sequence[Segment], later: Sequence[Segment]) -> int:
+    """How many segments, from the start, `later` repeats of `earlier` byte for byte."""
     count = 0
     for before, after in zip(earlier, later, strict=False):
         if before != after:
@@ -318,7 +320,7 @@ def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: 
         if index in new_windows:
             continue
         earlier, later = requests[index - 1], requests[index]
-        position = _common_prefix_length(earlier, later)
+        position = common_prefix_length(earlier, later)
         if position < len(earlier):
             raise AssertionError(_divergence_message(index, earlier, later, position))
 
@@ -349,7 +351,7 @@ def prefix_reuse(requests: Sequence[Sequence[Segment]]) -> list[PrefixReuse]:
     report: list[PrefixReuse] = []
     previous: Sequence[Segment] = ()
     for index, current in enumerate(requests):
-        shared = _common_prefix_length(previous, current)
+        shared = common_prefix_length(previous, current)
         reused = sum(len(segment.data) for segment in current[:shared])
         total = sum(len(segment.data) for segment in current)
         report.append(PrefixReuse(index, reused, total - reused, total))
