@@ -13,7 +13,9 @@ of its own, so its histories are made by real runs, and only up to `native_max_t
 Besides the policies, a `floor` variant sends what the append policy sends with none of the plugin's logic: a
 static agent, the append history, and a capability that only swaps each record for its already-rendered text.
 Its time is what Pydantic AI itself charges for the extra parts; the distance from it to `append` is the
-plugin's own cost. The timed runs reuse one history's objects, as one process running a conversation does, so
+plugin's own cost. An `injected` variant is the lower bound of any design that sends the changes' text: the
+static history, with no records in it at all, and a capability that adds each change's pre-rendered text to the
+request it belongs to, just before the request is sent. The timed runs reuse one history's objects, as one process running a conversation does, so
 the records are read once; `append-loaded` gets the history freshly loaded from JSON before each run (outside
 the clock), as a server that stores history between requests does, and reads every record again.
 """
@@ -118,14 +120,36 @@ class _Floor(AbstractCapability[Any]):
         return request_context
 
 
-def _floor_texts(history: Sequence[ModelMessage], profile: Profile) -> dict[int, str]:
+class _Injected(AbstractCapability[Any]):
+    """Adds the changes' texts, rendered before the clock starts, to the outgoing requests they belong to."""
+
+    def __init__(self, texts: dict[int, list[str]]) -> None:
+        self._texts = texts
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        request_context.messages = [
+            replace(message, parts=[*message.parts, *(SystemPromptPart(text) for text in self._texts[index])])
+            if index in self._texts and isinstance(message, ModelRequest)
+            else message
+            for index, message in enumerate(request_context.messages)
+        ]
+        return request_context
+
+
+def _change_texts(history: Sequence[ModelMessage], profile: Profile) -> tuple[dict[int, str], dict[int, list[str]]]:
+    """Each change's text, by the identity of its carrier and by the index of the request that carries it."""
     renderer = InlineRenderer() if profile == 'inline' else FallbackRenderer()
-    texts: dict[int, str] = {}
+    by_part: dict[int, str] = {}
+    by_request: dict[int, list[str]] = {}
     for found in scan(history):
         if isinstance(found, Located) and isinstance(found.record, InstructionDeltaPart):
             part = history[found.message_index].parts[found.part_index]
-            texts[id(part)] = renderer.change(found.record, base_matches=True)
-    return texts
+            text = renderer.change(found.record, base_matches=True)
+            by_part[id(part)] = text
+            by_request.setdefault(found.message_index, []).append(text)
+    return by_part, by_request
 
 
 @dataclass
@@ -159,13 +183,15 @@ async def time_runs(profile: Profile, turns: int, histories: dict[Policy, list[M
         append_history = histories['append']
         first = append_history[0]
         assert isinstance(first, ModelRequest)
-        floor = Agent(
-            model,
-            deps_type=int,
-            instructions=first.instructions,
-            capabilities=[_Floor(_floor_texts(append_history, profile))],
-        )
+        by_part, by_request = _change_texts(append_history, profile)
+        floor = Agent(model, deps_type=int, instructions=first.instructions, capabilities=[_Floor(by_part)])
         agents['floor'] = (floor, append_history)
+        if 'static' in histories:
+            # The static history has the same requests at the same indexes, without records.
+            injected = Agent(
+                model, deps_type=int, instructions=first.instructions, capabilities=[_Injected(by_request)]
+            )
+            agents['injected'] = (injected, histories['static'])
         agents['append-loaded'] = agents['append']
     timing = Timing(profile, turns, {variant: [] for variant in agents})
     names = list(agents)

@@ -143,7 +143,7 @@ def _overhead_verdicts(results: Results) -> list[Verdict]:
             found.append(
                 Verdict(
                     f'{timing.profile} model, {timing.turns} turns: append at most {OVERHEAD_LIMIT:.2f}x static',
-                    f'{ratio:.2f}x (floor of the parts alone {timing.ratio("floor"):.2f}x)',
+                    f'{ratio:.2f}x (floor {timing.ratio("floor"):.2f}x, injected {timing.ratio("injected"):.2f}x)',
                     ratio <= OVERHEAD_LIMIT,
                 )
             )
@@ -230,7 +230,7 @@ def render_text(results: Results) -> str:
     if results.timings:
         variants = [
             v
-            for v in ('static', 'rewrite', 'append', 'append-loaded', 'floor', 'native')
+            for v in ('static', 'rewrite', 'append', 'append-loaded', 'floor', 'injected', 'native')
             if any(v in t.seconds for t in results.timings)
         ]
         rows = [
