@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import pydantic_ai_append
-from pydantic_ai_append import capability, delivery, records, rendering, testing, window
+from pydantic_ai_append import capability, delivery, guard, records, rendering, testing, window
+from pydantic_ai_append.guard import errors, pairing, rewrite
 
 ROOT = Path(__file__).parent.parent
 CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
@@ -26,7 +27,19 @@ CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
 def docstring_examples() -> list[tuple[str, str]]:
     examples: list[tuple[str, str]] = []
     seen: set[int] = set()
-    for module in (pydantic_ai_append, capability, delivery, records, rendering, testing, window):
+    for module in (
+        pydantic_ai_append,
+        capability,
+        delivery,
+        records,
+        rendering,
+        testing,
+        window,
+        guard,
+        errors,
+        pairing,
+        rewrite,
+    ):
         objects = [module, *(value for _, value in inspect.getmembers(module))]
         for value in objects:
             doc = (

@@ -6,6 +6,8 @@ byte-identical and must never separate a tool call from its result. This package
 
 The modules, by concept:
 
+- `pairing`: which tool calls have their results, and where the ones that don't are (pure).
+- `rewrite`: the context window, its generation boundary, and the decision on a proposed rewrite (pure).
 - `errors`: what the guard raises and the warning class of each condition it observes.
 - `wire`: what is actually sent, split into cache-order segments and compared with the previous request.
 """
@@ -22,16 +24,45 @@ from .errors import (
     WirePrefixDivergenceError,
     WirePrefixDivergenceWarning,
 )
+from .pairing import PairProblemKind, Position, ToolPairProblem, tool_pair_problems
+from .rewrite import (
+    ContextWindow,
+    InstructionEdit,
+    PrefixDivergence,
+    RewriteAction,
+    RewriteDecision,
+    apply_rewrite,
+    consumed_boundary,
+    decide_rewrite,
+    message_bytes,
+    self_edit,
+    validate_rewrite,
+)
 
 __all__ = (
     'ConsumedPrefixChangedWarning',
+    'ContextWindow',
+    'InstructionEdit',
     'InstructionsChangedWarning',
     'NonMonotonicRewriteError',
     'OrphanedToolPairError',
     'OrphanedToolPairWarning',
+    'PairProblemKind',
+    'Position',
+    'PrefixDivergence',
     'PrefixGuardWarning',
     'RetiredToolReferencedWarning',
+    'RewriteAction',
+    'RewriteDecision',
     'ToolListChangedWarning',
+    'ToolPairProblem',
     'WirePrefixDivergenceError',
     'WirePrefixDivergenceWarning',
+    'apply_rewrite',
+    'consumed_boundary',
+    'decide_rewrite',
+    'message_bytes',
+    'self_edit',
+    'tool_pair_problems',
+    'validate_rewrite',
 )

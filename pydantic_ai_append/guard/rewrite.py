@@ -1,0 +1,401 @@
+"""The pure model of the invariant: a context window, a proposed rewrite of it, and the decision on that rewrite.
+
+A [`ContextWindow`][pydantic_ai_append.guard.ContextWindow] is a message history plus its *generation boundary*:
+how many messages the model has already consumed, which is everything up to and including its latest reply
+(what the last request sent, and what the model answered). The window keeps the bytes those messages would be
+sent as, taken when the window is made, so a rewrite is judged against what the model actually saw, even if
+a message object was changed in place since.
+
+A rewrite proposes a new message list. [`decide_rewrite`][pydantic_ai_append.guard.decide_rewrite] judges it,
+strongest first:
+
+| the rewrite                                                                   | decision |
+|:------------------------------------------------------------------------------|:---------|
+| separates a tool call from its result, answers a call twice, or drops the     | `abort`  |
+| schema of a tool that history still calls                                    |          |
+| changes the bytes of a consumed message (or drops one), pairing every call    | `defer`  |
+| changes only what comes after the boundary                                    | `patch`  |
+
+`patch` is applied now. `defer` keeps the old prefix and holds the rewrite until the next window boundary,
+where the cache is paid for anyway (or the caller applies it as whole-pair compaction). `abort` keeps the old
+prefix and drops the rewrite. A rewrite the model asked for is judged the same way: it is never trusted
+because the model asked ([`self_edit`][pydantic_ai_append.guard.self_edit]).
+
+Only problems the rewrite makes count: a history that already had an orphan doesn't make every later rewrite
+fail, and a rewrite that mends one is welcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+import pydantic
+from pydantic_ai.messages import BaseToolCallPart, ModelMessage, ModelResponse, NativeToolCallPart
+
+from ..records import RECORD_KEY
+from .errors import NonMonotonicRewriteError, OrphanedToolPairError
+from .pairing import ToolPairProblem, tool_pair_problems
+
+__all__ = (
+    'ContextWindow',
+    'InstructionEdit',
+    'PrefixDivergence',
+    'RewriteAction',
+    'RewriteDecision',
+    'apply_rewrite',
+    'consumed_boundary',
+    'decide_rewrite',
+    'message_bytes',
+    'self_edit',
+    'validate_rewrite',
+)
+
+RewriteAction: TypeAlias = Literal['patch', 'defer', 'abort']
+"""What becomes of a rewrite: applied now, held until the next window boundary, or dropped."""
+
+_MESSAGE = pydantic.TypeAdapter[ModelMessage](ModelMessage)
+
+_UNSENT_PART_KEYS = frozenset({'timestamp', 'metadata'})
+"""Part fields that never reach a model."""
+
+
+def message_bytes(message: ModelMessage) -> bytes:
+    """The bytes of what `message` sends a model, in a canonical encoding that keeps the order of every mapping.
+
+    Structured equality hides what serialization shows: `{'a': 1, 'b': 2}` equals `{'b': 2, 'a': 1}`, and `1`
+    equals `1.0`, but neither pair is sent as the same bytes. Fields that never reach a model (timestamps,
+    usage, part metadata) are left out, except the records this package keeps in part metadata, which stand
+    for the text they are delivered as.
+
+    ```python
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+    from pydantic_ai_append.guard import message_bytes
+
+    one = ModelResponse(parts=[ToolCallPart('f', {'a': 1, 'b': 2}, tool_call_id='c1')])
+    other = ModelResponse(parts=[ToolCallPart('f', {'b': 2, 'a': 1}, tool_call_id='c1')])
+    print(one.parts == other.parts, message_bytes(one) == message_bytes(other))
+    #> True False
+    ```
+    """
+    dumped: dict[str, Any] = _MESSAGE.dump_python(message, mode='json')
+    parts: list[dict[str, Any]] = []
+    for part in dumped['parts']:
+        kept = {key: value for key, value in part.items() if key not in _UNSENT_PART_KEYS}
+        metadata = part.get('metadata')
+        if isinstance(metadata, dict) and RECORD_KEY in metadata:
+            kept[RECORD_KEY] = metadata[RECORD_KEY]
+        parts.append(kept)
+    return _MESSAGE_BYTES.dump_json({'kind': dumped['kind'], 'parts': parts})
+
+
+_MESSAGE_BYTES = pydantic.TypeAdapter[dict[str, Any]](dict[str, Any])
+
+
+def consumed_boundary(messages: Sequence[ModelMessage]) -> int:
+    """How many of `messages` the model has consumed: all of them up to and including its latest reply."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], ModelResponse):
+            return index + 1
+    return 0
+
+
+@dataclass(frozen=True)
+class ContextWindow:
+    """A message history and how much of it the model has already consumed.
+
+    ```python
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart
+
+    from pydantic_ai_append.guard import ContextWindow
+
+    window = ContextWindow.of(
+        [ModelRequest.user_text_prompt('Hi'), ModelResponse(parts=[TextPart('Hello!')]), ModelRequest.user_text_prompt('?')]
+    )
+    print(window.boundary)
+    #> 2
+    ```
+    """
+
+    messages: tuple[ModelMessage, ...]
+    """The history, in order."""
+
+    boundary: int
+    """How many messages the model has consumed: everything the last request sent, and the model's reply."""
+
+    deferred: tuple[ModelMessage, ...] | None = None
+    """A rewrite held until the next window boundary, if there is one."""
+
+    consumed: tuple[bytes, ...] = field(init=False, repr=False, compare=False)
+    """The bytes of the consumed messages, taken when the window was made."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.boundary <= len(self.messages):
+            raise ValueError(f'boundary {self.boundary} is outside a history of {len(self.messages)} messages')
+        object.__setattr__(self, 'consumed', tuple(message_bytes(m) for m in self.messages[: self.boundary]))
+
+    @classmethod
+    def of(cls, messages: Sequence[ModelMessage], *, boundary: int | None = None) -> ContextWindow:
+        """The window over `messages`, consumed up to `boundary` (by default, through the model's latest reply)."""
+        return cls(tuple(messages), consumed_boundary(messages) if boundary is None else boundary)
+
+    def open_next(self) -> ContextWindow:
+        """The next window: any deferred rewrite applied, nothing of it consumed yet (the cache is paid for here)."""
+        messages = self.deferred if self.deferred is not None else self.messages
+        return ContextWindow(messages, 0)
+
+
+@dataclass(frozen=True)
+class PrefixDivergence:
+    """The first consumed message a rewrite would change.
+
+    ```python
+    from pydantic_ai_append.guard import PrefixDivergence
+
+    print(PrefixDivergence(1, b'{"kind":"response"}', None).describe())
+    #> message 1 (consumed) would be dropped: {"kind":"response"}
+    ```
+    """
+
+    message_index: int
+    """The index of the message."""
+
+    consumed: bytes
+    """The message as the model consumed it."""
+
+    proposed: bytes | None
+    """The message as the rewrite would send it, or `None` if the rewrite drops it."""
+
+    def describe(self) -> str:
+        """One line naming the message and showing both sides around the first byte that differs."""
+        head = f'message {self.message_index} (consumed)'
+        if self.proposed is None:
+            return f'{head} would be dropped: {_excerpt(self.consumed, 0)}'
+        offset = next(
+            (i for i, (x, y) in enumerate(zip(self.consumed, self.proposed, strict=False)) if x != y),
+            min(len(self.consumed), len(self.proposed)),
+        )
+        return (
+            f'{head} would change at byte {offset}: consumed {_excerpt(self.consumed, offset)}, '
+            f'proposed {_excerpt(self.proposed, offset)}'
+        )
+
+
+def _excerpt(data: bytes, offset: int, width: int = 40) -> str:
+    start = max(0, offset - width // 2)
+    text = data[start : start + width].decode(errors='replace')
+    return ('…' if start else '') + text + ('…' if start + width < len(data) else '')
+
+
+@dataclass(frozen=True)
+class RewriteDecision:
+    """What becomes of a rewrite, and why.
+
+    ```python
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart
+
+    from pydantic_ai_append.guard import ContextWindow, decide_rewrite
+
+    history = [ModelRequest.user_text_prompt('Hi'), ModelResponse(parts=[TextPart('Hello!')])]
+    decision = decide_rewrite(ContextWindow.of(history), [*history, ModelRequest.user_text_prompt('Bye')])
+    print(decision.action, decision.reason)
+    #> patch the consumed prefix is unchanged and every tool call keeps its result
+    ```
+    """
+
+    action: RewriteAction
+    """What becomes of the rewrite."""
+
+    reason: str
+    """Why, naming the messages, ids and tools involved."""
+
+    divergence: PrefixDivergence | None = None
+    """The first consumed message the rewrite would change, if any."""
+
+    problems: tuple[ToolPairProblem, ...] = ()
+    """The tool pairs the rewrite would break."""
+
+    retired_tools: tuple[str, ...] = ()
+    """Tools the rewrite would stop declaring though history still calls them."""
+
+    via: Literal['rewrite', 'append'] = 'rewrite'
+    """How a `patch` is applied: as the rewrite itself, or as a change appended to an append-mode block."""
+
+    def error(self) -> NonMonotonicRewriteError | None:
+        """The error that refuses this rewrite, or `None` for a `patch`."""
+        if self.action == 'patch':
+            return None
+        if self.problems:
+            return OrphanedToolPairError(self.reason)
+        return NonMonotonicRewriteError(self.reason)
+
+
+def _prefix_divergence(current: ContextWindow, proposed: Sequence[ModelMessage]) -> PrefixDivergence | None:
+    for index, consumed in enumerate(current.consumed):
+        if index >= len(proposed):
+            return PrefixDivergence(index, consumed, None)
+        # The same object may have been changed in place since it was consumed, so even it is encoded again.
+        sent = message_bytes(proposed[index])
+        if sent != consumed:
+            return PrefixDivergence(index, consumed, sent)
+    return None
+
+
+def _called_tools(messages: Sequence[ModelMessage]) -> dict[str, int]:
+    """Each function tool that history calls, with the index of the first message that calls it."""
+    called: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, BaseToolCallPart) and not isinstance(part, NativeToolCallPart):
+                    called.setdefault(part.tool_name, index)
+    return called
+
+
+def _problem_key(problem: ToolPairProblem) -> tuple[str, str, str | None]:
+    return problem.kind, problem.tool_call_id, problem.tool_name
+
+
+def decide_rewrite(
+    current: ContextWindow,
+    proposed: Sequence[ModelMessage],
+    *,
+    tools: Collection[str] | None = None,
+    requested_by: Literal['runtime', 'model'] = 'runtime',
+) -> RewriteDecision:
+    """Decide what becomes of a rewrite of `current` into `proposed`, by the table in this module's docstring.
+
+    The decision depends only on its arguments, so asking again gives the same answer.
+
+    Args:
+        current: The window as the model consumed it.
+        proposed: The whole message list the rewrite would send.
+        tools: The names of the tools the rewrite would declare (function and output tools), if the tool list
+            is part of the rewrite; a tool that history still calls must stay declared.
+        requested_by: Who asked for the rewrite. A model's request is judged exactly like the runtime's; it is
+            only named in the reason.
+    """
+    who = 'the model asked for a rewrite that' if requested_by == 'model' else 'the rewrite'
+    before = {_problem_key(problem) for problem in tool_pair_problems(current.messages)}
+    problems = tuple(problem for problem in tool_pair_problems(proposed) if _problem_key(problem) not in before)
+    retired: tuple[str, ...] = ()
+    if tools is not None:
+        retired = tuple(name for name in _called_tools(proposed) if name not in tools)
+    divergence = _prefix_divergence(current, proposed)
+    if problems or retired:
+        reasons = [problem.describe() for problem in problems]
+        called = _called_tools(proposed)
+        reasons += [
+            f'tool `{name}` is called at message {called[name]} but would no longer be declared' for name in retired
+        ]
+        return RewriteDecision(
+            'abort',
+            f'{who} is aborted and the old prefix kept: ' + '; '.join(reasons),
+            divergence=divergence,
+            problems=problems,
+            retired_tools=retired,
+        )
+    if divergence is not None:
+        return RewriteDecision(
+            'defer',
+            f'{who} is deferred to the next window boundary: {divergence.describe()}',
+            divergence=divergence,
+        )
+    return RewriteDecision('patch', 'the consumed prefix is unchanged and every tool call keeps its result')
+
+
+def validate_rewrite(
+    current: ContextWindow, proposed: Sequence[ModelMessage], *, tools: Collection[str] | None = None
+) -> None:
+    """Raise unless `proposed` can replace `current` now: consumed prefix byte-identical, every tool pair kept.
+
+    Raises:
+        OrphanedToolPairError: The rewrite separates a tool call from its result (naming ids and positions).
+        NonMonotonicRewriteError: The rewrite changes a consumed message, or drops a tool history calls.
+    """
+    error = decide_rewrite(current, proposed, tools=tools).error()
+    if error is not None:
+        raise error
+
+
+def apply_rewrite(
+    current: ContextWindow,
+    proposed: Sequence[ModelMessage],
+    *,
+    tools: Collection[str] | None = None,
+    requested_by: Literal['runtime', 'model'] = 'runtime',
+) -> tuple[ContextWindow, RewriteDecision]:
+    """Apply a rewrite as its decision says, and return the resulting window with the decision.
+
+    A `patch` gives a window over `proposed` with the same boundary; a `defer` gives `current` holding the
+    rewrite for [`ContextWindow.open_next`][pydantic_ai_append.guard.ContextWindow.open_next]; an `abort` raises.
+
+    Raises:
+        OrphanedToolPairError: The rewrite separates a tool call from its result.
+        NonMonotonicRewriteError: The rewrite drops a tool history calls.
+    """
+    decision = decide_rewrite(current, proposed, tools=tools, requested_by=requested_by)
+    if decision.action == 'patch':
+        return ContextWindow(tuple(proposed), current.boundary), decision
+    if decision.action == 'defer':
+        return ContextWindow(current.messages, current.boundary, deferred=tuple(proposed)), decision
+    error = decision.error()
+    assert error is not None
+    raise error
+
+
+@dataclass(frozen=True)
+class InstructionEdit:
+    """A model's proposal to change one instruction block.
+
+    ```python
+    from pydantic_ai_append.guard import InstructionEdit
+
+    edit = InstructionEdit('capability:notes:memory', '- prefers tabs')
+    print(edit.block_id)
+    #> capability:notes:memory
+    ```
+    """
+
+    block_id: str
+    """The id of the block, such as `'capability:notes:memory'`."""
+
+    content: str | None
+    """The block's proposed text, or `None` to withdraw it."""
+
+
+def self_edit(
+    current: ContextWindow,
+    proposal: InstructionEdit | Sequence[ModelMessage],
+    *,
+    append_blocks: Collection[str] = (),
+    tools: Collection[str] | None = None,
+) -> RewriteDecision:
+    """Decide a rewrite the model proposed: never trusted because the model asked.
+
+    An edit to an instruction block always touches the consumed prefix, where the block's first value was
+    sent. It is offered the append path: if the block is in `append_blocks`, the decision is a `patch` made
+    `via='append'` (the change is appended to the conversation, the prefix stays as it was); any other block
+    (literal, or rewrite-mode) is refused. A proposed message list is judged by
+    [`decide_rewrite`][pydantic_ai_append.guard.decide_rewrite].
+
+    Args:
+        current: The window as the model consumed it.
+        proposal: The block edit, or the whole message list the model proposes.
+        append_blocks: The ids of the blocks the model may change, all in append mode.
+        tools: For a message list, the tools the rewrite would declare.
+    """
+    if not isinstance(proposal, InstructionEdit):
+        return decide_rewrite(current, proposal, tools=tools, requested_by='model')
+    if proposal.block_id in append_blocks:
+        return RewriteDecision(
+            'patch', f'block {proposal.block_id!r} is in append mode: the change is appended', via='append'
+        )
+    editable = ', '.join(repr(block) for block in sorted(append_blocks)) or 'none'
+    return RewriteDecision(
+        'abort',
+        f'block {proposal.block_id!r} is not an append-mode block the model may edit (those are: {editable}); '
+        'changing it would rewrite the consumed prefix, so the edit is refused',
+    )
