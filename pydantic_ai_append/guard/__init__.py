@@ -8,10 +8,13 @@ The modules, by concept:
 
 - `pairing`: which tool calls have their results, and where the ones that don't are (pure).
 - `rewrite`: the context window, its generation boundary, and the decision on a proposed rewrite (pure).
+- `tools`: tool schema versions: a retired tool stays declared while history calls it, and never runs.
+- `capability`: [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard], the guard on an agent's requests.
 - `errors`: what the guard raises and the warning class of each condition it observes.
 - `wire`: what is actually sent, split into cache-order segments and compared with the previous request.
 """
 
+from .capability import GuardMode, PrefixGuard
 from .errors import (
     ConsumedPrefixChangedWarning,
     InstructionsChangedWarning,
@@ -32,16 +35,19 @@ from .rewrite import (
     RewriteAction,
     RewriteDecision,
     apply_rewrite,
+    called_tools,
     consumed_boundary,
     decide_rewrite,
     message_bytes,
     self_edit,
     validate_rewrite,
 )
+from .tools import RetiredTools, retired_tool_message
 
 __all__ = (
     'ConsumedPrefixChangedWarning',
     'ContextWindow',
+    'GuardMode',
     'InstructionEdit',
     'InstructionsChangedWarning',
     'NonMonotonicRewriteError',
@@ -50,8 +56,10 @@ __all__ = (
     'PairProblemKind',
     'Position',
     'PrefixDivergence',
+    'PrefixGuard',
     'PrefixGuardWarning',
     'RetiredToolReferencedWarning',
+    'RetiredTools',
     'RewriteAction',
     'RewriteDecision',
     'ToolListChangedWarning',
@@ -59,9 +67,11 @@ __all__ = (
     'WirePrefixDivergenceError',
     'WirePrefixDivergenceWarning',
     'apply_rewrite',
+    'called_tools',
     'consumed_boundary',
     'decide_rewrite',
     'message_bytes',
+    'retired_tool_message',
     'self_edit',
     'tool_pair_problems',
     'validate_rewrite',

@@ -15,7 +15,12 @@ What counts, on every supported release:
   the others in a request), and every `RetryPromptPart` that names a tool (a retry tied to a call).
 
 The calls of the last response are awaiting their results, not orphaned: a run can end there (deferred tools,
-approvals) and the results come with the next run.
+approvals) and the results come with the next run. Messages about to be sent are held to more: once a request
+follows the last response, each of its calls must be answered by then.
+
+Pydantic AI repairs what it is sent (it drops an orphaned result and makes up a result for a call that has
+none), so a broken pair doesn't fail the request: the model silently loses a result it was given, or is told a
+call was interrupted that wasn't. That is why the pairs are checked before the repair.
 """
 
 from __future__ import annotations
@@ -101,8 +106,13 @@ class ToolPairProblem:
                 return f'{tool} at {self.call} is answered twice, again at {self.result}'
 
 
-def tool_pair_problems(messages: Sequence[ModelMessage]) -> list[ToolPairProblem]:
+def tool_pair_problems(messages: Sequence[ModelMessage], *, sending: bool = False) -> list[ToolPairProblem]:
     """Every tool call without its result and every result without its call in `messages`, in history order.
+
+    Args:
+        messages: A message history.
+        sending: Whether `messages` are about to be sent. Then a call in the latest reply must be answered by
+            the requests after it, if any follow it; otherwise it may still be awaiting its result.
 
     ```python
     from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
@@ -156,6 +166,11 @@ def tool_pair_problems(messages: Sequence[ModelMessage]) -> list[ToolPairProblem
                 ):
                     position = Position(message_index, part_index)
                     problems += _answer(awaiting, answered, later_calls, part.tool_call_id, part.tool_name, position)
+    if sending and messages and not isinstance(messages[-1], ModelResponse):
+        problems += [
+            ToolPairProblem('unanswered_call', call_id, name, call=position, result=None)
+            for call_id, (name, position) in awaiting.items()
+        ]
     return problems
 
 

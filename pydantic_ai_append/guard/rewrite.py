@@ -45,6 +45,7 @@ __all__ = (
     'RewriteAction',
     'RewriteDecision',
     'apply_rewrite',
+    'called_tools',
     'consumed_boundary',
     'decide_rewrite',
     'message_bytes',
@@ -243,8 +244,11 @@ def _prefix_divergence(current: ContextWindow, proposed: Sequence[ModelMessage])
     return None
 
 
-def _called_tools(messages: Sequence[ModelMessage]) -> dict[str, int]:
-    """Each function tool that history calls, with the index of the first message that calls it."""
+def called_tools(messages: Sequence[ModelMessage]) -> dict[str, int]:
+    """Each function or output tool that `messages` call, with the index of the first message that calls it.
+
+    Native tools are left out: the provider runs them, so no request declares them.
+    """
     called: dict[str, int] = {}
     for index, message in enumerate(messages):
         if isinstance(message, ModelResponse):
@@ -264,6 +268,7 @@ def decide_rewrite(
     *,
     tools: Collection[str] | None = None,
     requested_by: Literal['runtime', 'model'] = 'runtime',
+    sending: bool = False,
 ) -> RewriteDecision:
     """Decide what becomes of a rewrite of `current` into `proposed`, by the table in this module's docstring.
 
@@ -276,17 +281,21 @@ def decide_rewrite(
             is part of the rewrite; a tool that history still calls must stay declared.
         requested_by: Who asked for the rewrite. A model's request is judged exactly like the runtime's; it is
             only named in the reason.
+        sending: Whether `proposed` is about to be sent, so every call before its last request must be answered
+            (see [`tool_pair_problems`][pydantic_ai_append.guard.tool_pair_problems]).
     """
     who = 'the model asked for a rewrite that' if requested_by == 'model' else 'the rewrite'
     before = {_problem_key(problem) for problem in tool_pair_problems(current.messages)}
-    problems = tuple(problem for problem in tool_pair_problems(proposed) if _problem_key(problem) not in before)
+    problems = tuple(
+        problem for problem in tool_pair_problems(proposed, sending=sending) if _problem_key(problem) not in before
+    )
     retired: tuple[str, ...] = ()
     if tools is not None:
-        retired = tuple(name for name in _called_tools(proposed) if name not in tools)
+        retired = tuple(name for name in called_tools(proposed) if name not in tools)
     divergence = _prefix_divergence(current, proposed)
     if problems or retired:
         reasons = [problem.describe() for problem in problems]
-        called = _called_tools(proposed)
+        called = called_tools(proposed)
         reasons += [
             f'tool `{name}` is called at message {called[name]} but would no longer be declared' for name in retired
         ]

@@ -1,0 +1,210 @@
+"""The guard on an agent: each request checked against what the model consumed, before it is sent.
+
+[`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] applies the pure model of
+[`rewrite`][pydantic_ai_append.guard.rewrite] to every real request. It runs after history processing (so it
+sees what processors and compaction did) and before [`AppendInstructions`][pydantic_ai_append.AppendInstructions]
+(so it sees records, not their rendered text, the same on every request). What the model consumed is taken
+when a run starts (the history it is given, through the latest reply) and after each response (the history
+as sent, with the reply).
+
+In `observe` mode it changes nothing: each condition is a warning of its own class and a span. In `enforce`
+mode a rewrite that is not a `patch` is refused: the request goes out with the consumed prefix as it was and
+the new messages after it, and the run's history is put back the same way. A tool that history still calls
+stays declared, with the definition it was last sent with, even after it leaves the agent's tools.
+
+Changes that the guard can only see once the request is final (the instructions as sent) are checked after
+the response and warned about in both modes; [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] checks the
+bytes on the wire and can refuse them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Literal, TypeAlias
+
+import logfire_api
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import AgentDepsT, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+
+from ..capability import AppendInstructions
+from .errors import (
+    ConsumedPrefixChangedWarning,
+    InstructionsChangedWarning,
+    OrphanedToolPairWarning,
+    PrefixGuardWarning,
+    RetiredToolReferencedWarning,
+    ToolListChangedWarning,
+)
+from .rewrite import ContextWindow, RewriteDecision, consumed_boundary, decide_rewrite
+from .tools import RetiredTools
+
+__all__ = ('GuardMode', 'PrefixGuard')
+
+GuardMode: TypeAlias = Literal['observe', 'enforce']
+"""`observe` warns and records a span; `enforce` also refuses every rewrite that isn't a `patch`."""
+
+_MODES: tuple[GuardMode, ...] = ('observe', 'enforce')
+
+
+@dataclass
+class PrefixGuard(AbstractCapability[AgentDepsT]):
+    """Check every request against what the model consumed: no changed prefix, no tool call without its result.
+
+    ```python
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from pydantic_ai_append.guard import PrefixGuard
+
+    agent = Agent(TestModel(), capabilities=[PrefixGuard(mode='enforce')])
+    print(agent.run_sync('Hi').output)
+    #> success (no tool calls)
+    ```
+    """
+
+    mode: GuardMode = 'enforce'
+    """`'observe'` to warn and record spans only, `'enforce'` to refuse rewrites as well."""
+
+    _: KW_ONLY
+
+    _window: ContextWindow | None = field(default=None, init=False, repr=False)
+    """What the model has consumed in this run so far."""
+
+    _tools: dict[str, ToolDefinition] | None = field(default=None, init=False, repr=False)
+    """The tools the previous request of this run declared, by name."""
+
+    _instructions: str | None = field(default=None, init=False, repr=False)
+    """The instructions the previous request was sent with, as sent."""
+
+    _definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], init=False, repr=False)
+    """Every tool definition this guard has seen declared, by name, shared by its runs: how a retired tool that
+    history still calls is declared again."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in _MODES:
+            raise UserError(f"Unknown `PrefixGuard` mode {self.mode!r}: use 'observe' or 'enforce'.")
+
+    def get_ordering(self) -> CapabilityOrdering:
+        """Run after history processing and model selection, and before `AppendInstructions` renders its records."""
+        return CapabilityOrdering(wrapped_by=(ProcessHistory, SelectModel), wraps=(AppendInstructions,))
+
+    async def for_run(self, ctx: RunContext[AgentDepsT]) -> PrefixGuard[AgentDepsT]:
+        """A guard for one run, starting from the history the run is given; tool definitions stay shared."""
+        run = PrefixGuard[AgentDepsT](self.mode)
+        run._definitions = self._definitions
+        run._window = ContextWindow.of(list(ctx.messages))
+        run._instructions = _last_instructions(ctx.messages)
+        return run
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
+        """In enforce mode, keep each tool that history calls declared after it leaves the agent's tools."""
+        return RetiredTools(toolset, self._definitions) if self.mode == 'enforce' else None
+
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Decide on what history processing did to the consumed prefix, and keep tools that history calls."""
+        window = self._window if self._window is not None else ContextWindow.of([])
+        proposed = list(request_context.messages)
+        params = request_context.model_request_parameters
+        declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
+        decision = decide_rewrite(window, proposed, tools=declared, sending=True)
+        with logfire_api.span(
+            'prefix_guard {action}',
+            action=decision.action,
+            mode=self.mode,
+            reason=decision.reason,
+            boundary=window.boundary,
+            messages=len(proposed),
+        ):
+            self._check_tools(declared)
+            if decision.action != 'patch':
+                self._refuse(ctx, request_context, window, decision)
+        self._tools = declared
+        return request_context
+
+    def _check_tools(self, declared: dict[str, ToolDefinition]) -> None:
+        if self._tools is None or self._tools == declared:
+            return
+        added = sorted(declared.keys() - self._tools.keys())
+        removed = sorted(self._tools.keys() - declared.keys())
+        changed = sorted(name for name in declared.keys() & self._tools.keys() if declared[name] != self._tools[name])
+        summary = '; '.join(
+            f'{label} {", ".join(f"`{name}`" for name in names)}'
+            for label, names in (('added', added), ('removed', removed), ('changed', changed))
+            if names
+        )
+        warnings.warn(
+            f'The tool definitions changed within a conversation ({summary}), which moves the cached prefix at '
+            'its start; change tools at a window boundary instead.',
+            ToolListChangedWarning,
+            stacklevel=3,
+        )
+
+    def _refuse(
+        self,
+        ctx: RunContext[AgentDepsT],
+        request_context: ModelRequestContext,
+        window: ContextWindow,
+        decision: RewriteDecision,
+    ) -> None:
+        conditions: list[tuple[type[PrefixGuardWarning], str]] = [
+            (OrphanedToolPairWarning, problem.describe()) for problem in decision.problems
+        ]
+        conditions += [
+            (RetiredToolReferencedWarning, f'history calls `{name}`, which this request does not declare')
+            for name in decision.retired_tools
+        ]
+        if decision.divergence is not None:
+            conditions.append((ConsumedPrefixChangedWarning, decision.divergence.describe()))
+        if self.mode == 'observe' or (decision.divergence is None and not decision.problems):
+            # In enforce mode, that is a tool missing that this guard never saw declared: there is no definition to
+            # declare again, and no older shape of the messages would change that.
+            _warn(conditions, 'Sent anyway (observe mode)' if self.mode == 'observe' else 'Sent as it is')
+            return
+        proposed = request_context.messages
+        kept = [*window.messages[: window.boundary], *proposed[consumed_boundary(proposed) :]]
+        error = decide_rewrite(window, kept, sending=True).error()
+        if error is not None:
+            # The new messages themselves break a pair: no older shape of the history can be sent instead.
+            raise error
+        request_context.messages = kept
+        ctx.messages[:] = kept
+        _warn(conditions, 'Refused, the consumed prefix kept')
+
+    async def after_model_request(
+        self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        """Take what the model has now consumed, and check the instructions the request was sent with."""
+        self._window = ContextWindow.of([*ctx.messages, response])
+        sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
+        if self._instructions is not None and sent != self._instructions:
+            warnings.warn(
+                'The instructions changed within a conversation, which moves the cached prefix; keep changing '
+                'blocks in append mode (`AppendInstructions`) or change them at a window boundary.',
+                InstructionsChangedWarning,
+                stacklevel=2,
+            )
+        self._instructions = sent
+        return response
+
+
+def _warn(conditions: list[tuple[type[PrefixGuardWarning], str]], outcome: str) -> None:
+    """One warning for each condition, of the condition's own class, so each can be silenced on its own."""
+    for category, condition in conditions:
+        warnings.warn(f'{outcome}: {condition}', category, stacklevel=4)
+
+
+def _last_instructions(messages: Sequence[ModelMessage]) -> str | None:
+    """The instructions the latest request in `messages` was sent with, if any request records them."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest) and message.instructions is not None:
+            return message.instructions
+    return None

@@ -1,0 +1,319 @@
+"""The guard on an agent: what history processors and tool-list changes do to a request, with and without it.
+
+The failure the guard exists for is shown on the wire, with real `openai` and `anthropic` clients talking to the
+fake provider (recorded as cassettes): a model calls `query_db`; between turns a policy update removes
+`query_db` from the agent's tools and a history processor drops the oldest 40% of history, which holds the call
+but not its result. Without the guard the run's history keeps an orphaned tool result and the next request
+declares no `query_db`; Pydantic AI's own repair then drops the orphaned result from that request, so the model
+silently loses the answer the tool gave. With the guard, that request never goes out in that shape. The rest uses `FunctionModel`, since it is about
+the agent loop, not the bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability, ProcessHistory
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models import Model
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
+
+from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append.guard import (
+    ConsumedPrefixChangedWarning,
+    InstructionsChangedWarning,
+    OrphanedToolPairError,
+    OrphanedToolPairWarning,
+    PrefixGuard,
+    RetiredToolReferencedWarning,
+    ToolListChangedWarning,
+    retired_tool_message,
+    tool_pair_problems,
+)
+from pydantic_ai_append.testing import Api, WireCapture
+
+from .fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model
+
+pytestmark = [pytest.mark.anyio]
+
+
+def drop_oldest_40_percent(messages: list[ModelMessage]) -> list[ModelMessage]:
+    return messages[int(len(messages) * 0.4) :]
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.runs = 0
+
+
+def build_agent(
+    model: Model, counter: Counter, *, with_query_db: bool, capabilities: list[AbstractCapability[None]]
+) -> Agent[None, str]:
+    agent = Agent(model, deps_type=type(None), instructions='Answer from the database.', capabilities=capabilities)
+    if with_query_db:
+
+        @agent.tool_plain
+        def query_db(sql: str) -> int:
+            """Run a read-only SQL query."""
+            counter.runs += 1
+            return 42
+
+    return agent
+
+
+async def policy_update_conversation(
+    api: Api, guard: PrefixGuard[None] | None
+) -> tuple[list[dict[str, Any]], list[ModelMessage], Counter]:
+    """Run 1 calls `query_db`; before run 2 the tool is removed and a processor drops the oldest 40%."""
+    capture = WireCapture()
+    counter = Counter()
+    script = [ToolCalls([('query_db', {'sql': 'select count(*) from users'})]), Text('42 users.'), Text('About 40.')]
+    factory = openai_chat_model if api == 'openai-chat' else anthropic_model
+    with FakeProvider(script=script) as server:
+        async with capture.http_client() as http_client:
+            model = factory(server.url, http_client=http_client)
+            guarded: list[AbstractCapability[None]] = [guard] if guard is not None else []
+            first = build_agent(model, counter, with_query_db=True, capabilities=guarded)
+            history = (await first.run('How many users?')).all_messages()
+            history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+            second = build_agent(
+                model, counter, with_query_db=False, capabilities=[ProcessHistory(drop_oldest_40_percent), *guarded]
+            )
+            result = await second.run('And admins?', message_history=history)
+    bodies = [json.loads(exchange.request_body) for exchange in capture.exchanges]
+    return bodies, result.all_messages(), counter
+
+
+def chat_shape(body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The roles (with tool call ids) and the tool names of an OpenAI Chat request."""
+    roles: list[str] = []
+    for message in body['messages']:
+        if message['role'] == 'tool':
+            roles.append(f'tool result {message["tool_call_id"]}')
+        elif message.get('tool_calls'):
+            roles.append('assistant calls ' + ', '.join(call['id'] for call in message['tool_calls']))
+        else:
+            roles.append(message['role'])
+    return roles, [tool['function']['name'] for tool in body.get('tools', [])]
+
+
+def anthropic_shape(body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The roles and content block kinds (with tool ids) and the tool names of an Anthropic request."""
+    roles: list[str] = []
+    for message in body['messages']:
+        for block in message['content']:
+            kind = block['type']
+            ids = block.get('id') or block.get('tool_use_id')
+            roles.append(f'{message["role"]} {kind}' + (f' {ids}' if ids else ''))
+    return roles, [tool['name'] for tool in body.get('tools', [])]
+
+
+@pytest.mark.vcr
+async def test_without_the_guard_the_request_orphans_a_tool_result():
+    bodies, history, _ = await policy_update_conversation('openai-chat', guard=None)
+    assert len(bodies) == 3
+    assert chat_shape(bodies[1]) == snapshot(
+        (
+            ['system', 'user', 'assistant calls call_fake_0_0', 'tool result call_fake_0_0'],
+            ['query_db'],
+        )
+    )
+    # History starts with the result of a call it no longer holds; the request declares no `query_db`, and the
+    # result (the 42 the model answered from) is gone from it: Pydantic AI drops an orphaned result unsent.
+    assert [problem.describe() for problem in tool_pair_problems(history)] == snapshot(
+        ["the result of `query_db` call 'call_fake_0_0' at message 0, part 0 has no call before it"]
+    )
+    assert chat_shape(bodies[2]) == snapshot((['system', 'assistant', 'user'], []))
+
+
+@pytest.mark.vcr
+async def test_with_the_guard_the_orphaning_request_never_goes_out():
+    guard = PrefixGuard[None]()
+    with (
+        pytest.warns(OrphanedToolPairWarning, match=r"Refused, the consumed prefix kept: .*call 'call_fake_0_0'"),
+        pytest.warns(ConsumedPrefixChangedWarning, match=r'message 0 \(consumed\) would change'),
+        pytest.warns(RetiredToolReferencedWarning, match='History calls `query_db`, which left'),
+    ):
+        bodies, history, counter = await policy_update_conversation('openai-chat', guard)
+    assert chat_shape(bodies[2]) == snapshot(
+        (
+            ['system', 'user', 'assistant calls call_fake_0_0', 'tool result call_fake_0_0', 'assistant', 'user'],
+            ['query_db'],
+        )
+    )
+    # The retired tool is declared with the definition it was sent with before.
+    assert bodies[2]['tools'] == bodies[1]['tools']
+    # The run's history was put back the same way, and the tool ran once.
+    assert tool_pair_problems(history) == []
+    assert (len(history), counter.runs) == (6, 1)
+
+
+@pytest.mark.vcr
+async def test_with_the_guard_on_anthropic():
+    guard = PrefixGuard[None]()
+    with (
+        pytest.warns(OrphanedToolPairWarning),
+        pytest.warns(ConsumedPrefixChangedWarning),
+        pytest.warns(RetiredToolReferencedWarning),
+    ):
+        bodies, _, _ = await policy_update_conversation('anthropic', guard)
+    assert anthropic_shape(bodies[2]) == snapshot(
+        (
+            [
+                'user text',
+                'assistant tool_use toolu_fake_0_0',
+                'user tool_result toolu_fake_0_0',
+                'assistant text',
+                'user text',
+            ],
+            ['query_db'],
+        )
+    )
+
+
+# --- The agent loop, with a function model
+
+
+def scripted(*turns: ModelResponse) -> FunctionModel:
+    """A model that answers with `turns` in order, across runs."""
+    remaining = list(turns)
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return remaining.pop(0)
+
+    return FunctionModel(answer)
+
+
+def call(tool: str, call_id: str, **args: Any) -> ModelResponse:
+    return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=call_id)])
+
+
+def text(content: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(content)])
+
+
+async def test_observe_mode_warns_and_sends_as_it_is():
+    counter = Counter()
+    guard = PrefixGuard[None](mode='observe')
+    model = scripted(call('query_db', 'c1', sql='x'), text('42.'), text('ok'))
+    history = (await build_agent(model, counter, with_query_db=True, capabilities=[guard]).run('go')).all_messages()
+    agent = build_agent(
+        model, counter, with_query_db=False, capabilities=[ProcessHistory(drop_oldest_40_percent), guard]
+    )
+    with (
+        pytest.warns(OrphanedToolPairWarning, match=r'Sent anyway \(observe mode\)'),
+        pytest.warns(ConsumedPrefixChangedWarning),
+    ):
+        result = await agent.run('again', message_history=history)
+    assert [problem.kind for problem in tool_pair_problems(result.all_messages())] == ['orphaned_result']
+
+
+async def test_a_call_to_a_retired_tool_is_answered_without_running_it():
+    counter = Counter()
+    guard = PrefixGuard[None]()
+    model = scripted(call('query_db', 'c1', sql='x'), text('42.'), call('query_db', 'c2', sql='y'), text('ok'))
+    history = (await build_agent(model, counter, with_query_db=True, capabilities=[guard]).run('go')).all_messages()
+    with pytest.warns(RetiredToolReferencedWarning):
+        result = await build_agent(model, counter, with_query_db=False, capabilities=[guard]).run(
+            'again', message_history=history
+        )
+    returns = [
+        part.content for message in result.new_messages() for part in message.parts if isinstance(part, ToolReturnPart)
+    ]
+    assert (returns, counter.runs) == ([retired_tool_message('query_db')], 1)
+
+
+async def test_a_dropped_consumed_message_is_kept_until_the_next_window():
+    counter = Counter()
+    guard = PrefixGuard[None]()
+    model = scripted(text('Hello.'), text('Still here.'))
+    history = (await build_agent(model, counter, with_query_db=False, capabilities=[guard]).run('hi')).all_messages()
+
+    def drop_first(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return messages[1:]
+
+    agent = build_agent(model, counter, with_query_db=False, capabilities=[ProcessHistory(drop_first), guard])
+    with pytest.warns(ConsumedPrefixChangedWarning, match=r'message 0 \(consumed\) would change'):
+        result = await agent.run('again', message_history=history)
+    assert len(result.all_messages()) == 4
+
+
+async def test_a_result_dropped_from_new_messages_is_refused():
+    counter = Counter()
+    guard = PrefixGuard[None]()
+    model = scripted(call('query_db', 'c1', sql='x'), text('42.'))
+
+    def elide_tool_results(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [
+            ModelRequest.user_text_prompt('(tool results elided)')
+            if any(isinstance(part, ToolReturnPart) for part in message.parts)
+            else message
+            for message in messages
+        ]
+
+    agent = build_agent(model, counter, with_query_db=True, capabilities=[ProcessHistory(elide_tool_results), guard])
+    with pytest.raises(OrphanedToolPairError, match="`query_db` call 'c1' at message 1, part 0 gets no result"):
+        await agent.run('go')
+    assert counter.runs == 1
+
+
+async def test_tool_list_changes_within_a_run_are_warned_about():
+    counter = Counter()
+    steps: list[int] = []
+
+    class Hide(AbstractCapability[None]):
+        async def prepare_tools(self, ctx: RunContext[None], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+            steps.append(ctx.run_step)
+            return tool_defs if ctx.run_step <= 1 else []
+
+    model = scripted(call('query_db', 'c1', sql='x'), text('42.'))
+    agent = build_agent(model, counter, with_query_db=True, capabilities=[Hide(), PrefixGuard[None](mode='observe')])
+    with (
+        pytest.warns(ToolListChangedWarning, match='removed `query_db`'),
+        pytest.warns(RetiredToolReferencedWarning, match='Sent anyway'),
+    ):
+        await agent.run('go')
+
+
+async def test_changed_instructions_are_warned_about_and_append_mode_keeps_them():
+    counter = Counter()
+    guard = PrefixGuard[None]()
+    model = scripted(text('a'), text('b'), text('c'), text('d'))
+    state = {'n': 0}
+
+    def dynamic(ctx: RunContext[None]) -> str:
+        return f'Turn {state["n"]}.'
+
+    agent = build_agent(model, counter, with_query_db=False, capabilities=[guard])
+    agent.instructions(dynamic)
+    history = (await agent.run('one')).all_messages()
+    state['n'] = 1
+    with pytest.warns(InstructionsChangedWarning, match='The instructions changed within a conversation'):
+        history = (await agent.run('two', message_history=history)).all_messages()
+
+    context = AppendInstructions[None](id='turns')
+    context.instructions(name='turn')(dynamic)
+    appended = build_agent(model, counter, with_query_db=False, capabilities=[context, guard])
+    history = (await appended.run('three')).all_messages()
+    state['n'] = 2
+    result = await appended.run('four', message_history=history)
+    assert result.output == 'd'
+
+
+def test_an_unknown_mode_is_refused():
+    with pytest.raises(UserError, match="Unknown `PrefixGuard` mode 'strict': use 'observe' or 'enforce'."):
+        PrefixGuard[None](mode=cast(Any, 'strict'))
