@@ -317,3 +317,5 @@ async def test_changed_instructions_are_warned_about_and_append_mode_keeps_them(
 def test_an_unknown_mode_is_refused():
     with pytest.raises(UserError, match="Unknown `PrefixGuard` mode 'strict': use 'observe' or 'enforce'."):
         PrefixGuard[None](mode=cast(Any, 'strict'))
+    with pytest.raises(UserError, match="Unknown `PrefixGuard` on_defer 'drop': use 'keep' or 'compact'."):
+        PrefixGuard[None](on_defer=cast(Any, 'drop'))

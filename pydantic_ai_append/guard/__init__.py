@@ -8,13 +8,15 @@ The modules, by concept:
 
 - `pairing`: which tool calls have their results, and where the ones that don't are (pure).
 - `rewrite`: the context window, its generation boundary, and the decision on a proposed rewrite (pure).
+- `compaction`: cutting history in whole tool-pair units, with a marker at the frontier (pure).
 - `tools`: tool schema versions: a retired tool stays declared while history calls it, and never runs.
 - `capability`: [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard], the guard on an agent's requests.
 - `errors`: what the guard raises and the warning class of each condition it observes.
 - `wire`: what is actually sent, split into cache-order segments and compared with the previous request.
 """
 
-from .capability import GuardMode, PrefixGuard
+from .capability import DeferPolicy, GuardMode, PrefixGuard
+from .compaction import compact, elided_count, elision_marker, whole_pair_cut
 from .errors import (
     ConsumedPrefixChangedWarning,
     InstructionsChangedWarning,
@@ -47,6 +49,7 @@ from .tools import RetiredTools, retired_tool_message
 __all__ = (
     'ConsumedPrefixChangedWarning',
     'ContextWindow',
+    'DeferPolicy',
     'GuardMode',
     'InstructionEdit',
     'InstructionsChangedWarning',
@@ -68,11 +71,15 @@ __all__ = (
     'WirePrefixDivergenceWarning',
     'apply_rewrite',
     'called_tools',
+    'compact',
     'consumed_boundary',
     'decide_rewrite',
+    'elided_count',
+    'elision_marker',
     'message_bytes',
     'retired_tool_message',
     'self_edit',
     'tool_pair_problems',
     'validate_rewrite',
+    'whole_pair_cut',
 )

@@ -34,6 +34,7 @@ from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..capability import AppendInstructions
+from .compaction import compact, elided_count
 from .errors import (
     ConsumedPrefixChangedWarning,
     InstructionsChangedWarning,
@@ -42,15 +43,20 @@ from .errors import (
     RetiredToolReferencedWarning,
     ToolListChangedWarning,
 )
-from .rewrite import ContextWindow, RewriteDecision, consumed_boundary, decide_rewrite
+from .rewrite import ContextWindow, RewriteDecision, consumed_boundary, decide_rewrite, message_bytes
 from .tools import RetiredTools
 
-__all__ = ('GuardMode', 'PrefixGuard')
+__all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuard')
 
 GuardMode: TypeAlias = Literal['observe', 'enforce']
 """`observe` warns and records a span; `enforce` also refuses every rewrite that isn't a `patch`."""
 
 _MODES: tuple[GuardMode, ...] = ('observe', 'enforce')
+
+DeferPolicy: TypeAlias = Literal['keep', 'compact']
+"""What enforce mode does with a rewrite that trims consumed messages: keep the old prefix, or compact."""
+
+_DEFER_POLICIES: tuple[DeferPolicy, ...] = ('keep', 'compact')
 
 
 @dataclass
@@ -72,6 +78,12 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     mode: GuardMode = 'enforce'
     """`'observe'` to warn and record spans only, `'enforce'` to refuse rewrites as well."""
 
+    on_defer: DeferPolicy = 'keep'
+    """In enforce mode, what becomes of a rewrite that drops consumed messages from the front (as a history
+    processor that trims old turns does): `'keep'` sends the consumed prefix as it was, `'compact'` applies the
+    rewrite as whole-pair compaction (the cut moved to where no tool pair is split, a marker at the frontier),
+    which opens a new window."""
+
     _: KW_ONLY
 
     _window: ContextWindow | None = field(default=None, init=False, repr=False)
@@ -83,6 +95,9 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     _instructions: str | None = field(default=None, init=False, repr=False)
     """The instructions the previous request was sent with, as sent."""
 
+    _opened: bool = field(default=False, init=False, repr=False)
+    """Whether the current request opens a new window (it starts with a new compaction marker)."""
+
     _definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], init=False, repr=False)
     """Every tool definition this guard has seen declared, by name, shared by its runs: how a retired tool that
     history still calls is declared again."""
@@ -90,6 +105,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     def __post_init__(self) -> None:
         if self.mode not in _MODES:
             raise UserError(f"Unknown `PrefixGuard` mode {self.mode!r}: use 'observe' or 'enforce'.")
+        if self.on_defer not in _DEFER_POLICIES:
+            raise UserError(f"Unknown `PrefixGuard` on_defer {self.on_defer!r}: use 'keep' or 'compact'.")
 
     def get_ordering(self) -> CapabilityOrdering:
         """Run after history processing and model selection, and before `AppendInstructions` renders its records."""
@@ -97,7 +114,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> PrefixGuard[AgentDepsT]:
         """A guard for one run, starting from the history the run is given; tool definitions stay shared."""
-        run = PrefixGuard[AgentDepsT](self.mode)
+        run = PrefixGuard[AgentDepsT](self.mode, self.on_defer)
         run._definitions = self._definitions
         run._window = ContextWindow.of(list(ctx.messages))
         run._instructions = _last_instructions(ctx.messages)
@@ -113,6 +130,10 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         """Decide on what history processing did to the consumed prefix, and keep tools that history calls."""
         window = self._window if self._window is not None else ContextWindow.of([])
         proposed = list(request_context.messages)
+        self._opened = _newly_compacted(window, proposed)
+        if self._opened:
+            # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
+            window = ContextWindow(window.messages, 0)
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
         decision = decide_rewrite(window, proposed, tools=declared, sending=True)
@@ -124,7 +145,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             boundary=window.boundary,
             messages=len(proposed),
         ):
-            self._check_tools(declared)
+            if not self._opened:
+                self._check_tools(declared)
             if decision.action != 'patch':
                 self._refuse(ctx, request_context, window, decision)
         self._tools = declared
@@ -175,9 +197,15 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         if error is not None:
             # The new messages themselves break a pair: no older shape of the history can be sent instead.
             raise error
+        outcome = 'Refused, the consumed prefix kept'
+        if self.on_defer == 'compact' and proposed and (start := _trimmed_from(kept, proposed[0])) is not None:
+            compacted = compact(kept, keep_from=start)
+            if (elided := elided_count(compacted)) is not None:
+                kept = compacted
+                outcome = f'Applied as whole-pair compaction ({elided} messages elided)'
         request_context.messages = kept
         ctx.messages[:] = kept
-        _warn(conditions, 'Refused, the consumed prefix kept')
+        _warn(conditions, outcome)
 
     async def after_model_request(
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
@@ -185,7 +213,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         """Take what the model has now consumed, and check the instructions the request was sent with."""
         self._window = ContextWindow.of([*ctx.messages, response])
         sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
-        if self._instructions is not None and sent != self._instructions:
+        if self._instructions is not None and sent != self._instructions and not self._opened:
             warnings.warn(
                 'The instructions changed within a conversation, which moves the cached prefix; keep changing '
                 'blocks in append mode (`AppendInstructions`) or change them at a window boundary.',
@@ -194,6 +222,19 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             )
         self._instructions = sent
         return response
+
+
+def _newly_compacted(window: ContextWindow, proposed: Sequence[ModelMessage]) -> bool:
+    """Whether `proposed` starts with a compaction marker that the consumed history doesn't start with."""
+    if elided_count(proposed) is None:
+        return False
+    return not window.consumed or message_bytes(proposed[0]) != window.consumed[0]
+
+
+def _trimmed_from(full: Sequence[ModelMessage], first: ModelMessage) -> int | None:
+    """Where in `full` a proposed history that starts with `first` starts, if it dropped messages from the front."""
+    head = message_bytes(first)
+    return next((index for index, message in enumerate(full) if index and message_bytes(message) == head), None)
 
 
 def _warn(conditions: list[tuple[type[PrefixGuardWarning], str]], outcome: str) -> None:

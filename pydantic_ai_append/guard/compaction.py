@@ -1,0 +1,102 @@
+"""Compaction in whole tool-pair units, with a marker at the frontier saying that earlier turns were elided.
+
+Dropping old messages changes the cached prefix, so it is a window boundary: the cache is paid for once, and
+it must not cost a tool call its result as well. [`compact`][pydantic_ai_append.guard.compact] cuts history
+only where no call is separated from its result (at the start of a request that answers nothing from before
+the cut), at or after the position asked for, and puts a marker at the start of what is kept. Records of
+[`AppendInstructions`][pydantic_ai_append.AppendInstructions] are taken out of what is kept, so the next request
+opens a new instruction window from the blocks' current values instead of continuing one whose baseline was
+cut off.
+
+[`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] recognises the marker: a request that starts with a new
+one opens a new window, and only its tool pairs are checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, UserPromptPart
+
+from ..records import strip_records
+from .pairing import tool_pair_problems
+
+__all__ = ('compact', 'elided_count', 'elision_marker', 'whole_pair_cut')
+
+_MARKER = re.compile(r'<elided messages="(\d+)">')
+
+
+def elision_marker(count: int) -> str:
+    """The text that stands at the frontier of compacted history for `count` elided messages."""
+    return (
+        f'<elided messages="{count}">\nEarlier turns of this conversation were elided to save context. Tool calls '
+        'were removed together with their results; nothing after this point refers to them.\n</elided>'
+    )
+
+
+def elided_count(messages: Sequence[ModelMessage]) -> int | None:
+    """How many messages the compaction marker at the start of `messages` says were elided, if there is one."""
+    if not messages or not isinstance(first := messages[0], ModelRequest) or not first.parts:
+        return None
+    part = first.parts[0]
+    if not isinstance(part, UserPromptPart) or not isinstance(part.content, str):
+        return None
+    match = _MARKER.match(part.content)
+    return int(match.group(1)) if match is not None else None
+
+
+def whole_pair_cut(messages: Sequence[ModelMessage], at: int) -> int | None:
+    """The first index at or after `at` where history can be cut without separating a tool call from its result.
+
+    That is a request that answers no call made before it, so the kept history pairs as well as the whole did.
+    Returns `None` if there is no such request.
+    """
+    before = len(tool_pair_problems(messages))
+    for index in range(max(at, 0), len(messages)):
+        if isinstance(messages[index], ModelRequest) and len(tool_pair_problems(messages[index:])) <= before:
+            return index
+    return None
+
+
+def compact(messages: Sequence[ModelMessage], *, keep_from: int) -> list[ModelMessage]:
+    """`messages` without the turns before `keep_from` (moved later as far as it takes to keep every tool pair).
+
+    ```python
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+
+    from pydantic_ai_append.guard import compact, tool_pair_problems
+
+    history = [
+        ModelRequest.user_text_prompt('How many users?'),
+        ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'select count(*) from users'}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart('query_db', 42, tool_call_id='c1')]),
+        ModelResponse(parts=[TextPart('42.')]),
+        ModelRequest.user_text_prompt('And admins?'),
+    ]
+    kept = compact(history, keep_from=2)  # message 2 answers the call in message 1: cut at message 4
+    print(len(kept), tool_pair_problems(kept))
+    #> 1 []
+    print(kept[0].parts[0].content.splitlines()[0])
+    #> <elided messages="4">
+    ```
+
+    Args:
+        messages: The history.
+        keep_from: The index of the first message to keep, if that splits no tool pair.
+
+    Returns:
+        The kept messages, the first of them starting with the marker, and without this package's records. If no
+        cut keeps every pair, or nothing would be elided, `messages` as they are.
+    """
+    cut = whole_pair_cut(messages, keep_from)
+    if cut is None or cut == 0:
+        return list(messages)
+    kept = strip_records(messages[cut:])
+    first = kept[0]
+    assert isinstance(first, ModelRequest), '`whole_pair_cut` only cuts at a request'
+    # A history compacted before counts the messages its own marker says were elided.
+    elided = cut + (elided_count(messages) or 0)
+    parts: list[ModelRequestPart] = [UserPromptPart(elision_marker(elided)), *first.parts]
+    return [replace(first, parts=parts), *kept[1:]]

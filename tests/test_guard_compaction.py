@@ -1,0 +1,212 @@
+"""Compaction in whole tool-pair units: where history is cut, the marker it leaves, and the window it opens.
+
+`compact` and `whole_pair_cut` are public functions a history processor calls, so they are tested directly; the
+agent tests show the guard recognising a compaction as a window boundary, turning a trimming processor into a
+whole-pair compaction (`on_defer='compact'`), and `AppendInstructions` opening a clean window after one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
+from pydantic_ai_append.guard import (
+    ConsumedPrefixChangedWarning,
+    OrphanedToolPairWarning,
+    PrefixGuard,
+    compact,
+    elided_count,
+    elision_marker,
+    tool_pair_problems,
+    whole_pair_cut,
+)
+from pydantic_ai_append.records import carrier
+from pydantic_ai_append.rendering import record_change
+
+pytestmark = [pytest.mark.anyio]
+
+
+def conversation() -> list[ModelMessage]:
+    return [
+        ModelRequest.user_text_prompt('How many users?'),
+        ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'a'}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart('query_db', 42, tool_call_id='c1')]),
+        ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'b'}, tool_call_id='c2')]),
+        ModelRequest(parts=[ToolReturnPart('query_db', 7, tool_call_id='c2')]),
+        ModelResponse(parts=[TextPart('42 users, 7 admins.')]),
+        ModelRequest(
+            parts=[UserPromptPart('Thanks.'), carrier(record_change('capability:c:state', 'a', 'b'))],
+        ),
+        ModelResponse(parts=[TextPart('You are welcome.')]),
+    ]
+
+
+def test_the_cut_moves_past_every_tool_pair():
+    history = conversation()
+    # Each result answers a call before it, so the first cut that keeps every pair is the next user turn.
+    assert [whole_pair_cut(history, at) for at in range(len(history))] == [0, 6, 6, 6, 6, 6, 6, None]
+
+
+def test_compaction_keeps_pairs_drops_records_and_marks_the_frontier():
+    kept = compact(conversation(), keep_from=2)
+    assert tool_pair_problems(kept) == []
+    assert instruction_records(kept) == []
+    first = kept[0]
+    assert isinstance(first, ModelRequest)
+    assert [part.content for part in first.parts if isinstance(part, UserPromptPart)] == [elision_marker(6), 'Thanks.']
+    assert elision_marker(6) == snapshot(
+        """\
+<elided messages="6">
+Earlier turns of this conversation were elided to save context. Tool calls were removed together with their results; nothing after this point refers to them.
+</elided>\
+"""
+    )
+    # Compacting again counts what the first compaction elided too.
+    again = compact(
+        [*kept, ModelRequest.user_text_prompt('More?'), ModelResponse(parts=[TextPart('No.')])], keep_from=2
+    )
+    assert elided_count(again) == 8
+
+
+def test_compaction_that_would_elide_nothing_or_split_a_pair_changes_nothing():
+    history = conversation()
+    assert compact(history, keep_from=0) == history
+    assert compact(history[:5], keep_from=1) == history[:5]
+    assert elided_count([]) is None
+    assert elided_count([ModelResponse(parts=[TextPart('x')])]) is None
+    assert elided_count([ModelRequest(parts=[])]) is None
+    assert elided_count([ModelRequest(parts=[UserPromptPart(['a list'])])]) is None
+    assert elided_count([ModelRequest.user_text_prompt('<elided messages="x">')]) is None
+
+
+# --- On an agent
+
+
+def scripted(*turns: ModelResponse) -> FunctionModel:
+    remaining = list(turns)
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return remaining.pop(0)
+
+    return FunctionModel(answer)
+
+
+def text(content: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(content)])
+
+
+def drop_oldest_40_percent(messages: list[ModelMessage]) -> list[ModelMessage]:
+    return messages[int(len(messages) * 0.4) :]
+
+
+async def test_a_trimming_processor_is_applied_as_whole_pair_compaction():
+    model = scripted(
+        ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'a'}, tool_call_id='c1')]), text('42.'), text('7.')
+    )
+    guard = PrefixGuard[None](on_defer='compact')
+
+    def query_db(sql: str) -> int:
+        """Run a query."""
+        return 42
+
+    agent = Agent(model, deps_type=type(None), tools=[query_db], capabilities=[guard])
+    history = (await agent.run('How many users?')).all_messages()
+    trimming = Agent(
+        model, deps_type=type(None), tools=[query_db], capabilities=[ProcessHistory(drop_oldest_40_percent), guard]
+    )
+    with (
+        pytest.warns(OrphanedToolPairWarning, match=r'Applied as whole-pair compaction \(4 messages elided\)'),
+        pytest.warns(ConsumedPrefixChangedWarning),
+    ):
+        result = await trimming.run('And admins?', message_history=history)
+    sent = result.all_messages()
+    assert tool_pair_problems(sent) == [] and elided_count(sent) == 4
+    assert [type(message).__name__ for message in sent] == ['ModelRequest', 'ModelResponse']
+
+
+async def test_compaction_opens_a_clean_window_for_append_instructions():
+    state = {'todos': '- [ ] write tests'}
+    seen: list[tuple[str | None, list[str]]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        texts = [
+            part.content
+            for message in messages
+            for part in message.parts
+            if isinstance(part, UserPromptPart | TextPart) and isinstance(part.content, str)
+        ]
+        seen.append((info.instructions, texts))
+        return text('ok')
+
+    context = AppendInstructions[None](id='todos')
+
+    @context.instructions(name='state')
+    def todos(ctx: RunContext[None]) -> str:
+        return state['todos']
+
+    def compact_all_but_last_turn(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return compact(messages, keep_from=len(messages) - 1) if len(messages) > 4 else messages
+
+    guard = PrefixGuard[None]()
+    agent = Agent(
+        FunctionModel(answer),
+        deps_type=type(None),
+        capabilities=[ProcessHistory(compact_all_but_last_turn), guard, context],
+    )
+    history: list[ModelMessage] = []
+    for turn, todo in enumerate(['- [x] write tests', '- [x] write tests\n- [ ] ship']):
+        history = (await agent.run(f'turn {turn}', message_history=history)).all_messages()
+        state['todos'] = todo
+    result = await agent.run('turn 2', message_history=history)
+    # The third request was compacted: the new window's prefix states the current value, and no change is delivered.
+    instructions, texts = seen[-1]
+    assert instructions is not None and '- [ ] ship' in instructions
+    assert texts[0].startswith('<elided messages="4">') and not any('<context' in t for t in texts)
+    records: list[Any] = instruction_records(result.all_messages())
+    assert [type(record) for record in records] == [InstructionBaselinePart]
+
+
+async def test_a_trim_that_no_whole_pair_cut_allows_keeps_the_consumed_prefix():
+    model = scripted(ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'a'}, tool_call_id='c1')]), text('42.'))
+
+    def query_db(sql: str) -> int:
+        """Run a query."""
+        return 42
+
+    def drop_first(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return messages[1:] if len(messages) > 2 else messages
+
+    guard = PrefixGuard[None](on_defer='compact')
+    agent = Agent(model, deps_type=type(None), tools=[query_db], capabilities=[ProcessHistory(drop_first), guard])
+    # The only request after the cut answers the call before it, so nothing can be cut yet.
+    with pytest.warns(ConsumedPrefixChangedWarning, match='Refused, the consumed prefix kept'):
+        result = await agent.run('How many users?')
+    assert elided_count(result.all_messages()) is None and len(result.all_messages()) == 4
+
+
+async def test_a_processor_that_empties_history_is_refused_and_the_run_fails():
+    guard = PrefixGuard[None](on_defer='compact')
+    history = (await Agent(scripted(text('hi')), capabilities=[guard]).run('hello')).all_messages()
+
+    def empty(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return []
+
+    agent = Agent(scripted(text('never')), capabilities=[ProcessHistory(empty), guard])
+    with pytest.warns(ConsumedPrefixChangedWarning), pytest.raises(UserError, match='must end with a `ModelRequest`'):
+        await agent.run('again', message_history=history)
