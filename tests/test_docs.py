@@ -12,12 +12,14 @@ import re
 import sys
 import textwrap
 import types
+import warnings
 from pathlib import Path
 
 import pytest
 
 import pydantic_ai_append
 from pydantic_ai_append import capability, delivery, records, rendering, testing, window
+from pydantic_ai_append.guard import wire
 
 ROOT = Path(__file__).parent.parent
 CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
@@ -26,7 +28,7 @@ CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
 def docstring_examples() -> list[tuple[str, str]]:
     examples: list[tuple[str, str]] = []
     seen: set[int] = set()
-    for module in (pydantic_ai_append, capability, delivery, records, rendering, testing, window):
+    for module in (pydantic_ai_append, capability, delivery, records, rendering, testing, window, wire):
         objects = [module, *(value for _, value in inspect.getmembers(module))]
         for value in objects:
             doc = (
@@ -89,3 +91,14 @@ def test_readme_usage_example_sends_the_prefix_it_shows(monkeypatch: pytest.Monk
     finally:
         del sys.modules[module.__name__]
     assert result.all_messages()[0].instructions == shown
+
+
+def test_readme_wire_verifier_examples_run():
+    readme = (ROOT / 'README.md').read_text()
+    section = readme.split('### Verifying what is sent\n', 1)[1].split('\n## ', 1)[0]
+    blocks = CODE_BLOCK.findall(section)
+    assert len(blocks) == 3
+    # The last one silences a warning class for the whole process; here, only inside this test.
+    with warnings.catch_warnings():
+        for block in blocks:
+            assert run(block) == ''

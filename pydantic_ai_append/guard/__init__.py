@@ -22,6 +22,7 @@ from .errors import (
     WirePrefixDivergenceError,
     WirePrefixDivergenceWarning,
 )
+from .wire import VerifierMode, WireDivergence, WireVerifier
 
 __all__ = (
     'ConsumedPrefixChangedWarning',
@@ -32,6 +33,9 @@ __all__ = (
     'PrefixGuardWarning',
     'RetiredToolReferencedWarning',
     'ToolListChangedWarning',
+    'VerifierMode',
+    'WireDivergence',
     'WirePrefixDivergenceError',
     'WirePrefixDivergenceWarning',
+    'WireVerifier',
 )
