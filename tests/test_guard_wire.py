@@ -11,12 +11,17 @@ To record the cassettes again: `uv run pytest tests/test_guard_wire.py --no-cov 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import httpx2
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from inline_snapshot import snapshot
 from logfire.testing import CaptureLogfire
 from pydantic_ai import Agent
@@ -32,7 +37,7 @@ from pydantic_ai_append.guard import (
     WirePrefixDivergenceWarning,
     WireVerifier,
 )
-from pydantic_ai_append.testing import API_PATHS, Api
+from pydantic_ai_append.testing import API_PATHS, Api, assert_prefix_stable, common_prefix_length, segments
 
 from .fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
 
@@ -358,3 +363,30 @@ async def test_without_the_anthropic_sdk_the_refusal_is_the_plain_error(monkeypa
 def test_an_unknown_mode_is_refused():
     with pytest.raises(UserError, match="mode must be 'observe' or 'enforce', not 'strict'"):
         WireVerifier(mode=cast(Any, 'strict'))
+
+
+@given(st.lists(st.lists(st.sampled_from(['a', 'b', 'ab']), max_size=4), min_size=1, max_size=5))
+def test_the_verifier_flags_what_the_test_checker_rejects(conversation: list[list[str]]):
+    # Hand-written bodies: the property needs far more conversations than recorded agent runs can give.
+    bodies = [
+        json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': text} for text in texts]}).encode()
+        for texts in conversation
+    ]
+    verifier = WireVerifier()
+
+    async def send() -> None:
+        async with verifier.http_client(transport=httpx2.MockTransport(reply)) as client:
+            for body in bodies:
+                await client.post('https://api.example/v1/chat/completions', content=body)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', WirePrefixDivergenceWarning)
+        asyncio.run(send())
+    requests = [segments('openai-chat', body) for body in bodies]
+    rejected: list[tuple[int, int]] = []
+    for index in range(1, len(requests)):
+        try:
+            assert_prefix_stable(requests[index - 1 : index + 1])
+        except AssertionError:
+            rejected.append((index, common_prefix_length(requests[index - 1], requests[index])))
+    assert [(divergence.request, divergence.segment) for divergence in verifier.divergences] == rejected

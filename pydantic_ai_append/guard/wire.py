@@ -170,9 +170,11 @@ class WireVerifier:
     _chains: dict[tuple[Api, str], _Chain] = field(
         default_factory=dict[tuple[Api, str], _Chain], init=False, repr=False
     )
+    """The requests sent so far, per API and model."""
     _conversations: dict[Api, WireConversation] = field(
         default_factory=dict[Api, WireConversation], init=False, repr=False
     )
+    """Per API, the replies a `previous_response_id` may name, to resolve it (only Responses keeps any)."""
     _replies: dict[Api, tuple[list[Segment], list[bytes]]] = field(
         default_factory=dict[Api, tuple[list[Segment], list[bytes]]], init=False, repr=False
     )
@@ -229,7 +231,7 @@ class WireVerifier:
         conversation = self._conversation(api)
         resolved = conversation.resolve(body)
         # A `previous_response_id` this verifier never saw (the conversation began before it) leaves only the
-        # request's own segments, which start a new chain.
+        # request's own segments: nothing to compare them with, but the requests after it are compared with them.
         current = resolved if resolved is not None else segments(api, body)
         chain = self._chains.get((api, model))
         index = chain.sent if chain is not None else 0
