@@ -28,11 +28,13 @@ assert_prefix_stable(capture.conversation('openai-chat').requests)
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, TypeAlias, cast
 
 import httpx2
+
+from ._wire_bytes import TeeStream, excerpt, first_difference
 
 __all__ = (
     'API_PATHS',
@@ -66,9 +68,6 @@ CACHE_MARKER_KEYS: Mapping[Api, frozenset[str]] = {
     'openai-responses': frozenset({'prompt_cache_breakpoint'}),
 }
 """Keys that mark cache breakpoints rather than carry content; they move every request, so they're dropped."""
-
-_EXCERPT_BEFORE = 40
-_EXCERPT_AFTER = 80
 
 
 class Segment(NamedTuple):
@@ -245,28 +244,55 @@ class WireConversation:
         Raises:
             AssertionError: If the request names a `previous_response_id` no earlier response returned.
         """
-        own = segments(self.api, request_body)
-        if self.api != 'openai-responses':
-            self.requests.append(own)
-            return own
-        request = _parse_body(self.api, request_body)
-        head = [segment for segment in own if segment.kind in ('tool', 'instructions')]
-        full_input = [segment for segment in own if segment.kind == 'input']
-        previous = request.get('previous_response_id')
-        if isinstance(previous, str):
-            if previous not in self._contexts:
-                raise AssertionError(
-                    f'request {len(self.requests)} names previous_response_id {previous!r}, which no earlier response '
-                    f'in this conversation returned (known: {sorted(self._contexts)}); add the exchange that '
-                    f'returned it, with its response body'
-                )
-            full_input = self._contexts[previous] + full_input
-        if response_body is not None and (reply := _responses_reply(response_body)) is not None:
-            response_id, output = reply
-            self._contexts[response_id] = full_input + _pieces('output', output, CACHE_MARKER_KEYS[self.api])
-        full = head + full_input
+        full = self.resolve(request_body)
+        if full is None:
+            previous = _parse_body(self.api, request_body)['previous_response_id']
+            raise AssertionError(
+                f'request {len(self.requests)} names previous_response_id {previous!r}, which no earlier response '
+                f'in this conversation returned (known: {sorted(self._contexts)}); add the exchange that '
+                f'returned it, with its response body'
+            )
+        if response_body is not None:
+            self.add_response(full, response_body)
         self.requests.append(full)
         return full
+
+    def resolve(self, request_body: bytes) -> list[Segment] | None:
+        """A request's full segments, with the response its `previous_response_id` names brought in; adds nothing.
+
+        Args:
+            request_body: The raw request body.
+
+        Returns:
+            The full segments, or `None` if the request names a `previous_response_id` that no response given to
+            `add` or `add_response` returned.
+        """
+        own = segments(self.api, request_body)
+        if self.api != 'openai-responses':
+            return own
+        previous = _parse_body(self.api, request_body).get('previous_response_id')
+        if not isinstance(previous, str):
+            return own
+        if previous not in self._contexts:
+            return None
+        head = [segment for segment in own if segment.kind in ('tool', 'instructions')]
+        return head + self._contexts[previous] + [segment for segment in own if segment.kind == 'input']
+
+    def add_response(self, request: Sequence[Segment], response_body: bytes) -> None:
+        """Remember the response a request got, so that later requests naming it by `previous_response_id` resolve.
+
+        Only Responses replies are kept; a body that carries no response id and output items (an error, a stream
+        cut short) is ignored.
+
+        Args:
+            request: The full segments of the request the response answered, as `resolve` returned them.
+            response_body: The raw response body, JSON or the whole event stream.
+        """
+        if self.api != 'openai-responses' or (reply := _responses_reply(response_body)) is None:
+            return
+        response_id, output = reply
+        full_input = [segment for segment in request if segment.kind in ('input', 'output')]
+        self._contexts[response_id] = full_input + _pieces('output', output, CACHE_MARKER_KEYS[self.api])
 
 
 def common_prefix_length(earlier: Sequence[Segment], later: Sequence[Segment]) -> int:
@@ -279,12 +305,6 @@ def common_prefix_length(earlier: Sequence[Segment], later: Sequence[Segment]) -
     return count
 
 
-def _excerpt(data: bytes, offset: int) -> str:
-    start = max(0, offset - _EXCERPT_BEFORE)
-    text = data[start : offset + _EXCERPT_AFTER].decode(errors='replace')
-    return ('…' if start else '') + text + ('…' if offset + _EXCERPT_AFTER < len(data) else '')
-
-
 def _divergence_message(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> str:
     head = f'request {index} does not extend request {index - 1} byte for byte: '
     hint = f'\n(if request {index} opens a new window, pass new_windows=({index},))'
@@ -292,16 +312,15 @@ def _divergence_message(index: int, earlier: Sequence[Segment], later: Sequence[
     if position >= len(later):
         return (
             f'{head}it ends after {len(later)} segments, where request {index - 1} goes on with segment {position} '
-            f'({before.kind}): {_excerpt(before.data, 0)}{hint}'
+            f'({before.kind}): {excerpt(before.data, 0)}{hint}'
         )
     after = later[position]
-    pairs = enumerate(zip(before.data, after.data, strict=False))
-    offset = next((i for i, (x, y) in pairs if x != y), min(len(before.data), len(after.data)))
+    offset = first_difference(before.data, after.data)
     return (
         f'{head}first divergent segment is {position} ({before.kind} in request {index - 1}, {after.kind} in request '
         f'{index}), at byte {offset} of it\n'
-        f'  request {index - 1}: {_excerpt(before.data, offset)}\n'
-        f'  request {index}: {_excerpt(after.data, offset)}{hint}'
+        f'  request {index - 1}: {excerpt(before.data, offset)}\n'
+        f'  request {index}: {excerpt(after.data, offset)}{hint}'
     )
 
 
@@ -378,20 +397,6 @@ class WireExchange:
         return b''.join(self.response_chunks)
 
 
-class _TeeStream(httpx2.AsyncByteStream):
-    def __init__(self, inner: httpx2.AsyncByteStream, sink: list[bytes]) -> None:
-        self._inner = inner
-        self._sink = sink
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._inner:
-            self._sink.append(chunk)
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
 class _CapturingTransport(httpx2.AsyncBaseTransport):
     # Wrapping (not subclassing) `AsyncHTTPTransport` keeps vcrpy's class-level patch of it in the path, so
     # what's kept is what the client sent in this run, whether vcrpy replays, records or is off.
@@ -410,7 +415,7 @@ class _CapturingTransport(httpx2.AsyncBaseTransport):
             return response
         # The SDKs stream replies, so the body is kept as they read it rather than read here, which would
         # buffer the stream and change when the client sees each event.
-        response.stream = _TeeStream(cast(httpx2.AsyncByteStream, response.stream), exchange.response_chunks)
+        response.stream = TeeStream(cast(httpx2.AsyncByteStream, response.stream), exchange.response_chunks)
         return response
 
     async def aclose(self) -> None:

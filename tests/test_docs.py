@@ -12,13 +12,15 @@ import re
 import sys
 import textwrap
 import types
+import warnings
 from pathlib import Path
 
 import pytest
 
 import pydantic_ai_append
 from pydantic_ai_append import capability, delivery, guard, records, rendering, testing, window
-from pydantic_ai_append.guard import errors, pairing, rewrite
+from pydantic_ai_append.guard import capability as guard_capability
+from pydantic_ai_append.guard import compaction, errors, pairing, rewrite, tools, wire
 
 ROOT = Path(__file__).parent.parent
 CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
@@ -36,9 +38,13 @@ def docstring_examples() -> list[tuple[str, str]]:
         testing,
         window,
         guard,
+        guard_capability,
+        compaction,
         errors,
         pairing,
         rewrite,
+        tools,
+        wire,
     ):
         objects = [module, *(value for _, value in inspect.getmembers(module))]
         for value in objects:
@@ -102,3 +108,14 @@ def test_readme_usage_example_sends_the_prefix_it_shows(monkeypatch: pytest.Monk
     finally:
         del sys.modules[module.__name__]
     assert result.all_messages()[0].instructions == shown
+
+
+def test_readme_wire_verifier_examples_run():
+    readme = (ROOT / 'README.md').read_text()
+    section = readme.split('### Verifying what is sent\n', 1)[1].split('\n## ', 1)[0]
+    blocks = CODE_BLOCK.findall(section)
+    assert len(blocks) == 3
+    # The last one silences a warning class for the whole process; here, only inside this test.
+    with warnings.catch_warnings():
+        for block in blocks:
+            assert run(block) == ''

@@ -202,11 +202,13 @@ async def test_a_trim_that_no_whole_pair_cut_allows_keeps_the_consumed_prefix():
 
 async def test_a_processor_that_empties_history_is_refused_and_the_run_fails():
     guard = PrefixGuard[None](on_defer='compact')
-    history = (await Agent(scripted(text('hi')), capabilities=[guard]).run('hello')).all_messages()
+    history = (
+        await Agent(scripted(text('hi')), deps_type=type(None), capabilities=[guard]).run('hello')
+    ).all_messages()
 
     def empty(messages: list[ModelMessage]) -> list[ModelMessage]:
         return []
 
-    agent = Agent(scripted(text('never')), capabilities=[ProcessHistory(empty), guard])
+    agent = Agent(scripted(text('never')), deps_type=type(None), capabilities=[ProcessHistory(empty), guard])
     with pytest.warns(ConsumedPrefixChangedWarning), pytest.raises(UserError, match='must end with a `ModelRequest`'):
         await agent.run('again', message_history=history)

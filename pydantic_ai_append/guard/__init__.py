@@ -45,6 +45,7 @@ from .rewrite import (
     validate_rewrite,
 )
 from .tools import RetiredTools, retired_tool_message
+from .wire import VerifierMode, WireDivergence, WireVerifier
 
 __all__ = (
     'ConsumedPrefixChangedWarning',
@@ -67,8 +68,11 @@ __all__ = (
     'RewriteDecision',
     'ToolListChangedWarning',
     'ToolPairProblem',
+    'VerifierMode',
+    'WireDivergence',
     'WirePrefixDivergenceError',
     'WirePrefixDivergenceWarning',
+    'WireVerifier',
     'apply_rewrite',
     'called_tools',
     'compact',

@@ -1,0 +1,353 @@
+"""Checks what is actually sent: each request's cache-order segments against the previous request's, byte for byte.
+
+The rest of the guard looks at messages, but a provider caches bytes, and serialization (a model class, a provider
+SDK, a new Pydantic AI release) can move bytes the messages hide. So `WireVerifier` sits in the HTTP client the
+provider SDK sends through, splits every request to a known API into its cache-order segments (the same split as
+[`segments`][pydantic_ai_append.testing.segments]) and compares them with the previous request of the same
+conversation and model before the request leaves. In observe mode a divergence is a warning and a span; in enforce
+mode the request is refused and never reaches the provider.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import warnings
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal, TypeAlias, cast
+
+import httpx2
+import logfire_api
+from pydantic_ai.exceptions import UserError
+
+from .._wire_bytes import TeeStream, excerpt, first_difference
+from ..testing import API_PATHS, Api, Segment, WireConversation, common_prefix_length, segments
+from .errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
+
+__all__ = ('VerifierMode', 'WireDivergence', 'WireVerifier')
+
+VerifierMode: TypeAlias = Literal['observe', 'enforce']
+"""What a `WireVerifier` does with a divergent request: warn and send it, or refuse to send it."""
+
+_MODES: tuple[VerifierMode, ...] = ('observe', 'enforce')
+
+
+@dataclass(frozen=True)
+class WireDivergence:
+    """A request whose cache-order segments don't start with the previous request's of its conversation and model.
+
+    ```python
+    from pydantic_ai_append.guard import WireDivergence
+
+    divergence = WireDivergence(
+        api='openai-chat',
+        model='gpt-5.2',
+        request=2,
+        segment=1,
+        kind='message',
+        previous='{"role":"user","content":"Hello"}',
+        current='{"role":"user","content":"Hi"}',
+    )
+    print(divergence.message)
+    #> openai-chat request 2 to model 'gpt-5.2' does not extend request 1 byte for byte: segment 1 (message) differs
+    #>   request 1: {"role":"user","content":"Hello"}
+    #>   request 2: {"role":"user","content":"Hi"}
+    ```
+    """
+
+    api: Api
+    """The provider API the request was sent to."""
+    model: str
+    """The model name in the request body; with `api`, it names the conversation the request belongs to."""
+    request: int
+    """The request's position in its conversation, from 0; the previous request is `request - 1`."""
+    segment: int
+    """The index of the first segment that differs, counted over the previous request's segments."""
+    kind: str
+    """What that segment is in the previous request: `tool`, `system`, `message`, `instructions`, `input` or
+    `output` (see [`Segment.kind`][pydantic_ai_append.testing.Segment.kind])."""
+    previous: str
+    """An excerpt of the segment in the previous request, around the first byte that differs."""
+    current: str | None
+    """An excerpt of the segment in this request around the same byte, or `None` if this request ends before it."""
+
+    @property
+    def message(self) -> str:
+        """What diverged, with both sides, in a few lines."""
+        head = f'{self.api} request {self.request} to model {self.model!r} does not extend request {self.request - 1}'
+        if self.current is None:
+            return (
+                f'{head} byte for byte: it ends after {self.segment} segments, where request {self.request - 1} goes '
+                f'on with segment {self.segment} ({self.kind})\n'
+                f'  request {self.request - 1}: {self.previous}'
+            )
+        return (
+            f'{head} byte for byte: segment {self.segment} ({self.kind}) differs\n'
+            f'  request {self.request - 1}: {self.previous}\n'
+            f'  request {self.request}: {self.current}'
+        )
+
+
+@dataclass
+class _Chain:
+    """The requests sent so far to one API and model."""
+
+    last: list[Segment]
+    """The full segments of the last request sent."""
+    sent: int = 1
+    """How many requests were sent; the next one's index."""
+    window_open: bool = False
+    """Whether the next request may move the prefix, as `WireVerifier.open_window` allowed."""
+
+
+@dataclass
+class WireVerifier:
+    """An HTTP client maker whose clients compare every provider request with the previous one before sending it.
+
+    Pass `verifier.http_client()` to the provider of a Pydantic AI model (`OpenAIProvider(http_client=...)`,
+    `AnthropicProvider(http_client=...)`). Each request to the Anthropic Messages, OpenAI Chat Completions or
+    OpenAI Responses API (a `POST` whose path ends in
+    [`API_PATHS`][pydantic_ai_append.testing.API_PATHS]) is split into its cache-order segments, with
+    Anthropic's `cache_control` markers dropped and an OpenAI Responses `previous_response_id` resolved into the
+    full input, and compared byte for byte with the previous request to the same API and model. Other requests
+    pass through untouched.
+
+    A verifier is meant for one conversation: its requests to each model form a chain, and the first request of
+    each chain is never compared. Make a new verifier (and client) for each conversation, or call `open_window`
+    before the first request of the next one.
+
+    A divergence is added to `divergences` and recorded on the request's span. In `'observe'` mode the request
+    is sent and a [`WirePrefixDivergenceWarning`][pydantic_ai_append.guard.WirePrefixDivergenceWarning] is
+    given; in `'enforce'` mode the request is not sent, and
+    [`WirePrefixDivergenceError`][pydantic_ai_append.guard.WirePrefixDivergenceError] is raised through the
+    provider SDK. For a request to the Anthropic API the error is also an `anthropic.AnthropicError`, since the
+    Anthropic SDK wraps any other error from its HTTP client in `APIConnectionError` and retries it; as its own
+    error it is neither wrapped nor retried. The OpenAI SDK passes it through as it is.
+
+    ```python
+    import asyncio
+
+    import httpx2
+
+    from pydantic_ai_append.guard import WirePrefixDivergenceError, WireVerifier
+
+    sent: list[bytes] = []
+
+
+    def provider(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.content)
+        return httpx2.Response(200, json={})
+
+
+    async def main() -> None:
+        verifier = WireVerifier(mode='enforce')
+        url = 'https://api.example/v1/chat/completions'
+        hello = {'role': 'user', 'content': 'Hello'}
+        async with verifier.http_client(transport=httpx2.MockTransport(provider)) as client:
+            await client.post(url, json={'model': 'gpt-5.2', 'messages': [hello]})
+            await client.post(url, json={'model': 'gpt-5.2', 'messages': [hello, {'role': 'assistant', 'content': 'Hi'}]})
+            try:
+                await client.post(url, json={'model': 'gpt-5.2', 'messages': [{'role': 'user', 'content': 'Hi'}]})
+            except WirePrefixDivergenceError as error:
+                print(error)
+        print(len(sent), [divergence.segment for divergence in verifier.divergences])
+
+
+    asyncio.run(main())
+    #> openai-chat request 2 to model 'gpt-5.2' does not extend request 1 byte for byte: segment 0 (message) differs
+    #>   request 1: {"role":"user","content":"Hello"}
+    #>   request 2: {"role":"user","content":"Hi"}
+    #> Not sent. If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.
+    #> 2 [0]
+    ```
+    """
+
+    mode: VerifierMode = 'observe'
+    """`'observe'` sends a divergent request and warns; `'enforce'` refuses to send it."""
+    _: KW_ONLY
+    divergences: list[WireDivergence] = field(default_factory=list[WireDivergence], init=False)
+    """Every divergence found, in the order the requests were checked, including the ones refused."""
+    _chains: dict[tuple[Api, str], _Chain] = field(
+        default_factory=dict[tuple[Api, str], _Chain], init=False, repr=False
+    )
+    """The requests sent so far, per API and model."""
+    _conversations: dict[Api, WireConversation] = field(
+        default_factory=dict[Api, WireConversation], init=False, repr=False
+    )
+    """Per API, the replies a `previous_response_id` may name, to resolve it (only Responses keeps any)."""
+    _replies: dict[Api, tuple[list[Segment], list[bytes]]] = field(
+        default_factory=dict[Api, tuple[list[Segment], list[bytes]]], init=False, repr=False
+    )
+    """The last Responses request sent and its reply's chunks, read by the client after the request was checked."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in _MODES:
+            raise UserError(f"WireVerifier mode must be 'observe' or 'enforce', not {self.mode!r}")
+
+    def http_client(
+        self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
+    ) -> httpx2.AsyncClient:
+        """Make an HTTP client that checks each provider request before sending it; the caller closes it.
+
+        Args:
+            transport: The transport requests go through once checked, e.g. an `httpx2.MockTransport` standing in
+                for a provider; by default a new `httpx2.AsyncHTTPTransport`. Closing the client closes it.
+            **client_kwargs: Passed to `httpx2.AsyncClient`.
+
+        Returns:
+            A new client.
+        """
+        inner = transport if transport is not None else httpx2.AsyncHTTPTransport()
+        return httpx2.AsyncClient(transport=_VerifyingTransport(self, inner), **client_kwargs)
+
+    def open_window(self, model: str | None = None) -> None:
+        """Let the next request move the prefix: a new window opens (compaction, a new instruction window).
+
+        The next request of each chain affected is not compared, and the requests after it are compared with it.
+
+        Args:
+            model: The model name as the request body has it, to open a window for that model's chain only; by
+                default every chain's.
+        """
+        for (_, chain_model), chain in self._chains.items():
+            if model is None or chain_model == model:
+                chain.window_open = True
+
+    def _check(self, api: Api, body: bytes) -> list[bytes] | None:
+        """Check a request about to be sent, and note it as sent unless refused.
+
+        Returns:
+            Where to keep the reply's body, for an OpenAI Responses request whose reply later requests may name.
+
+        Raises:
+            WirePrefixDivergenceError: In enforce mode, if the request diverges.
+        """
+        request = _json_object(body)
+        if request is None:
+            # Not a request this module can read; the provider will say what is wrong with it.
+            return None
+        model = request.get('model')
+        model = model if isinstance(model, str) else ''
+        conversation = self._conversation(api)
+        resolved = conversation.resolve(body)
+        # A `previous_response_id` this verifier never saw (the conversation began before it) leaves only the
+        # request's own segments: nothing to compare them with, but the requests after it are compared with them.
+        current = resolved if resolved is not None else segments(api, body)
+        chain = self._chains.get((api, model))
+        index = chain.sent if chain is not None else 0
+        with logfire_api.span(
+            'wire prefix {api} {model} request {request_index}', api=api, model=model, request_index=index
+        ) as span:
+            previous = chain.last if chain is not None and resolved is not None else []
+            reused = common_prefix_length(previous, current)
+            compared = chain is not None and resolved is not None and not chain.window_open
+            span.set_attribute('segments', len(current))
+            span.set_attribute('reused_segments', reused)
+            span.set_attribute('compared', compared)
+            if compared and reused < len(previous):
+                divergence = _divergence(api, model, index, previous, current, reused)
+                self.divergences.append(divergence)
+                span.set_attribute('divergent_segment', divergence.segment)
+                span.set_attribute('divergent_kind', divergence.kind)
+                if self.mode == 'enforce':
+                    raise _refusal_type(api)(f'{divergence.message}\nNot sent. {_WINDOW_HINT}')
+                span.set_level('warn')
+                warnings.warn(f'{divergence.message}\n{_WINDOW_HINT}', WirePrefixDivergenceWarning, stacklevel=2)
+        if chain is None:
+            self._chains[(api, model)] = _Chain(current)
+        else:
+            chain.last, chain.sent, chain.window_open = current, chain.sent + 1, False
+        if api != 'openai-responses':
+            return None
+        sink: list[bytes] = []
+        self._replies[api] = (current, sink)
+        return sink
+
+    def _conversation(self, api: Api) -> WireConversation:
+        """The API's conversation, with the reply to the last request sent to it added (the client has read it)."""
+        conversation = self._conversations.get(api)
+        if conversation is None:
+            conversation = self._conversations[api] = WireConversation(api)
+        if (reply := self._replies.pop(api, None)) is not None:
+            request, chunks = reply
+            conversation.add_response(request, b''.join(chunks))
+        return conversation
+
+
+_WINDOW_HINT = 'If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.'
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        parsed: object = json.loads(body)
+    except ValueError:
+        return None
+    return cast(dict[str, Any], parsed) if isinstance(parsed, dict) else None
+
+
+def _divergence(
+    api: Api, model: str, index: int, previous: list[Segment], current: list[Segment], position: int
+) -> WireDivergence:
+    before = previous[position]
+    if position >= len(current):
+        return WireDivergence(api, model, index, position, before.kind, excerpt(before.data, 0), None)
+    offset = first_difference(before.data, current[position].data)
+    return WireDivergence(
+        api, model, index, position, before.kind, excerpt(before.data, offset), excerpt(current[position].data, offset)
+    )
+
+
+def _refusal_type(api: Api) -> type[WirePrefixDivergenceError]:
+    """The error to refuse a request with: one the SDK sending it lets through as it is."""
+    if api != 'anthropic':
+        return WirePrefixDivergenceError
+    try:
+        from anthropic import AnthropicError
+    except ImportError:
+        # No Anthropic SDK, so nothing to wrap the error: the request came from another client.
+        return WirePrefixDivergenceError
+    return _anthropic_refusal_type(AnthropicError)
+
+
+@functools.cache
+def _anthropic_refusal_type(sdk_error: type[Exception]) -> type[WirePrefixDivergenceError]:
+    # The Anthropic SDK wraps an error from its HTTP client in `APIConnectionError` and retries it, unless it is an
+    # `AnthropicError` already; being one, the refusal reaches the caller as itself, after a single attempt.
+    class AnthropicWirePrefixDivergenceError(WirePrefixDivergenceError, sdk_error):
+        """A `WirePrefixDivergenceError` for a request to the Anthropic API, which the Anthropic SDK lets through."""
+
+    return AnthropicWirePrefixDivergenceError
+
+
+class _VerifyingTransport(httpx2.AsyncBaseTransport):
+    # Wrapping (not subclassing) `AsyncHTTPTransport` keeps vcrpy's class-level patch of it in the path, as in
+    # `testing.WireCapture`, so cassettes record and replay what the verifier let through.
+    def __init__(self, verifier: WireVerifier, inner: httpx2.AsyncBaseTransport) -> None:
+        self._verifier = verifier
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        api = _api_of(request)
+        if api is None:
+            return await self._inner.handle_async_request(request)
+        sink = self._verifier._check(api, await request.aread())  # pyright: ignore[reportPrivateUsage]
+        response = await self._inner.handle_async_request(request)
+        if sink is None:
+            return response
+        if response.is_stream_consumed:
+            # A response built from bytes (as `httpx2.MockTransport` handlers build them) was read already.
+            sink.append(response.content)
+        else:
+            # Kept as the client reads it: reading it here would buffer a stream the SDK reads event by event.
+            response.stream = TeeStream(cast(httpx2.AsyncByteStream, response.stream), sink)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _api_of(request: httpx2.Request) -> Api | None:
+    if request.method != 'POST':
+        return None
+    path = request.url.path
+    return next((api for api, api_path in API_PATHS.items() if path.endswith(api_path)), None)
