@@ -20,7 +20,7 @@ import pytest
 import pydantic_ai_append
 from pydantic_ai_append import capability, delivery, guard, records, rendering, testing, window
 from pydantic_ai_append.guard import capability as guard_capability
-from pydantic_ai_append.guard import compaction, errors, pairing, rewrite, tools, wire
+from pydantic_ai_append.guard import compaction, edit_tool, errors, pairing, rewrite, tools, wire
 
 ROOT = Path(__file__).parent.parent
 CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
@@ -43,6 +43,7 @@ def docstring_examples() -> list[tuple[str, str]]:
         errors,
         pairing,
         rewrite,
+        edit_tool,
         tools,
         wire,
     ):

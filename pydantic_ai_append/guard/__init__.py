@@ -10,6 +10,7 @@ The modules, by concept:
 - `rewrite`: the context window, its generation boundary, and the decision on a proposed rewrite (pure).
 - `compaction`: cutting history in whole tool-pair units, with a marker at the frontier (pure).
 - `tools`: tool schema versions: a retired tool stays declared while history calls it, and never runs.
+- `edit_tool`: a tool that lets the model edit chosen append-mode blocks, as appended changes only.
 - `capability`: [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard], the guard on an agent's requests.
 - `errors`: what the guard raises and the warning class of each condition it observes.
 - `wire`: what is actually sent, split into cache-order segments and compared with the previous request.
@@ -17,6 +18,7 @@ The modules, by concept:
 
 from .capability import DeferPolicy, GuardMode, PrefixGuard
 from .compaction import compact, elided_count, elision_marker, whole_pair_cut
+from .edit_tool import BlockWriter, self_edit_toolset
 from .errors import (
     ConsumedPrefixChangedWarning,
     InstructionsChangedWarning,
@@ -48,6 +50,7 @@ from .tools import RetiredTools, retired_tool_message
 from .wire import VerifierMode, WireDivergence, WireVerifier
 
 __all__ = (
+    'BlockWriter',
     'ConsumedPrefixChangedWarning',
     'ContextWindow',
     'DeferPolicy',
@@ -83,6 +86,7 @@ __all__ = (
     'message_bytes',
     'retired_tool_message',
     'self_edit',
+    'self_edit_toolset',
     'tool_pair_problems',
     'validate_rewrite',
     'whole_pair_cut',

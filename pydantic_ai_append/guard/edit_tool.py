@@ -1,0 +1,114 @@
+"""A tool a developer hands the model to edit chosen append-mode blocks, such as its own memory.
+
+A model that edits its own instructions must not rewrite what it has already consumed. The tool this module
+builds takes a proposal (a block id and its new text), has the guard decide it
+([`self_edit`][pydantic_ai_append.guard.self_edit]), and applies it only one way: the developer's writer stores
+the new value, and [`AppendInstructions`][pydantic_ai_append.AppendInstructions] appends the change to the
+conversation on the next request, leaving the prefix as it was. A proposal for any other block (a literal one,
+a rewrite-mode one, one that isn't offered) is refused with a tool return that says why and which blocks can be
+edited, so the model can carry on.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeAlias
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.tools import AgentDepsT, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from ..capability import AppendInstructions
+from .rewrite import ContextWindow, InstructionEdit, self_edit
+
+__all__ = ('BlockWriter', 'self_edit_toolset')
+
+BlockWriter: TypeAlias = Callable[[RunContext[AgentDepsT], str | None], Awaitable[None] | None]
+"""Stores a block's new value (`None` withdraws it) where the block's function reads it from."""
+
+
+def self_edit_toolset(
+    context: AppendInstructions[AgentDepsT],
+    writers: Mapping[str, BlockWriter[AgentDepsT]],
+    *,
+    tool_name: str = 'edit_context',
+) -> FunctionToolset[AgentDepsT]:
+    """A toolset with one tool that lets the model change the named append-mode blocks of `context`.
+
+    ```python
+    from dataclasses import dataclass, field
+
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.test import TestModel
+
+    from pydantic_ai_append import AppendInstructions
+    from pydantic_ai_append.guard import self_edit_toolset
+
+
+    @dataclass
+    class Notes:
+        memory: str = 'Nothing yet.'
+        edits: list[str] = field(default_factory=list[str])
+
+
+    notes = AppendInstructions[Notes](id='notes')
+
+
+    @notes.instructions(name='memory')
+    def memory(ctx: RunContext[Notes]) -> str:
+        return ctx.deps.memory
+
+
+    def remember(ctx: RunContext[Notes], content: str | None) -> None:
+        ctx.deps.memory = content or 'Nothing yet.'
+
+
+    toolset = self_edit_toolset(notes, {'memory': remember})
+    agent = Agent(TestModel(call_tools=[]), deps_type=Notes, capabilities=[notes], toolsets=[toolset])
+    print(agent.run_sync('Hi', deps=Notes()).output)
+    #> success (no tool calls)
+    ```
+
+    Args:
+        context: The capability that owns the blocks.
+        writers: For each block the model may edit, by its name on `context`, the function that stores its new
+            value. Every block named must be registered on `context` in append mode.
+        tool_name: The name of the tool the model sees.
+
+    Raises:
+        UserError: A block named in `writers` isn't registered on `context`, or isn't in append mode.
+    """
+    blocks = context._blocks  # pyright: ignore[reportPrivateUsage]
+    for name in writers:
+        if name not in blocks:
+            known = ', '.join(repr(block) for block in blocks) or 'none'
+            raise UserError(
+                f'`self_edit_toolset` got block {name!r}, which `{context.id}` has no block named (it has: {known}).'
+            )
+        if blocks[name].on_change != 'append':
+            raise UserError(
+                f'Block {name!r} of `{context.id}` is in {blocks[name].on_change!r} mode; a model may only edit '
+                'append-mode blocks, whose changes are appended instead of rewriting the prefix.'
+            )
+    by_id = {f'capability:{context.id}:{name}': name for name in writers}
+    listed = ', '.join(f'`{block_id}`' for block_id in by_id)
+
+    async def edit(ctx: RunContext[AgentDepsT], block_id: str, content: str | None) -> str:
+        decision = self_edit(ContextWindow.of(ctx.messages), InstructionEdit(block_id, content), append_blocks=by_id)
+        if decision.action != 'patch':
+            return f'Refused: {decision.reason}.'
+        stored = writers[by_id[block_id]](ctx, content)
+        if inspect.isawaitable(stored):
+            await stored
+        return (
+            f'Accepted: block `{block_id}` changes from your next request on. The change is appended to the '
+            'conversation; earlier context stays as it was.'
+        )
+
+    description = (
+        f'Change one of your context blocks ({listed}) for the rest of this conversation. Give the block id and '
+        'its complete new text, or null to withdraw it. The change reaches you as a new <context> element.'
+    )
+    return FunctionToolset[AgentDepsT]([Tool(edit, takes_ctx=True, name=tool_name, description=description)])
