@@ -22,7 +22,7 @@ import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import Any, Generic, Literal, TypeAlias, cast, overload
+from typing import Any, Generic, Literal, Protocol, TypeAlias, cast, overload
 
 import logfire_api
 from pydantic_ai import RunContext
@@ -95,6 +95,13 @@ class UnaddressableBlockWarning(UserWarning):
     """
 
 
+class WindowObserver(Protocol):
+    """What is told that a request opens a new window, such as a [`WireVerifier`][pydantic_ai_append.guard.WireVerifier]."""
+
+    def open_window(self) -> None:
+        """The next request opens a new window and may move the prefix."""
+
+
 @dataclass(frozen=True)
 class _Block(Generic[AgentDepsT]):
     name: str
@@ -148,6 +155,10 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     """A secret to sign records with, so records forged in history that came from a client are told apart from
     genuine ones. A signed record is bound to its conversation (`conversation_id`), so it can't be replayed into
     another. A record that fails the check opens a new window; it is never delivered."""
+
+    verifier: WindowObserver | None = field(default=None, repr=False)
+    """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] (or anything with `open_window()`) to tell when a
+    request opens a new window, so the prefix that request moves isn't reported as a divergence."""
 
     _blocks: dict[str, _Block[AgentDepsT]] = field(
         default_factory=dict[str, '_Block[AgentDepsT]'], init=False, repr=False
@@ -284,6 +295,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             window_opened=plan.opened,
             changes=[delta.id for delta, _ in plan.new_changes],
         ):
+            if plan.opened is not None and self.verifier is not None:
+                self.verifier.open_window()
             new_deliveries = self._record(ctx, messages, plan)
             request_context.messages = deliver(messages, [*plan.deliveries, *new_deliveries], renderer)
             request_context.model_request_parameters = replace(

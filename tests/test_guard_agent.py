@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import pytest
 from inline_snapshot import snapshot
+from logfire.testing import CaptureLogfire
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability, ProcessHistory
 from pydantic_ai.exceptions import UserError
@@ -319,3 +320,27 @@ def test_an_unknown_mode_is_refused():
         PrefixGuard[None](mode=cast(Any, 'strict'))
     with pytest.raises(UserError, match="Unknown `PrefixGuard` on_defer 'drop': use 'keep' or 'compact'."):
         PrefixGuard[None](on_defer=cast(Any, 'drop'))
+
+
+async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire):
+    counter = Counter()
+    guard = PrefixGuard[None]()
+    model = scripted(call('query_db', 'c1', sql='x'), text('42.'), text('ok'))
+    history = (await build_agent(model, counter, with_query_db=True, capabilities=[guard]).run('go')).all_messages()
+    agent = build_agent(
+        model, counter, with_query_db=True, capabilities=[ProcessHistory(drop_oldest_40_percent), guard]
+    )
+    with pytest.warns(OrphanedToolPairWarning), pytest.warns(ConsumedPrefixChangedWarning):
+        await agent.run('again', message_history=history)
+    spans = [
+        {key: span['attributes'][key] for key in ('action', 'mode', 'boundary', 'messages')}
+        for span in capfire.exporter.exported_spans_as_dict()
+        if span['name'].startswith('prefix_guard')
+    ]
+    assert spans == snapshot(
+        [
+            {'action': 'patch', 'mode': 'enforce', 'boundary': 0, 'messages': 1},
+            {'action': 'patch', 'mode': 'enforce', 'boundary': 2, 'messages': 3},
+            {'action': 'abort', 'mode': 'enforce', 'boundary': 4, 'messages': 3},
+        ]
+    )

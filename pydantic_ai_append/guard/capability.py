@@ -33,7 +33,8 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
-from ..capability import AppendInstructions
+from ..capability import AppendInstructions, WindowObserver
+from ..records import InstructionBaselinePart, Located, scan
 from .compaction import compact, elided_count
 from .errors import (
     ConsumedPrefixChangedWarning,
@@ -86,6 +87,10 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
 
     _: KW_ONLY
 
+    verifier: WindowObserver | None = field(default=None, repr=False)
+    """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] to tell when a request opens a new window by
+    compaction, so the prefix that request moves isn't reported as a divergence."""
+
     _window: ContextWindow | None = field(default=None, init=False, repr=False)
     """What the model has consumed in this run so far."""
 
@@ -114,7 +119,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> PrefixGuard[AgentDepsT]:
         """A guard for one run, starting from the history the run is given; tool definitions stay shared."""
-        run = PrefixGuard[AgentDepsT](self.mode, self.on_defer)
+        run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, verifier=self.verifier)
         run._definitions = self._definitions
         run._window = ContextWindow.of(list(ctx.messages))
         run._instructions = _last_instructions(ctx.messages)
@@ -149,6 +154,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
                 self._check_tools(declared)
             if decision.action != 'patch':
                 self._refuse(ctx, request_context, window, decision)
+        if self._opened and self.verifier is not None:
+            self.verifier.open_window()
         self._tools = declared
         return request_context
 
@@ -202,6 +209,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             compacted = compact(kept, keep_from=start)
             if (elided := elided_count(compacted)) is not None:
                 kept = compacted
+                self._opened = True
                 outcome = f'Applied as whole-pair compaction ({elided} messages elided)'
         request_context.messages = kept
         ctx.messages[:] = kept
@@ -213,7 +221,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         """Take what the model has now consumed, and check the instructions the request was sent with."""
         self._window = ContextWindow.of([*ctx.messages, response])
         sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
-        if self._instructions is not None and sent != self._instructions and not self._opened:
+        opened = self._opened or _opens_instruction_window(ctx.messages)
+        if self._instructions is not None and sent != self._instructions and not opened:
             warnings.warn(
                 'The instructions changed within a conversation, which moves the cached prefix; keep changing '
                 'blocks in append mode (`AppendInstructions`) or change them at a window boundary.',
@@ -235,6 +244,14 @@ def _trimmed_from(full: Sequence[ModelMessage], first: ModelMessage) -> int | No
     """Where in `full` a proposed history that starts with `first` starts, if it dropped messages from the front."""
     head = message_bytes(first)
     return next((index for index, message in enumerate(full) if index and message_bytes(message) == head), None)
+
+
+def _opens_instruction_window(messages: Sequence[ModelMessage]) -> bool:
+    """Whether `AppendInstructions` opened a new window at the latest request (it recorded a baseline there)."""
+    last = next(message for message in reversed(messages) if isinstance(message, ModelRequest))
+    return any(
+        isinstance(found, Located) and isinstance(found.record, InstructionBaselinePart) for found in scan([last])
+    )
 
 
 def _warn(conditions: list[tuple[type[PrefixGuardWarning], str]], outcome: str) -> None:
