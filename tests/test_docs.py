@@ -120,3 +120,10 @@ def test_readme_wire_verifier_examples_run():
     with warnings.catch_warnings():
         for block in blocks:
             assert run(block) == ''
+
+
+def test_readme_guard_example_prints_what_it_shows():
+    readme = (ROOT / 'README.md').read_text()
+    section = readme.split('## The prefix guard\n', 1)[1].split('\n### Verifying what is sent', 1)[0]
+    [example] = CODE_BLOCK.findall(section)
+    assert run(example) == expected_output(example)
