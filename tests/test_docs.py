@@ -67,10 +67,12 @@ def docstring_examples() -> list[tuple[str, str]]:
 
 
 def expected_output(code: str) -> str:
+    # `#>` in docstrings; in the README, where ruff formats code blocks, it becomes `# >`.
+    lines = [line.strip() for line in code.splitlines()]
     return ''.join(
-        line.strip().removeprefix('#>').removeprefix(' ') + '\n'
-        for line in code.splitlines()
-        if line.strip().startswith('#>')
+        line.removeprefix('# >').removeprefix('#>').removeprefix(' ') + '\n'
+        for line in lines
+        if line.startswith(('#>', '# >'))
     )
 
 

@@ -12,7 +12,7 @@ the agent loop, not the bytes.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import pytest
 from inline_snapshot import snapshot
@@ -344,3 +344,84 @@ async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire)
             {'action': 'abort', 'mode': 'enforce', 'boundary': 4, 'messages': 3},
         ]
     )
+
+
+def clear_old_results_in_place(messages: list[ModelMessage]) -> list[ModelMessage]:
+    # As "clear old tool results" processors do: the very objects of the run's history are edited.
+    for message in messages[:-1]:
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart):
+                cast(Any, part).content = '[cleared]'
+    return messages
+
+
+@pytest.mark.parametrize('on_defer', ['keep', 'compact'])
+async def test_a_processor_editing_consumed_messages_in_place_is_undone(on_defer: Literal['keep', 'compact']):
+    seen: list[list[str]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append([str(part.content) for m in messages for part in m.parts if isinstance(part, ToolReturnPart)])
+        calls = sum(isinstance(message, ModelResponse) for message in messages)
+        return call('query_db', f'c{calls}', sql=str(calls)) if calls < 2 else text('done')
+
+    counter = Counter()
+    agent = build_agent(
+        FunctionModel(answer),
+        counter,
+        with_query_db=True,
+        capabilities=[ProcessHistory(clear_old_results_in_place), PrefixGuard[None](on_defer=on_defer)],
+    )
+    with pytest.warns(ConsumedPrefixChangedWarning, match='Refused, the consumed prefix kept'):
+        result = await agent.run('go')
+    # The model was sent every result as it was first sent, and the run's history holds them as they were.
+    assert seen == [[], ['42'], ['42', '42']]
+    assert [str(p.content) for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)] == [
+        '42',
+        '42',
+    ]
+
+
+async def test_a_tool_name_the_model_made_up_is_not_a_retired_tool():
+    counter = Counter()
+    model = scripted(call('no_such_tool', 'c1'), text('Sorry.'), text('ok'))
+    agent = build_agent(model, counter, with_query_db=True, capabilities=[PrefixGuard[None]()])
+    history = (await agent.run('go')).all_messages()
+    # Pydantic AI answers the made-up call with a retry; nothing about it is retired, so nothing is warned about.
+    assert (await agent.run('again', message_history=history)).output == 'ok'
+
+
+def forgetting_model(counter_of_calls: list[int]) -> FunctionModel:
+    """Answers from the `query_db` result it is sent, and calls `query_db` again whenever it doesn't see one."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        results = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart) and p.content == 42]
+        if results:
+            return text('42 users.')
+        counter_of_calls.append(1)
+        return call('query_db', f'c{len(counter_of_calls)}', sql='select count(*) from users')
+
+    return FunctionModel(answer)
+
+
+def drop_tool_results(messages: list[ModelMessage]) -> list[ModelMessage]:
+    kept = [m for m in messages[:-1] if not any(isinstance(p, ToolReturnPart) for p in m.parts)]
+    return [*kept, messages[-1]]
+
+
+@pytest.mark.parametrize('guarded', [False, True])
+async def test_no_tool_runs_twice_because_of_a_rewrite(guarded: bool):
+    counter = Counter()
+    model = forgetting_model([])
+    guards: list[AbstractCapability[None]] = [PrefixGuard[None]()] if guarded else []
+    history = (
+        await build_agent(model, counter, with_query_db=True, capabilities=guards).run('How many?')
+    ).all_messages()
+    agent = build_agent(model, counter, with_query_db=True, capabilities=[ProcessHistory(drop_tool_results), *guards])
+    if guarded:
+        with pytest.warns(OrphanedToolPairWarning), pytest.warns(ConsumedPrefixChangedWarning):
+            await agent.run('Still?', message_history=history)
+        assert counter.runs == 1
+    else:
+        # Without the guard the result is dropped, the model doesn't see it, and the query runs again.
+        await agent.run('Still?', message_history=history)
+        assert counter.runs == 2

@@ -18,6 +18,8 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -212,3 +214,50 @@ async def test_a_processor_that_empties_history_is_refused_and_the_run_fails():
     agent = Agent(scripted(text('never')), deps_type=type(None), capabilities=[ProcessHistory(empty), guard])
     with pytest.warns(ConsumedPrefixChangedWarning), pytest.raises(UserError, match='must end with a `ModelRequest`'):
         await agent.run('again', message_history=history)
+
+
+def test_a_cut_that_would_split_a_pair_is_not_taken_even_where_an_old_orphan_goes():
+    history: list[ModelMessage] = [
+        ModelRequest.user_text_prompt('hi'),
+        ModelResponse(parts=[TextPart('hello')]),
+        # Left by an earlier trim: its call is gone. Cutting past it must not split the pair that follows.
+        ModelRequest(parts=[ToolReturnPart('old', 1, tool_call_id='x0'), UserPromptPart('next')]),
+        ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'q'}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart('query_db', 42, tool_call_id='c1')]),
+        ModelResponse(parts=[TextPart('42')]),
+        ModelRequest.user_text_prompt('and?'),
+    ]
+    assert whole_pair_cut(history, 3) == 6
+    assert tool_pair_problems(compact(history, keep_from=3)) == []
+
+
+async def test_a_repeated_prompt_does_not_move_the_compaction_cut():
+    model = scripted(text('a'), text('b'), text('c'), text('d'))
+    guard = PrefixGuard[None](on_defer='compact')
+    agent = Agent(model, deps_type=type(None), capabilities=[guard])
+    history: list[ModelMessage] = []
+    for prompt in ['same', 'other', 'same']:
+        history = (await agent.run(prompt, message_history=history)).all_messages()
+
+    def keep_last_three(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return messages[-3:]
+
+    trimming = Agent(model, deps_type=type(None), capabilities=[ProcessHistory(keep_last_three), guard])
+    with pytest.warns(ConsumedPrefixChangedWarning, match=r'whole-pair compaction \(4 messages elided\)'):
+        result = await trimming.run('next', message_history=history)
+    assert elided_count(result.all_messages()) == 4
+
+
+def test_a_native_tool_pair_inside_one_response_allows_any_cut():
+    history: list[ModelMessage] = [
+        ModelRequest.user_text_prompt('search'),
+        ModelResponse(
+            parts=[
+                NativeToolCallPart('web_search', {'q': 'x'}, tool_call_id='n1'),
+                NativeToolReturnPart('web_search', 'found', tool_call_id='n1'),
+                TextPart('Found it.'),
+            ]
+        ),
+        ModelRequest.user_text_prompt('thanks'),
+    ]
+    assert whole_pair_cut(history, 1) == 2

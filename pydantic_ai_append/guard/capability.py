@@ -103,6 +103,13 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     _opened: bool = field(default=False, init=False, repr=False)
     """Whether the current request opens a new window (it starts with a new compaction marker)."""
 
+    _sent: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
+    """The messages the current request sends, once decided."""
+
+    _seen: set[str] = field(default_factory=set[str], init=False, repr=False)
+    """The name of every tool (function or output) this guard has seen declared, shared by its runs: only those
+    can be retired; a name the model made up never was."""
+
     _definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], init=False, repr=False)
     """Every tool definition this guard has seen declared, by name, shared by its runs: how a retired tool that
     history still calls is declared again."""
@@ -121,6 +128,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         """A guard for one run, starting from the history the run is given; tool definitions stay shared."""
         run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, verifier=self.verifier)
         run._definitions = self._definitions
+        run._seen = self._seen
         run._window = ContextWindow.of(list(ctx.messages))
         run._instructions = _last_instructions(ctx.messages)
         return run
@@ -141,7 +149,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             window = ContextWindow(window.messages, 0)
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
-        decision = decide_rewrite(window, proposed, tools=declared, sending=True)
+        decision = decide_rewrite(window, proposed, tools=declared, sending=True, declared_before=self._seen)
         with logfire_api.span(
             'prefix_guard {action}',
             action=decision.action,
@@ -157,6 +165,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         if self._opened and self.verifier is not None:
             self.verifier.open_window()
         self._tools = declared
+        self._seen.update(declared)
+        self._sent = list(request_context.messages)
         return request_context
 
     def _check_tools(self, declared: dict[str, ToolDefinition]) -> None:
@@ -171,7 +181,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             if names
         )
         warnings.warn(
-            f'The tool definitions changed within a conversation ({summary}), which moves the cached prefix at '
+            f'The tool definitions changed between requests of a run ({summary}), which moves the cached prefix at '
             'its start; change tools at a window boundary instead.',
             ToolListChangedWarning,
             stacklevel=3,
@@ -199,15 +209,22 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             _warn(conditions, 'Sent anyway (observe mode)' if self.mode == 'observe' else 'Sent as it is')
             return
         proposed = request_context.messages
-        kept = [*window.messages[: window.boundary], *proposed[consumed_boundary(proposed) :]]
-        error = decide_rewrite(window, kept, sending=True).error()
-        if error is not None:
+        # A processor may have edited the very objects the window holds, so they are taken as consumed, not as now.
+        kept = [*window.consumed_messages(), *proposed[consumed_boundary(proposed) :]]
+        retry = decide_rewrite(window, kept, sending=True)
+        if retry.action == 'abort':
             # The new messages themselves break a pair: no older shape of the history can be sent instead.
+            error = retry.error()
+            assert error is not None
             raise error
         outcome = 'Refused, the consumed prefix kept'
-        if self.on_defer == 'compact' and proposed and (start := _trimmed_from(kept, proposed[0])) is not None:
+        if self.on_defer == 'compact' and (start := _trimmed_from(kept, proposed)) is not None:
             compacted = compact(kept, keep_from=start)
-            if (elided := elided_count(compacted)) is not None:
+            opened = ContextWindow(window.messages, 0)
+            # Only a compaction that keeps every pair is sent; the cut moves past pairs, so this is a safeguard.
+            if (elided := elided_count(compacted)) is not None and decide_rewrite(
+                opened, compacted, sending=True
+            ).action == 'patch':
                 kept = compacted
                 self._opened = True
                 outcome = f'Applied as whole-pair compaction ({elided} messages elided)'
@@ -219,7 +236,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
         """Take what the model has now consumed, and check the instructions the request was sent with."""
-        self._window = ContextWindow.of([*ctx.messages, response])
+        base = self._window if self._window is not None and not self._opened else ContextWindow.of([])
+        self._window = base.advance([*ctx.messages, response], sent=self._sent)
         sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
         opened = self._opened or _opens_instruction_window(ctx.messages)
         if self._instructions is not None and sent != self._instructions and not opened:
@@ -240,10 +258,23 @@ def _newly_compacted(window: ContextWindow, proposed: Sequence[ModelMessage]) ->
     return not window.consumed or message_bytes(proposed[0]) != window.consumed[0]
 
 
-def _trimmed_from(full: Sequence[ModelMessage], first: ModelMessage) -> int | None:
-    """Where in `full` a proposed history that starts with `first` starts, if it dropped messages from the front."""
-    head = message_bytes(first)
-    return next((index for index, message in enumerate(full) if index and message_bytes(message) == head), None)
+def _trimmed_from(full: Sequence[ModelMessage], proposed: Sequence[ModelMessage]) -> int | None:
+    """Where in `full` the proposed history starts, if it is `full` with messages dropped from the front.
+
+    Of the places whose message matches the proposal's first, the one that matches the most messages after it
+    wins, so a prompt repeated earlier in the conversation doesn't move the cut.
+    """
+    if not proposed:
+        return None
+    full_bytes = [message_bytes(message) for message in full]
+    proposed_bytes = [message_bytes(message) for message in proposed]
+
+    def run_length(start: int) -> int:
+        pairs = zip(full_bytes[start:], proposed_bytes, strict=False)
+        return next((count for count, (x, y) in enumerate(pairs) if x != y), min(len(full) - start, len(proposed)))
+
+    starts = [index for index in range(1, len(full)) if full_bytes[index] == proposed_bytes[0]]
+    return max(starts, key=run_length, default=None)
 
 
 def _opens_instruction_window(messages: Sequence[ModelMessage]) -> bool:

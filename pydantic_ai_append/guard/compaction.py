@@ -21,7 +21,7 @@ from dataclasses import replace
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, UserPromptPart
 
 from ..records import strip_records
-from .pairing import tool_pair_problems
+from .pairing import tool_pairs
 
 __all__ = ('compact', 'elided_count', 'elision_marker', 'whole_pair_cut')
 
@@ -50,12 +50,18 @@ def elided_count(messages: Sequence[ModelMessage]) -> int | None:
 def whole_pair_cut(messages: Sequence[ModelMessage], at: int) -> int | None:
     """The first index at or after `at` where history can be cut without separating a tool call from its result.
 
-    That is a request that answers no call made before it, so the kept history pairs as well as the whole did.
-    Returns `None` if there is no such request.
+    That is a request that answers no call made before it. Returns `None` if there is no such request.
     """
-    before = len(tool_pair_problems(messages))
-    for index in range(max(at, 0), len(messages)):
-        if isinstance(messages[index], ModelRequest) and len(tool_pair_problems(messages[index:])) <= before:
+    # A pair whose call and result are in different messages forbids every cut after the call, up to the result.
+    forbidden = [0] * (len(messages) + 1)
+    for call, result in tool_pairs(messages):
+        if call.message_index < result.message_index:
+            forbidden[call.message_index + 1] += 1
+            forbidden[result.message_index + 1] -= 1
+    covered = 0
+    for index, message in enumerate(messages):
+        covered += forbidden[index]
+        if index >= at and not covered and isinstance(message, ModelRequest):
             return index
     return None
 

@@ -96,7 +96,8 @@ def self_edit_toolset(
     listed = ', '.join(f'`{block_id}`' for block_id in by_id)
 
     async def edit(ctx: RunContext[AgentDepsT], block_id: str, content: str | None) -> str:
-        decision = self_edit(ContextWindow.of(ctx.messages), InstructionEdit(block_id, content), append_blocks=by_id)
+        # An edit of a block is decided by the block alone, so the history needs no window (and no encoding).
+        decision = self_edit(ContextWindow.of(()), InstructionEdit(block_id, content), append_blocks=by_id)
         if decision.action != 'patch':
             return f'Refused: {decision.reason}.'
         stored = writers[by_id[block_id]](ctx, content)

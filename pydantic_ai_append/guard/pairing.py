@@ -39,7 +39,7 @@ from pydantic_ai.messages import (
     RetryPromptPart,  # pyright: ignore[reportDeprecated]
 )
 
-__all__ = ('PairProblemKind', 'Position', 'ToolPairProblem', 'tool_pair_problems')
+__all__ = ('PairProblemKind', 'Position', 'ToolPairProblem', 'tool_pair_problems', 'tool_pairs')
 
 PairProblemKind: TypeAlias = Literal['unanswered_call', 'orphaned_result', 'result_before_call', 'duplicate_result']
 """What is wrong with a tool call or result:
@@ -130,7 +130,19 @@ def tool_pair_problems(messages: Sequence[ModelMessage], *, sending: bool = Fals
     #> ["the result of `query_db` call 'c1' at message 0, part 0 has no call before it"]
     ```
     """
+    return _walk(messages, sending)[0]
+
+
+def tool_pairs(messages: Sequence[ModelMessage]) -> list[tuple[Position, Position]]:
+    """Where each answered tool call and its result are, as `(call, result)`, in the order of the results."""
+    return _walk(messages, sending=False)[1]
+
+
+def _walk(
+    messages: Sequence[ModelMessage], sending: bool
+) -> tuple[list[ToolPairProblem], list[tuple[Position, Position]]]:
     problems: list[ToolPairProblem] = []
+    pairs: list[tuple[Position, Position]] = []
     # Calls of the latest response still waiting for a result, and every call answered so far, by id.
     awaiting: dict[str, tuple[str, Position]] = {}
     answered: dict[str, Position] = {}
@@ -148,7 +160,9 @@ def tool_pair_problems(messages: Sequence[ModelMessage], *, sending: bool = Fals
                 if isinstance(part, NativeToolCallPart):
                     native[part.tool_call_id] = (part.tool_name, position)
                 elif isinstance(part, NativeToolReturnPart):
-                    problems += _answer(native, answered, later_calls, part.tool_call_id, part.tool_name, position)
+                    problems += _answer(
+                        native, answered, later_calls, pairs, part.tool_call_id, part.tool_name, position
+                    )
                 elif isinstance(part, BaseToolCallPart):
                     awaiting[part.tool_call_id] = (part.tool_name, position)
             is_last = message_index == len(messages) - 1
@@ -165,19 +179,22 @@ def tool_pair_problems(messages: Sequence[ModelMessage], *, sending: bool = Fals
                     and part.tool_name is not None
                 ):
                     position = Position(message_index, part_index)
-                    problems += _answer(awaiting, answered, later_calls, part.tool_call_id, part.tool_name, position)
+                    problems += _answer(
+                        awaiting, answered, later_calls, pairs, part.tool_call_id, part.tool_name, position
+                    )
     if sending and messages and not isinstance(messages[-1], ModelResponse):
         problems += [
             ToolPairProblem('unanswered_call', call_id, name, call=position, result=None)
             for call_id, (name, position) in awaiting.items()
         ]
-    return problems
+    return problems, pairs
 
 
 def _answer(
     awaiting: dict[str, tuple[str, Position]],
     answered: dict[str, Position],
     later_calls: dict[str, list[Position]],
+    pairs: list[tuple[Position, Position]],
     tool_call_id: str,
     tool_name: str | None,
     position: Position,
@@ -186,6 +203,7 @@ def _answer(
     waiting = awaiting.pop(tool_call_id, None)
     if waiting is not None:
         answered[tool_call_id] = waiting[1]
+        pairs.append((waiting[1], position))
         return []
     if tool_call_id in answered:
         return [

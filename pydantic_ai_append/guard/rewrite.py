@@ -63,12 +63,14 @@ _UNSENT_PART_KEYS = frozenset({'timestamp', 'metadata'})
 
 
 def message_bytes(message: ModelMessage) -> bytes:
-    """The bytes of what `message` sends a model, in a canonical encoding that keeps the order of every mapping.
+    """The bytes of `message`'s parts, in a canonical encoding that keeps the order of every mapping.
 
     Structured equality hides what serialization shows: `{'a': 1, 'b': 2}` equals `{'b': 2, 'a': 1}`, and `1`
-    equals `1.0`, but neither pair is sent as the same bytes. Fields that never reach a model (timestamps,
-    usage, part metadata) are left out, except the records this package keeps in part metadata, which stand
-    for the text they are delivered as.
+    equals `1.0`, but neither pair is sent as the same bytes. A request or response reaches a model as its
+    parts, so message-level fields (timestamps, usage, the model name) are left out, and so are the part fields
+    that never leave the process (timestamps, part metadata), except the records this package keeps in part
+    metadata, which stand for the text they are delivered as. Every other part field is kept, including
+    provider details that some providers are sent back and others aren't: a change to one counts.
 
     ```python
     from pydantic_ai.messages import ModelResponse, ToolCallPart
@@ -81,6 +83,11 @@ def message_bytes(message: ModelMessage) -> bytes:
     #> True False
     ```
     """
+    return _encode(message)[0]
+
+
+def _encode(message: ModelMessage) -> tuple[bytes, dict[str, Any]]:
+    """The bytes `message_bytes` compares, and the whole message as JSON-able data to rebuild it from."""
     dumped: dict[str, Any] = _MESSAGE.dump_python(message, mode='json')
     parts: list[dict[str, Any]] = []
     for part in dumped['parts']:
@@ -89,7 +96,7 @@ def message_bytes(message: ModelMessage) -> bytes:
         if isinstance(metadata, dict) and RECORD_KEY in metadata:
             kept[RECORD_KEY] = metadata[RECORD_KEY]
         parts.append(kept)
-    return _MESSAGE_BYTES.dump_json({'kind': dumped['kind'], 'parts': parts})
+    return _MESSAGE_BYTES.dump_json({'kind': dumped['kind'], 'parts': parts}), dumped
 
 
 _MESSAGE_BYTES = pydantic.TypeAdapter[dict[str, Any]](dict[str, Any])
@@ -132,10 +139,54 @@ class ContextWindow:
     consumed: tuple[bytes, ...] = field(init=False, repr=False, compare=False)
     """The bytes of the consumed messages, taken when the window was made."""
 
+    _snapshots: tuple[dict[str, Any], ...] = field(init=False, repr=False, compare=False)
+    """The consumed messages as data, taken with their bytes, to rebuild any that is changed in place later."""
+
     def __post_init__(self) -> None:
         if not 0 <= self.boundary <= len(self.messages):
             raise ValueError(f'boundary {self.boundary} is outside a history of {len(self.messages)} messages')
-        object.__setattr__(self, 'consumed', tuple(message_bytes(m) for m in self.messages[: self.boundary]))
+        self._take([_encode(message) for message in self.messages[: self.boundary]])
+
+    def _take(self, entries: Sequence[tuple[bytes, dict[str, Any]]]) -> None:
+        object.__setattr__(self, 'consumed', tuple(sent for sent, _ in entries))
+        object.__setattr__(self, '_snapshots', tuple(snapshot for _, snapshot in entries))
+
+    def consumed_messages(self) -> list[ModelMessage]:
+        """The consumed messages as the model consumed them.
+
+        Each is the message object itself while it still encodes to the bytes taken when the window was made;
+        one changed in place since (a history processor may edit the very objects a run holds) is rebuilt from
+        the data taken then.
+        """
+        return [
+            message if message_bytes(message) == sent else _MESSAGE.validate_python(snapshot)
+            for message, sent, snapshot in zip(self.messages, self.consumed, self._snapshots, strict=False)
+        ]
+
+    def advance(self, messages: Sequence[ModelMessage], *, sent: Sequence[ModelMessage]) -> ContextWindow:
+        """The window once the model has answered: all of `messages` consumed.
+
+        Encoding a long history costs more than the rest of a request, so the bytes of this window's consumed
+        messages are reused for each message that is still the very object the request sent at that position.
+
+        Args:
+            messages: The history with the model's reply.
+            sent: The messages the request sent, whose consumed part matched this window's bytes.
+        """
+        window = object.__new__(ContextWindow)
+        object.__setattr__(window, 'messages', tuple(messages))
+        object.__setattr__(window, 'boundary', len(messages))
+        object.__setattr__(window, 'deferred', None)
+        known = len(self.consumed)
+        window._take(
+            [
+                (self.consumed[index], self._snapshots[index])
+                if index < known and index < len(sent) and message is sent[index]
+                else _encode(message)
+                for index, message in enumerate(messages)
+            ]
+        )
+        return window
 
     @classmethod
     def of(cls, messages: Sequence[ModelMessage], *, boundary: int | None = None) -> ContextWindow:
@@ -269,6 +320,7 @@ def decide_rewrite(
     tools: Collection[str] | None = None,
     requested_by: Literal['runtime', 'model'] = 'runtime',
     sending: bool = False,
+    declared_before: Collection[str] | None = None,
 ) -> RewriteDecision:
     """Decide what becomes of a rewrite of `current` into `proposed`, by the table in this module's docstring.
 
@@ -281,6 +333,9 @@ def decide_rewrite(
             is part of the rewrite; a tool that history still calls must stay declared.
         requested_by: Who asked for the rewrite. A model's request is judged exactly like the runtime's; it is
             only named in the reason.
+        declared_before: The tools declared before this rewrite, if known: then only those of them that `tools`
+            leaves out count as retired, and a name history calls that was never declared (a model can call a tool
+            that doesn't exist) doesn't.
         sending: Whether `proposed` is about to be sent, so every call before its last request must be answered
             (see [`tool_pair_problems`][pydantic_ai_append.guard.tool_pair_problems]).
     """
@@ -291,7 +346,11 @@ def decide_rewrite(
     )
     retired: tuple[str, ...] = ()
     if tools is not None:
-        retired = tuple(name for name in called_tools(proposed) if name not in tools)
+        retired = tuple(
+            name
+            for name in called_tools(proposed)
+            if name not in tools and (declared_before is None or name in declared_before)
+        )
     divergence = _prefix_divergence(current, proposed)
     if problems or retired:
         reasons = [problem.describe() for problem in problems]
