@@ -17,8 +17,9 @@ strongest first:
 | changes only what comes after the boundary                                    | `patch`  |
 
 `patch` is applied now. `defer` keeps the old prefix and holds the rewrite until the next window boundary,
-where the cache is paid for anyway (or the caller applies it as whole-pair compaction). `abort` keeps the old
-prefix and drops the rewrite. A rewrite the model asked for is judged the same way: it is never trusted
+where the cache is paid for anyway ([`apply_rewrite`][pydantic_ai_append.guard.apply_rewrite] keeps it in
+`ContextWindow.deferred` for [`open_next`][pydantic_ai_append.guard.ContextWindow.open_next]; the caller may
+instead apply it as whole-pair compaction). `abort` keeps the old prefix and drops the rewrite. A rewrite the model asked for is judged the same way: it is never trusted
 because the model asked ([`self_edit`][pydantic_ai_append.guard.self_edit]).
 
 Only problems the rewrite makes count: a history that already had an orphan doesn't make every later rewrite
