@@ -44,7 +44,7 @@ from .errors import (
     RetiredToolReferencedWarning,
     ToolListChangedWarning,
 )
-from .rewrite import ContextWindow, RewriteDecision, consumed_boundary, decide_rewrite, message_bytes
+from .rewrite import ContextWindow, RewriteDecision, decide_rewrite, message_bytes
 from .tools import RetiredTools
 
 __all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuard')
@@ -106,6 +106,9 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     _sent: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
     """The messages the current request sends, once decided."""
 
+    _verified: int = field(default=0, init=False, repr=False)
+    """How many leading messages the current request sends with the bytes the model consumed."""
+
     _seen: set[str] = field(default_factory=set[str], init=False, repr=False)
     """The name of every tool (function or output) this guard has seen declared, shared by its runs: only those
     can be retired; a name the model made up never was."""
@@ -144,24 +147,28 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         window = self._window if self._window is not None else ContextWindow.of([])
         proposed = list(request_context.messages)
         self._opened = _newly_compacted(window, proposed)
-        if self._opened:
-            # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
-            window = ContextWindow(window.messages, 0)
+        # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
+        judged = ContextWindow(window.messages, 0) if self._opened else window
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
-        decision = decide_rewrite(window, proposed, tools=declared, sending=True, declared_before=self._seen)
+        decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=self._seen)
+        # How many leading messages are sent with the bytes the model consumed: all of the consumed prefix, unless
+        # a divergent rewrite goes out as it is.
+        self._verified = window.boundary
         with logfire_api.span(
             'prefix_guard {action}',
             action=decision.action,
             mode=self.mode,
             reason=decision.reason,
-            boundary=window.boundary,
+            boundary=judged.boundary,
             messages=len(proposed),
         ):
             if not self._opened:
                 self._check_tools(declared)
             if decision.action != 'patch':
                 self._refuse(ctx, request_context, window, decision)
+            elif self._opened:
+                self._verified = 0
         if self._opened and self.verifier is not None:
             self.verifier.open_window()
         self._tools = declared
@@ -204,13 +211,20 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         if decision.divergence is not None:
             conditions.append((ConsumedPrefixChangedWarning, decision.divergence.describe()))
         if self.mode == 'observe' or (decision.divergence is None and not decision.problems):
-            # In enforce mode, that is a tool missing that this guard never saw declared: there is no definition to
-            # declare again, and no older shape of the messages would change that.
+            # In enforce mode, that is a tool missing that this guard never declared as a function tool (an output
+            # tool of another run, say): there is no definition to declare again, and no older shape of the
+            # messages would change that.
             _warn(conditions, 'Sent anyway (observe mode)' if self.mode == 'observe' else 'Sent as it is')
+            if decision.divergence is not None:
+                self._verified = decision.divergence.message_index
+            elif self._opened:
+                self._verified = 0
             return
         proposed = request_context.messages
-        # A processor may have edited the very objects the window holds, so they are taken as consumed, not as now.
-        kept = [*window.consumed_messages(), *proposed[consumed_boundary(proposed) :]]
+        # A processor may have edited the very objects the window holds, so they are taken as consumed, not as now;
+        # a refused compaction keeps the window it would have closed.
+        self._opened = False
+        kept = [*window.consumed_messages(), *_new_messages(window, proposed)]
         retry = decide_rewrite(window, kept, sending=True)
         if retry.action == 'abort':
             # The new messages themselves break a pair: no older shape of the history can be sent instead.
@@ -221,13 +235,12 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         if self.on_defer == 'compact' and (start := _trimmed_from(kept, proposed)) is not None:
             compacted = compact(kept, keep_from=start)
             opened = ContextWindow(window.messages, 0)
-            # Only a compaction that keeps every pair is sent; the cut moves past pairs, so this is a safeguard.
-            if (elided := elided_count(compacted)) is not None and decide_rewrite(
-                opened, compacted, sending=True
-            ).action == 'patch':
+            # Only a compaction that cut something and keeps every pair is sent.
+            if len(compacted) < len(kept) and decide_rewrite(opened, compacted, sending=True).action == 'patch':
                 kept = compacted
                 self._opened = True
-                outcome = f'Applied as whole-pair compaction ({elided} messages elided)'
+                self._verified = 0
+                outcome = f'Applied as whole-pair compaction ({elided_count(compacted)} messages elided)'
         request_context.messages = kept
         ctx.messages[:] = kept
         _warn(conditions, outcome)
@@ -236,8 +249,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
         """Take what the model has now consumed, and check the instructions the request was sent with."""
-        base = self._window if self._window is not None and not self._opened else ContextWindow.of([])
-        self._window = base.advance([*ctx.messages, response], sent=self._sent)
+        base = self._window if self._window is not None else ContextWindow.of([])
+        self._window = base.advance([*ctx.messages, response], sent=self._sent, verified=self._verified)
         sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
         opened = self._opened or _opens_instruction_window(ctx.messages)
         if self._instructions is not None and sent != self._instructions and not opened:
@@ -256,6 +269,19 @@ def _newly_compacted(window: ContextWindow, proposed: Sequence[ModelMessage]) ->
     if elided_count(proposed) is None:
         return False
     return not window.consumed or message_bytes(proposed[0]) != window.consumed[0]
+
+
+def _new_messages(window: ContextWindow, proposed: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """What a refused request sends after the consumed prefix: the window's unconsumed messages, then the new one.
+
+    Pydantic AI adds one request per step (the prompt, or the tool results) and a processed history must end with
+    it, so the proposal's last message is the new one. Anything else a processor put after the boundary (a
+    summary of what it dropped, say) stands for the rewrite being refused, so it isn't sent.
+    """
+    pending = list(window.messages[window.boundary :])
+    if proposed and not any(proposed[-1] is message for message in window.messages):
+        pending.append(proposed[-1])
+    return pending
 
 
 def _trimmed_from(full: Sequence[ModelMessage], proposed: Sequence[ModelMessage]) -> int | None:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, UserPromptPart
 
 from ..records import strip_records
-from .pairing import tool_pairs
+from .pairing import tool_pair_problems, tool_pairs
 
 __all__ = ('compact', 'elided_count', 'elision_marker', 'whole_pair_cut')
 
@@ -54,7 +54,13 @@ def whole_pair_cut(messages: Sequence[ModelMessage], at: int) -> int | None:
     """
     # A pair whose call and result are in different messages forbids every cut after the call, up to the result.
     forbidden = [0] * (len(messages) + 1)
-    for call, result in tool_pairs(messages):
+    # A second result for a call is kept with its call too, or the cut would leave it without one.
+    duplicates = [
+        (problem.call, problem.result)
+        for problem in tool_pair_problems(messages)
+        if problem.kind == 'duplicate_result' and problem.call is not None and problem.result is not None
+    ]
+    for call, result in [*tool_pairs(messages), *duplicates]:
         if call.message_index < result.message_index:
             forbidden[call.message_index + 1] += 1
             forbidden[result.message_index + 1] -= 1

@@ -88,8 +88,12 @@ def message_bytes(message: ModelMessage) -> bytes:
 
 
 def _encode(message: ModelMessage) -> tuple[bytes, dict[str, Any]]:
-    """The bytes `message_bytes` compares, and the whole message as JSON-able data to rebuild it from."""
-    dumped: dict[str, Any] = _MESSAGE.dump_python(message, mode='json')
+    """The bytes `message_bytes` compares, and the whole message as data to rebuild it from.
+
+    The data is Python-mode (dates, decimals and bytes stay what they are, containers are copied), so a message
+    rebuilt from it encodes to the same bytes.
+    """
+    dumped: dict[str, Any] = _MESSAGE.dump_python(message)
     parts: list[dict[str, Any]] = []
     for part in dumped['parts']:
         kept = {key: value for key, value in part.items() if key not in _UNSENT_PART_KEYS}
@@ -164,30 +168,28 @@ class ContextWindow:
             for message, sent, snapshot in zip(self.messages, self.consumed, self._snapshots, strict=False)
         ]
 
-    def advance(self, messages: Sequence[ModelMessage], *, sent: Sequence[ModelMessage]) -> ContextWindow:
+    def advance(
+        self, messages: Sequence[ModelMessage], *, sent: Sequence[ModelMessage], verified: int
+    ) -> ContextWindow:
         """The window once the model has answered: all of `messages` consumed.
 
-        Encoding a long history costs more than the rest of a request, so the bytes of this window's consumed
-        messages are reused for each message that is still the very object the request sent at that position.
+        Encoding a long history costs more than the rest of a request, so this window's bytes are reused for each
+        of the first `verified` messages that is still the very object this window and the request both had at
+        that position; every other message is encoded.
 
         Args:
             messages: The history with the model's reply.
-            sent: The messages the request sent, whose consumed part matched this window's bytes.
+            sent: The messages the request sent.
+            verified: How many leading messages of `sent` were checked to have this window's consumed bytes.
         """
-        window = object.__new__(ContextWindow)
-        object.__setattr__(window, 'messages', tuple(messages))
-        object.__setattr__(window, 'boundary', len(messages))
-        object.__setattr__(window, 'deferred', None)
-        known = len(self.consumed)
-        window._take(
-            [
-                (self.consumed[index], self._snapshots[index])
-                if index < known and index < len(sent) and message is sent[index]
-                else _encode(message)
-                for index, message in enumerate(messages)
-            ]
-        )
-        return window
+        known = min(verified, len(self.consumed), len(sent))
+        entries = [
+            (self.consumed[index], self._snapshots[index])
+            if index < known and message is sent[index] and message is self.messages[index]
+            else _encode(message)
+            for index, message in enumerate(messages)
+        ]
+        return ContextWindow._made(tuple(messages), len(messages), None, entries)
 
     @classmethod
     def of(cls, messages: Sequence[ModelMessage], *, boundary: int | None = None) -> ContextWindow:
@@ -198,6 +200,29 @@ class ContextWindow:
         """The next window: any deferred rewrite applied, nothing of it consumed yet (the cache is paid for here)."""
         messages = self.deferred if self.deferred is not None else self.messages
         return ContextWindow(messages, 0)
+
+    def holding(self, deferred: Sequence[ModelMessage]) -> ContextWindow:
+        """This window, holding `deferred` for the next window boundary.
+
+        It keeps the bytes and data taken when this window was made: its messages may have been edited since.
+        """
+        entries = list(zip(self.consumed, self._snapshots, strict=True))
+        return ContextWindow._made(self.messages, self.boundary, tuple(deferred), entries)
+
+    @staticmethod
+    def _made(
+        messages: tuple[ModelMessage, ...],
+        boundary: int,
+        deferred: tuple[ModelMessage, ...] | None,
+        entries: Sequence[tuple[bytes, dict[str, Any]]],
+    ) -> ContextWindow:
+        """A window whose consumed bytes and snapshots are already known."""
+        window = object.__new__(ContextWindow)
+        object.__setattr__(window, 'messages', messages)
+        object.__setattr__(window, 'boundary', boundary)
+        object.__setattr__(window, 'deferred', deferred)
+        window._take(entries)
+        return window
 
 
 @dataclass(frozen=True)
@@ -409,7 +434,7 @@ def apply_rewrite(
     if decision.action == 'patch':
         return ContextWindow(tuple(proposed), current.boundary), decision
     if decision.action == 'defer':
-        return ContextWindow(current.messages, current.boundary, deferred=tuple(proposed)), decision
+        return current.holding(tuple(proposed)), decision
     error = decision.error()
     assert error is not None
     raise error

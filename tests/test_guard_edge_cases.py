@@ -1,0 +1,242 @@
+"""Edge cases of the guard found in review: processors that edit in place, drop the latest reply, summarise, or
+compact and break a pair in the same step; values that don't survive JSON; duplicates at a compaction cut.
+
+Each test names the behaviour it pins; the agent tests use a `FunctionModel` that records what it was sent.
+"""
+
+from __future__ import annotations
+
+import datetime
+import warnings
+from typing import Any, cast
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from pydantic_ai_append.guard import (
+    ContextWindow,
+    PrefixGuard,
+    apply_rewrite,
+    compact,
+    decide_rewrite,
+    elision_marker,
+    message_bytes,
+    tool_pair_problems,
+    whole_pair_cut,
+)
+
+pytestmark = [pytest.mark.anyio]
+
+
+def shape(messages: list[ModelMessage]) -> list[str]:
+    return [
+        type(m).__name__[5:] + ':' + ','.join(str(getattr(p, 'content', p.part_kind))[:12] for p in m.parts)
+        for m in messages
+    ]
+
+
+class Recording:
+    """A model that calls `lookup` until it has made `calls` calls, then answers; it keeps what it was sent."""
+
+    def __init__(self, calls: int = 0) -> None:
+        self.calls = calls
+        self.sent: list[list[ModelMessage]] = []
+
+    def model(self) -> FunctionModel:
+        def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            self.sent.append(list(messages))
+            made = sum(isinstance(p, ToolCallPart) for m in messages for p in m.parts)
+            if made < self.calls:
+                return ModelResponse(parts=[ToolCallPart('lookup', {'q': made}, tool_call_id=f'c{made}')])
+            return ModelResponse(parts=[TextPart('ok')])
+
+        return FunctionModel(answer)
+
+
+def agent(model: FunctionModel, *capabilities: Any, result: object = 'r') -> Agent[None, str]:
+    def lookup(q: int) -> object:
+        """Look something up."""
+        return result
+
+    return Agent(model, deps_type=type(None), tools=[lookup], capabilities=list(capabilities))
+
+
+def caught_warnings(run: Any) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        run()
+    return [f'{type(w.message).__name__}: {str(w.message).split(":")[0]}' for w in caught]
+
+
+@pytest.mark.parametrize('mode', ['observe', 'enforce'])
+def test_an_edit_made_once_is_reported_once(mode: str):
+    steps = {'n': 0}
+
+    def edit_once(messages: list[ModelMessage]) -> list[ModelMessage]:
+        steps['n'] += 1
+        if steps['n'] == 3:
+            for message in messages[:-1]:
+                for part in message.parts:
+                    if isinstance(part, ToolReturnPart):
+                        cast(Any, part).content = '[cleared]'
+        return messages
+
+    model = Recording(calls=4)
+    guarded = agent(model.model(), ProcessHistory(edit_once), PrefixGuard[None](mode=cast(Any, mode)))
+    found = caught_warnings(lambda: guarded.run_sync('go'))
+    # Observe mode sent the edit, so the model consumed it; enforce mode sent the original. Either way, once.
+    assert [w.split(':')[0] for w in found] == ['ConsumedPrefixChangedWarning']
+
+
+def test_a_processor_dropping_the_latest_reply_is_refused_without_duplicating_anything():
+    model = Recording()
+
+    def drop_text_replies(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [m for m in messages if not (isinstance(m, ModelResponse) and isinstance(m.parts[0], TextPart))]
+
+    guard = PrefixGuard[None]()
+    history = agent(model.model(), guard).run_sync('one').all_messages()
+    trimming = agent(model.model(), ProcessHistory(drop_text_replies), guard)
+    found = caught_warnings(lambda: trimming.run_sync('two', message_history=history))
+    assert found == ['ConsumedPrefixChangedWarning: Refused, the consumed prefix kept']
+    assert shape(model.sent[-1]) == ['Request:one', 'Response:ok', 'Request:two']
+
+
+def test_a_summary_standing_for_refused_turns_is_not_sent():
+    model = Recording()
+    guard = PrefixGuard[None]()
+    history: list[ModelMessage] = []
+    for prompt in ['one', 'two']:
+        history = agent(model.model(), guard).run_sync(prompt, message_history=history).all_messages()
+
+    def summarise(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [ModelRequest.user_text_prompt('SUMMARY'), messages[-1]]
+
+    summarising = agent(model.model(), ProcessHistory(summarise), guard)
+    caught_warnings(lambda: summarising.run_sync('three', message_history=history))
+    assert shape(model.sent[-1]) == ['Request:one', 'Response:ok', 'Request:two', 'Response:ok', 'Request:three']
+
+
+def test_a_compaction_that_breaks_a_pair_is_refused_and_keeps_the_history():
+    model = Recording()
+    guard = PrefixGuard[None]()
+    history = agent(model.model(), guard).run_sync('go').all_messages()
+    model.calls = 1
+    history = agent(model.model(), guard).run_sync('look', message_history=history).all_messages()
+
+    def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
+        kept = compact(messages, keep_from=2)
+        return [m for m in kept if not any(isinstance(p, ToolCallPart) for p in m.parts)]
+
+    compacting = agent(model.model(), ProcessHistory(compact_then_drop_calls), guard)
+    found = caught_warnings(lambda: compacting.run_sync('again', message_history=history))
+    assert found == ['OrphanedToolPairWarning: Refused, the consumed prefix kept']
+    assert shape(model.sent[-1]) == [*shape(history), 'Request:again']
+
+
+def test_compacting_a_compacted_history_that_cannot_be_cut_opens_no_window():
+    opened: list[str | None] = []
+
+    class Observer:
+        def open_window(self, model: str | None = None) -> None:
+            opened.append(model)
+
+    model = Recording(calls=3)
+    steps = {'n': 0}
+
+    def trim_once(messages: list[ModelMessage]) -> list[ModelMessage]:
+        steps['n'] += 1
+        return messages[-4:] if steps['n'] == 3 else messages
+
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart(elision_marker(10)), UserPromptPart('go on')]),
+        ModelResponse(parts=[TextPart('ok')]),
+    ]
+    guard = PrefixGuard[None](on_defer='compact', verifier=Observer())
+    found = caught_warnings(
+        lambda: agent(model.model(), ProcessHistory(trim_once), guard).run_sync('next', message_history=history)
+    )
+    assert [w.split(':')[1].strip()[:7] for w in found] == ['Refused']
+    assert opened == []
+    assert [message_bytes(m) for m in model.sent[2][: len(model.sent[1])]] == [message_bytes(m) for m in model.sent[1]]
+
+
+def test_a_restored_message_keeps_values_json_would_turn_into_strings():
+    steps = {'n': 0}
+
+    def edit_once(messages: list[ModelMessage]) -> list[ModelMessage]:
+        steps['n'] += 1
+        if steps['n'] == 3:
+            for message in messages[:-1]:
+                for part in message.parts:
+                    if isinstance(part, ToolReturnPart):
+                        cast(Any, part).content = '[cleared]'
+        return messages
+
+    model = Recording(calls=4)
+    guarded = agent(model.model(), ProcessHistory(edit_once), PrefixGuard[None](), result=datetime.date(2026, 12, 1))
+    found = caught_warnings(lambda: guarded.run_sync('go'))
+    # Restored once, with the date still a date: later requests match what was consumed.
+    assert len(found) == 1
+    results = [p.content for m in model.sent[-1] for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert results == [datetime.date(2026, 12, 1)] * 4
+
+
+def test_a_deferred_rewrite_keeps_what_was_consumed():
+    history: list[ModelMessage] = [
+        ModelRequest.user_text_prompt('q'),
+        ModelResponse(parts=[ToolCallPart('f', {}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart('f', 'big result', tool_call_id='c1')]),
+        ModelResponse(parts=[TextPart('a')]),
+    ]
+    window = ContextWindow.of(history)
+    cast(Any, history[2].parts[0]).content = '[cleared]'
+    proposed = [*history, ModelRequest.user_text_prompt('next')]
+    held, decision = apply_rewrite(window, proposed)
+    assert decision.action == 'defer'
+    assert decide_rewrite(held, proposed).action == 'defer'
+    restored = held.consumed_messages()[2].parts[0]
+    assert isinstance(restored, ToolReturnPart) and restored.content == 'big result'
+
+
+def test_a_cut_keeps_a_second_result_with_its_call():
+    history: list[ModelMessage] = [
+        ModelRequest.user_text_prompt('q'),
+        ModelResponse(parts=[ToolCallPart('f', {}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart('f', 1, tool_call_id='c1')]),
+        ModelResponse(parts=[TextPart('a')]),
+        ModelRequest(parts=[ToolReturnPart('f', 1, tool_call_id='c1'), UserPromptPart('again')]),
+        ModelResponse(parts=[TextPart('b')]),
+        ModelRequest.user_text_prompt('next'),
+    ]
+    assert whole_pair_cut(history, 3) == 6
+    assert tool_pair_problems(compact(history, keep_from=3)) == []
+
+
+def test_in_observe_mode_a_compaction_that_breaks_a_pair_is_sent_and_opens_the_window():
+    model = Recording()
+    guard = PrefixGuard[None](mode='observe')
+    history = agent(model.model(), guard).run_sync('go').all_messages()
+    model.calls = 1
+    history = agent(model.model(), guard).run_sync('look', message_history=history).all_messages()
+
+    def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
+        kept = compact(messages, keep_from=2)
+        return [m for m in kept if not any(isinstance(p, ToolCallPart) for p in m.parts)]
+
+    model.calls = 0
+    compacting = agent(model.model(), ProcessHistory(compact_then_drop_calls), guard)
+    found = caught_warnings(lambda: compacting.run_sync('again', message_history=history))
+    assert found == ['OrphanedToolPairWarning: Sent anyway (observe mode)']
+    assert shape(model.sent[-1])[0].startswith('Request:<elided mess')
