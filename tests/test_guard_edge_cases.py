@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import warnings
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -79,21 +80,32 @@ def caught_warnings(run: Any) -> list[str]:
     return [f'{type(w.message).__name__}: {str(w.message).split(":")[0]}' for w in caught]
 
 
-@pytest.mark.parametrize('mode', ['observe', 'enforce'])
-def test_an_edit_made_once_is_reported_once(mode: str):
+def clear_results_at_step(step: int) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
+    """A processor that, at its `step`-th request only, clears every earlier tool result in place."""
     steps = {'n': 0}
 
     def edit_once(messages: list[ModelMessage]) -> list[ModelMessage]:
         steps['n'] += 1
-        if steps['n'] == 3:
+        if steps['n'] == step:
             for message in messages[:-1]:
                 for part in message.parts:
                     if isinstance(part, ToolReturnPart):
                         cast(Any, part).content = '[cleared]'
         return messages
 
+    return edit_once
+
+
+def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """A processor that compacts, then breaks a pair by dropping every response that calls a tool."""
+    kept = compact(messages, keep_from=2)
+    return [m for m in kept if not any(isinstance(p, ToolCallPart) for p in m.parts)]
+
+
+@pytest.mark.parametrize('mode', ['observe', 'enforce'])
+def test_an_edit_made_once_is_reported_once(mode: str):
     model = Recording(calls=4)
-    guarded = agent(model.model(), ProcessHistory(edit_once), PrefixGuard[None](mode=cast(Any, mode)))
+    guarded = agent(model.model(), ProcessHistory(clear_results_at_step(3)), PrefixGuard[None](mode=cast(Any, mode)))
     found = caught_warnings(lambda: guarded.run_sync('go'))
     # Observe mode sent the edit, so the model consumed it; enforce mode sent the original. Either way, once.
     assert [w.split(':')[0] for w in found] == ['ConsumedPrefixChangedWarning']
@@ -135,10 +147,6 @@ def test_a_compaction_that_breaks_a_pair_is_refused_and_keeps_the_history():
     model.calls = 1
     history = agent(model.model(), guard).run_sync('look', message_history=history).all_messages()
 
-    def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
-        kept = compact(messages, keep_from=2)
-        return [m for m in kept if not any(isinstance(p, ToolCallPart) for p in m.parts)]
-
     compacting = agent(model.model(), ProcessHistory(compact_then_drop_calls), guard)
     found = caught_warnings(lambda: compacting.run_sync('again', message_history=history))
     assert found == ['OrphanedToolPairWarning: Refused, the consumed prefix kept']
@@ -173,19 +181,10 @@ def test_compacting_a_compacted_history_that_cannot_be_cut_opens_no_window():
 
 
 def test_a_restored_message_keeps_values_json_would_turn_into_strings():
-    steps = {'n': 0}
-
-    def edit_once(messages: list[ModelMessage]) -> list[ModelMessage]:
-        steps['n'] += 1
-        if steps['n'] == 3:
-            for message in messages[:-1]:
-                for part in message.parts:
-                    if isinstance(part, ToolReturnPart):
-                        cast(Any, part).content = '[cleared]'
-        return messages
-
     model = Recording(calls=4)
-    guarded = agent(model.model(), ProcessHistory(edit_once), PrefixGuard[None](), result=datetime.date(2026, 12, 1))
+    guarded = agent(
+        model.model(), ProcessHistory(clear_results_at_step(3)), PrefixGuard[None](), result=datetime.date(2026, 12, 1)
+    )
     found = caught_warnings(lambda: guarded.run_sync('go'))
     # Restored once, with the date still a date: later requests match what was consumed.
     assert len(found) == 1
@@ -230,10 +229,6 @@ def test_in_observe_mode_a_compaction_that_breaks_a_pair_is_sent_and_opens_the_w
     history = agent(model.model(), guard).run_sync('go').all_messages()
     model.calls = 1
     history = agent(model.model(), guard).run_sync('look', message_history=history).all_messages()
-
-    def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
-        kept = compact(messages, keep_from=2)
-        return [m for m in kept if not any(isinstance(p, ToolCallPart) for p in m.parts)]
 
     model.calls = 0
     compacting = agent(model.model(), ProcessHistory(compact_then_drop_calls), guard)
