@@ -371,16 +371,15 @@ def decide_rewrite(
         problem for problem in tool_pair_problems(proposed, sending=sending) if _problem_key(problem) not in before
     )
     retired: tuple[str, ...] = ()
+    called: dict[str, int] = {}
     if tools is not None:
+        called = called_tools(proposed)
         retired = tuple(
-            name
-            for name in called_tools(proposed)
-            if name not in tools and (declared_before is None or name in declared_before)
+            name for name in called if name not in tools and (declared_before is None or name in declared_before)
         )
     divergence = _prefix_divergence(current, proposed)
     if problems or retired:
         reasons = [problem.describe() for problem in problems]
-        called = called_tools(proposed)
         reasons += [
             f'tool `{name}` is called at message {called[name]} but would no longer be declared' for name in retired
         ]
