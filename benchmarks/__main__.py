@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         '--plot-path',
         choices=sorted(PATHS),
-        default='anthropic-fallback',
+        default='anthropic-wrapped',
         help='the path the plot shows (default: %(default)s)',
     )
     parser.add_argument('--skip-overhead', action='store_true', help='leave out the in-process timings')
@@ -65,7 +65,7 @@ async def _overhead(sizes: Sequence[int], repeats: int, policies: Sequence[Polic
                     histories[policy] = await real_history(policy, turns)
             else:
                 histories[policy] = await build_history(policy, turns)
-        profiles: tuple[Profile, ...] = ('inline', 'fallback')
+        profiles: tuple[Profile, ...] = ('inline', 'wrapped')
         for profile in profiles:
             print(f'  overhead: timing {turns} turns on the {profile} model', file=sys.stderr)
             timings.append(await time_runs(profile, turns, histories, repeats))

@@ -2,7 +2,7 @@
 
 The model is a `FunctionModel` that answers at once, so the time is Pydantic AI's and the plugin's. Two
 profiles are timed, because Pydantic AI does more work for system messages on models without inline support
-(it wraps each one in `<system>` user text): `inline` and `fallback`.
+(it wraps each one in `<system>` user text): `inline` and `wrapped`.
 
 Histories are built the way the agent builds them, but without running the agent N times (that is quadratic
 in N): the first turn is a real run, and each later turn adds the user prompt, the records the plugin would
@@ -46,14 +46,14 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
 from pydantic_ai_append import InstructionDeltaPart
-from pydantic_ai_append.records import Located, carrier, is_carrier, scan
-from pydantic_ai_append.rendering import FallbackRenderer, InlineRenderer, record_change
+from pydantic_ai_append._history import Located, carrier, is_carrier, scan
+from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer, record_change
 
 from .scenario import BLOCKS, STATIC_INSTRUCTIONS, Policy, build_agent, prompt
 
 __all__ = ('Profile', 'Timing', 'build_history', 'function_model', 'real_history', 'time_runs')
 
-Profile: TypeAlias = Literal['inline', 'fallback']
+Profile: TypeAlias = Literal['inline', 'wrapped']
 
 REPLY = 'Noted.'
 
@@ -140,7 +140,7 @@ class _Injected(AbstractCapability[Any]):
 
 def _change_texts(history: Sequence[ModelMessage], profile: Profile) -> tuple[dict[int, str], dict[int, list[str]]]:
     """Each change's text, by the identity of its carrier and by the index of the request that carries it."""
-    renderer = InlineRenderer() if profile == 'inline' else FallbackRenderer()
+    renderer = InlineRenderer() if profile == 'inline' else WrappedRenderer()
     by_part: dict[int, str] = {}
     by_request: dict[int, list[str]] = {}
     for found in scan(history):

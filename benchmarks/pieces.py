@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pydantic_ai_append.rendering import context_element, diff_element, record_change
+from pydantic_ai_append._rendering import context_element, diff_element, record_change
 from pydantic_ai_append.testing import Segment, assert_prefix_stable, segments
 
 from .scenario import memory

@@ -21,9 +21,7 @@ from typing import Any, Literal, TypeAlias, cast
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.models import Model
 
-from pydantic_ai_append.delivery import is_inline
-from pydantic_ai_append.testing import Api, Segment, WireConversation, common_prefix_length, prefix_reuse
-from tests.fake_provider import (
+from fake_provider import (
     FakeProvider,
     Text,
     ToolCalls,
@@ -32,6 +30,8 @@ from tests.fake_provider import (
     openai_chat_model,
     openai_responses_model,
 )
+from pydantic_ai_append._delivery import is_inline
+from pydantic_ai_append.testing import Api, Segment, WireConversation, common_prefix_length, prefix_reuse
 
 from .scenario import BLOCKS, Policy, build_agent, prompt, tool_turn
 
@@ -46,13 +46,13 @@ __all__ = (
     'summary',
 )
 
-PathName: TypeAlias = Literal['openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-fallback']
+PathName: TypeAlias = Literal['openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped']
 
 PATHS: dict[PathName, tuple[Api, str]] = {
     'openai-chat': ('openai-chat', 'gpt-5.2'),
     'openai-responses': ('openai-responses', 'gpt-5.2'),
     'anthropic-inline': ('anthropic', 'claude-opus-4-8'),
-    'anthropic-fallback': ('anthropic', 'claude-sonnet-4-5'),
+    'anthropic-wrapped': ('anthropic', 'claude-sonnet-4-5'),
 }
 """Each path's provider API and model name. `claude-sonnet-4-5` has no inline system messages."""
 
@@ -91,7 +91,7 @@ class WireResult:
     path: PathName
     policy: Policy
     delivery: str
-    """`'inline'` or `'fallback'`: how the model takes mid-conversation system messages."""
+    """`'inline'` or `'wrapped'`: how the model takes mid-conversation system messages."""
     body_bytes: int = 0
     """Raw request bodies, as sent."""
     requests: list[RequestBytes] = field(default_factory=list[RequestBytes])
@@ -191,7 +191,7 @@ async def run_conversation(path: PathName, policy: Policy, turns: int) -> WireRe
             raise RuntimeError(f'the fake provider refused requests: {server.errors}')
         exchanges = list(server.exchanges)
     conversation = WireConversation.from_exchanges(api, exchanges)
-    result = WireResult(path, policy, 'inline' if is_inline(model) else 'fallback')
+    result = WireResult(path, policy, 'inline' if is_inline(model) else 'wrapped')
     result.body_bytes = sum(len(exchange.request_body) for exchange in exchanges)
     result.block_bytes = {name: len(function(turns).encode()) for name, function in BLOCKS}
     _measure(result, conversation.requests)

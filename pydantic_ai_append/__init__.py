@@ -4,55 +4,45 @@ An instruction block marked `on_change='append'` keeps its first value in the pr
 to the conversation as a tagged element that replaces the earlier one, so everything the provider already
 cached stays byte-identical.
 
-The modules, by concept:
+The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (the prefix invariant) and
+`pydantic_ai_append.testing` (checking what an agent sends). The modules behind it, by concept (all private):
 
-- `capability`: [`AppendInstructions`][pydantic_ai_append.AppendInstructions], the adapter to Pydantic AI's hooks.
-- `window`: which prefix a request is sent with and which changes it delivers (pure).
-- `records`: the records a window leaves in history, and how they are stored and read back.
-- `rendering`: the exact text of every element on the wire, one renderer per delivery path.
+- `_capability`: [`AppendInstructions`][pydantic_ai_append.AppendInstructions]: options, blocks, hooks.
+- `_request`: one model request: blocks resolved, records stored, prefix and changes sent.
+- `_window`: which prefix a request is sent with and which changes it delivers (pure).
+- `_records`: the record types a window leaves in history.
+- `_encoding`: how a record is stored: versioned, checked, optionally signed.
+- `_history`: where records travel in history (carriers), how they are found, and how they are stripped.
+- `_rendering`: the exact text of every element on the wire, one renderer per delivery path.
+- `_delivery`: which delivery path a model takes (inline, or `<system>`-wrapped) and the wording it gets.
+- `_cache`: the process-wide caches' storage, bounded by memory and safe between threads.
+- `_compat`: the differences between the supported Pydantic AI releases.
+- `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, shared by `guard` and
+  `testing`.
 """
 
-from .capability import AppendInstructions, BlockFunc, ChangePolicy, UnaddressableBlockWarning
-from .records import (
-    RECORD_KEY,
+from ._capability import AppendInstructions
+from ._history import instruction_records, strip_records
+from ._records import (
     InstructionBaselinePart,
     InstructionBlock,
     InstructionDeltaPart,
     InstructionDigest,
     InstructionRecord,
-    content_hash,
-    instruction_records,
-    strip_records,
 )
-from .rendering import (
-    SUPERSESSION_SENTENCE,
-    FallbackRenderer,
-    InlineRenderer,
-    Renderer,
-    diff_hunks,
-    escape,
-    unescape,
-)
+from ._request import BlockFunc, ChangePolicy, UnaddressableBlockWarning, WindowObserver
 
 __all__ = (
-    'RECORD_KEY',
-    'SUPERSESSION_SENTENCE',
     'AppendInstructions',
     'BlockFunc',
     'ChangePolicy',
-    'FallbackRenderer',
-    'InlineRenderer',
     'InstructionBaselinePart',
     'InstructionBlock',
     'InstructionDeltaPart',
     'InstructionDigest',
     'InstructionRecord',
-    'Renderer',
     'UnaddressableBlockWarning',
-    'content_hash',
-    'diff_hunks',
-    'escape',
+    'WindowObserver',
     'instruction_records',
     'strip_records',
-    'unescape',
 )

@@ -1,8 +1,17 @@
 """The differences between the Pydantic AI releases this package supports, in one place.
 
-`pydantic-ai-slim` 2.58 has no append mechanism of its own; newer releases have one, which marks an
-`InstructionPart` with `on_change='append'`. The plugin reads that field only to leave such blocks to the
-native mechanism, and never sets it, so the blocks it owns keep the native default policy, `'rewrite'`.
+- `pydantic-ai-slim` 2.58 has no append mechanism of its own; newer releases have one, which marks an
+  `InstructionPart` with `on_change='append'`. The plugin reads that field only to leave such blocks to the
+  native mechanism, and never sets it, so the blocks it owns keep the native default policy, `'rewrite'`.
+- Newer releases deliver a loaded deferred capability's instructions through history rather than the prefix,
+  and say so in `ModelRequestParameters.instruction_visibility`.
+- Newer releases announce what `<system>` means to a model without inline system messages only once the first
+  mid-conversation system message appears, unless the `framing_announcement` setting says otherwise; 2.58 has
+  no announcement and ignores the setting.
+- Newer releases deprecate `RetryPromptPart` (the part a retry belongs to carries it instead) but still put it
+  in histories; 2.58 has no replacement. The guard must recognise it on both.
+- Newer releases call the per-attempt hook `prepare_model_request`; 2.58 never does, which needs no code here:
+  an extra hook that is never called is harmless.
 """
 
 from __future__ import annotations
@@ -14,11 +23,13 @@ from pydantic_ai.messages import (
     CapabilityInstructionSource,
     InstructionId,
     InstructionPart,
+    RetryPromptPart,  # pyright: ignore[reportDeprecated]
     ToolsetInstructionSource,
 )
-from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+from pydantic_ai.settings import ModelSettings
 
-__all__ = ('in_prefix', 'instruction_id', 'native_policy')
+__all__ = ('ask_for_framing_announcement', 'in_prefix', 'instruction_id', 'native_policy', 'retried_call')
 
 
 def native_policy(part: InstructionPart) -> str:
@@ -46,3 +57,21 @@ def instruction_id(text: str) -> InstructionId:
         CapabilityInstructionSource(source_id) if namespace == 'capability' else ToolsetInstructionSource(source_id)
     )
     return InstructionId(source, name=name or None)
+
+
+def ask_for_framing_announcement(request_context: ModelRequestContext) -> None:
+    """Have the `<system>` framing announced from the first request, unless the user chose when it is."""
+    settings = request_context.model_settings or {}
+    model_settings = request_context.model.settings or {}
+    if 'framing_announcement' not in settings and 'framing_announcement' not in model_settings:
+        request_context.model_settings = cast(ModelSettings, {**settings, 'framing_announcement': 'always'})
+
+
+def retried_call(part: object) -> tuple[str, str] | None:
+    """The tool call id and tool name a retry prompt answers, if `part` is one that names a tool.
+
+    `RetryPromptPart` is deprecated on newer releases, but histories still carry it, so it is read here alone.
+    """
+    if isinstance(part, RetryPromptPart) and part.tool_name is not None:  # pyright: ignore[reportDeprecated]
+        return part.tool_call_id, part.tool_name
+    return None

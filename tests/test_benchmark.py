@@ -62,7 +62,7 @@ def test_smoke_run_writes_tables_json_and_plot(tmp_path: Path, capsys: pytest.Ca
     wire = cast(list[dict[str, Any]], report['wire'])
     assert [(row['path'], row['policy']) for row in wire] == [
         (path, policy)
-        for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-fallback')
+        for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
         for policy in policies
     ]
     appended = [row for row in wire if row['policy'] == 'append']
@@ -73,7 +73,7 @@ def test_smoke_run_writes_tables_json_and_plot(tmp_path: Path, capsys: pytest.Ca
     rewritten = [row for row in wire if row['policy'] == 'rewrite']
     assert all(row['prefix_moves'] and row['uncached_bytes'] > 2 * appended[0]['uncached_bytes'] for row in rewritten)
     assert {(row['profile'], row['turns']) for row in report['overhead']} == {
-        (profile, turns) for profile in ('inline', 'fallback') for turns in (2, 5)
+        (profile, turns) for profile in ('inline', 'wrapped') for turns in (2, 5)
     }
     verdicts = {row['target']: row['verdict'] for row in report['targets']}
     assert verdicts['verify a 1 MB prefix in under 1 ms'] in ('PASS', 'MISS')

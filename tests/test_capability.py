@@ -32,9 +32,9 @@ from pydantic_ai_append import (
     InstructionBaselinePart,
     InstructionDeltaPart,
     UnaddressableBlockWarning,
-    content_hash,
     instruction_records,
 )
+from pydantic_ai_append._records import content_hash
 
 from .conversation import ScriptedModel
 
@@ -750,33 +750,38 @@ def test_records_need_a_request_in_history_to_persist():
     assert instruction_records(result.all_messages()) == snapshot([])
 
 
-def test_each_request_is_a_span(capfire: CaptureLogfire):
+def test_each_request_is_a_span_on_the_runs_tracer(capfire: CaptureLogfire):
     chat = ScriptedModel()
     agent = make_agent(chat)
+    agent.instrument = True
     history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
     agent.run_sync('two', deps=Deps(todos=['b']), message_history=history)
-    spans = [
-        span for span in capfire.exporter.exported_spans_as_dict() if span['name'].startswith('append_instructions')
-    ]
+    spans = [span for span in capfire.exporter.exported_spans_as_dict() if span['name'] == 'append_instructions']
     assert [
-        {key: span['attributes'][key] for key in ('capability_id', 'delivery_path', 'window_opened', 'changes')}
+        {key: span['attributes'].get(key) for key in ('capability_id', 'delivery_path', 'window_opened', 'changes')}
         for span in spans
     ] == snapshot(
         [
             {
                 'capability_id': 'todos',
-                'delivery_path': 'fallback',
+                'delivery_path': 'wrapped',
                 'window_opened': 'first request with an append-mode block',
-                'changes': '[]',
+                'changes': (),
             },
             {
                 'capability_id': 'todos',
-                'delivery_path': 'fallback',
-                'window_opened': 'null',
-                'changes': '["capability:todos:state"]',
+                'delivery_path': 'wrapped',
+                'window_opened': None,
+                'changes': ('capability:todos:state',),
             },
         ]
     )
+
+
+def test_an_uninstrumented_agent_gets_no_span(capfire: CaptureLogfire):
+    # The spans follow the agent's instrumentation settings, as Pydantic AI's own do.
+    make_agent(ScriptedModel()).run_sync('one', deps=Deps(todos=['a']))
+    assert [span['name'] for span in capfire.exporter.exported_spans_as_dict()] == []
 
 
 def test_a_routed_block_in_native_append_mode_is_taken_over():

@@ -6,8 +6,10 @@ Examples in docstrings and the README mark expected output with `#>` lines under
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 import io
+import pkgutil
 import re
 import sys
 import textwrap
@@ -18,35 +20,20 @@ from pathlib import Path
 import pytest
 
 import pydantic_ai_append
-from pydantic_ai_append import capability, delivery, guard, records, rendering, testing, window
-from pydantic_ai_append.guard import capability as guard_capability
-from pydantic_ai_append.guard import compaction, edit_tool, errors, pairing, rewrite, tools, wire
 
 ROOT = Path(__file__).parent.parent
 CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
 
 
+def package_modules() -> list[types.ModuleType]:
+    names = [info.name for info in pkgutil.walk_packages(pydantic_ai_append.__path__, 'pydantic_ai_append.')]
+    return [pydantic_ai_append, *(importlib.import_module(name) for name in sorted(names))]
+
+
 def docstring_examples() -> list[tuple[str, str]]:
     examples: list[tuple[str, str]] = []
     seen: set[int] = set()
-    for module in (
-        pydantic_ai_append,
-        capability,
-        delivery,
-        records,
-        rendering,
-        testing,
-        window,
-        guard,
-        guard_capability,
-        compaction,
-        errors,
-        pairing,
-        rewrite,
-        edit_tool,
-        tools,
-        wire,
-    ):
+    for module in package_modules():
         objects = [module, *(value for _, value in inspect.getmembers(module))]
         for value in objects:
             doc = (

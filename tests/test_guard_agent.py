@@ -33,6 +33,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 
+from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import (
     ConsumedPrefixChangedWarning,
@@ -42,12 +43,10 @@ from pydantic_ai_append.guard import (
     PrefixGuard,
     RetiredToolReferencedWarning,
     ToolListChangedWarning,
-    retired_tool_message,
     tool_pair_problems,
 )
+from pydantic_ai_append.guard._retired import retired_tool_message
 from pydantic_ai_append.testing import Api, WireCapture
-
-from .fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model
 
 pytestmark = [pytest.mark.anyio]
 
@@ -326,16 +325,19 @@ async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire)
     counter = Counter()
     guard = PrefixGuard[None]()
     model = scripted(call('query_db', 'c1', sql='x'), text('42.'), text('ok'))
-    history = (await build_agent(model, counter, with_query_db=True, capabilities=[guard]).run('go')).all_messages()
+    first = build_agent(model, counter, with_query_db=True, capabilities=[guard])
+    first.instrument = True
+    history = (await first.run('go')).all_messages()
     agent = build_agent(
         model, counter, with_query_db=True, capabilities=[ProcessHistory(drop_oldest_40_percent), guard]
     )
+    agent.instrument = True
     with pytest.warns(OrphanedToolPairWarning), pytest.warns(ConsumedPrefixChangedWarning):
         await agent.run('again', message_history=history)
     spans = [
         {key: span['attributes'][key] for key in ('action', 'mode', 'boundary', 'messages')}
         for span in capfire.exporter.exported_spans_as_dict()
-        if span['name'].startswith('prefix_guard')
+        if span['name'] == 'prefix_guard'
     ]
     assert spans == snapshot(
         [

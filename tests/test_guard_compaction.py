@@ -28,18 +28,17 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
+from pydantic_ai_append._history import carrier
+from pydantic_ai_append._rendering import record_change
 from pydantic_ai_append.guard import (
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
     PrefixGuard,
     compact,
-    elided_count,
-    elision_marker,
     tool_pair_problems,
     whole_pair_cut,
 )
-from pydantic_ai_append.records import carrier
-from pydantic_ai_append.rendering import record_change
+from pydantic_ai_append.guard._compaction import elided_count, elision_marker
 
 pytestmark = [pytest.mark.anyio]
 

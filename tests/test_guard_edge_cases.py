@@ -26,16 +26,16 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_append.guard import (
-    ContextWindow,
+    ConsumedHistory,
     PrefixGuard,
     apply_rewrite,
     compact,
     decide_rewrite,
-    elision_marker,
-    message_bytes,
     tool_pair_problems,
     whole_pair_cut,
 )
+from pydantic_ai_append.guard._bytes import message_bytes
+from pydantic_ai_append.guard._compaction import elision_marker
 
 pytestmark = [pytest.mark.anyio]
 
@@ -199,7 +199,7 @@ def test_a_deferred_rewrite_keeps_what_was_consumed():
         ModelRequest(parts=[ToolReturnPart('f', 'big result', tool_call_id='c1')]),
         ModelResponse(parts=[TextPart('a')]),
     ]
-    window = ContextWindow.of(history)
+    window = ConsumedHistory.of(history)
     cast(Any, history[2].parts[0]).content = '[cleared]'
     proposed = [*history, ModelRequest.user_text_prompt('next')]
     held, decision = apply_rewrite(window, proposed)

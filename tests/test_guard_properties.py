@@ -30,7 +30,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from pydantic_ai_append.guard import ContextWindow, apply_rewrite, decide_rewrite, message_bytes, tool_pair_problems
+from pydantic_ai_append.guard import ConsumedHistory, apply_rewrite, decide_rewrite, tool_pair_problems
+from pydantic_ai_append.guard._bytes import message_bytes
 
 
 def _retry(call_id: str) -> ModelRequestPart:
@@ -145,7 +146,7 @@ def _problems(messages: list[ModelMessage] | tuple[ModelMessage, ...]) -> set[tu
 @given(st.data())
 def test_a_rewrite_that_changes_the_consumed_prefix_is_never_patched(data: st.DataObject):
     messages = data.draw(histories())
-    window = ContextWindow.of(messages)
+    window = ConsumedHistory.of(messages)
     proposed = data.draw(rewrites(messages))
     decision = decide_rewrite(window, proposed)
     prefix_kept = len(proposed) >= window.boundary and all(
@@ -160,7 +161,7 @@ def test_a_rewrite_that_changes_the_consumed_prefix_is_never_patched(data: st.Da
 def test_an_applied_rewrite_never_leaves_an_orphan(data: st.DataObject):
     messages = data.draw(histories())
     assert tool_pair_problems(messages) == []
-    window = ContextWindow.of(messages)
+    window = ConsumedHistory.of(messages)
     proposed = data.draw(rewrites(messages))
     decision = decide_rewrite(window, proposed)
     event(decision.action)
@@ -177,7 +178,7 @@ def test_an_applied_rewrite_never_leaves_an_orphan(data: st.DataObject):
 def test_a_decision_is_the_same_however_often_it_is_asked(data: st.DataObject):
     # Without deprecated retry parts, which a newer release loads from JSON as the part that replaced them.
     messages = data.draw(histories(retries=False))
-    window = ContextWindow.of(messages)
+    window = ConsumedHistory.of(messages)
     proposed = data.draw(rewrites(messages))
     first = decide_rewrite(window, proposed)
     assert decide_rewrite(window, proposed) == first

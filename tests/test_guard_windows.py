@@ -13,16 +13,10 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage
 
+from fake_provider import FakeProvider, Text, openai_chat_model
 from pydantic_ai_append import AppendInstructions
-from pydantic_ai_append.guard import (
-    ConsumedPrefixChangedWarning,
-    PrefixGuard,
-    WirePrefixDivergenceError,
-    WireVerifier,
-    elided_count,
-)
-
-from .fake_provider import FakeProvider, Text, openai_chat_model
+from pydantic_ai_append.guard import ConsumedPrefixChangedWarning, PrefixGuard, WirePrefixDivergenceError, WireVerifier
+from pydantic_ai_append.guard._compaction import elided_count
 
 pytestmark = [pytest.mark.anyio, pytest.mark.vcr]
 

@@ -31,6 +31,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 
+from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
 from pydantic_ai_append.guard import (
     WireDivergence,
     WirePrefixDivergenceError,
@@ -38,8 +39,6 @@ from pydantic_ai_append.guard import (
     WireVerifier,
 )
 from pydantic_ai_append.testing import API_PATHS, Api, assert_prefix_stable, common_prefix_length, segments
-
-from .fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
 from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest
-from pydantic_ai_append.records import UnreadableRecord, _signature, decode_record, encode_record  # pyright: ignore[reportPrivateUsage]
+from pydantic_ai_append._encoding import _signature, decode_record, encode_record  # pyright: ignore[reportPrivateUsage]
+from pydantic_ai_append._records import UnreadableRecord
 
 ids = st.sampled_from(['capability:todos:state', 'agent:memory', 'agent'])
 texts = st.none() | st.text(max_size=40)
@@ -96,16 +97,15 @@ def test_properties():
     )
 
 
-def test_the_decoded_cache_stays_bounded_and_rechecks_new_dicts():
-    from pydantic_ai_append.records import _DecodedCache  # pyright: ignore[reportPrivateUsage]
-
-    cache = _DecodedCache(size=2)
+def test_a_decoded_record_is_kept_by_identity_and_new_dicts_are_checked_again():
     stored = [
         encode_record(InstructionDeltaPart(id='agent', content=str(number), base_hash=None)) for number in range(3)
     ]
-    decoded = [cache.get(data, None, None) for data in stored]
+    decoded = [decode_record(data) for data in stored]
     assert [record.content for record in decoded if isinstance(record, InstructionDeltaPart)] == ['0', '1', '2']
-    assert cache.get(stored[2], None, None) is decoded[2]
+    assert decode_record(stored[2]) is decoded[2]
     # An equal dict that is a different object (as after a JSON round trip) is checked again.
     tampered = {**stored[2], 'content': 'forged'}
-    assert isinstance(cache.get(tampered, None, None), UnreadableRecord)
+    assert isinstance(decode_record(tampered), UnreadableRecord)
+    # A lookup with another key checks again.
+    assert isinstance(decode_record(stored[2], key=b'k'), UnreadableRecord)

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
-from pydantic_ai_append import FallbackRenderer, InlineRenderer, InstructionDeltaPart, diff_hunks, escape, unescape
+from pydantic_ai_append import InstructionDeltaPart
+from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer, diff_hunks, escape, unescape
 
 # Text built from the pieces that matter to escaping, so the interesting cases come up often.
 tag_text = st.lists(
@@ -79,7 +80,7 @@ def test_each_element_per_path():
             renderer.change(change, base_matches=False),
             renderer.change(withdrawal, base_matches=False),
         ]
-        for renderer in (InlineRenderer(), FallbackRenderer())
+        for renderer in (InlineRenderer(), WrappedRenderer())
     }
     assert rendered == snapshot(
         {
@@ -107,7 +108,7 @@ This context no longer applies.
 </context>\
 """,
             ],
-            'fallback': [
+            'wrapped': [
                 """\
 <context id="capability:todos:state">
 - [ ] a <\\/context>
@@ -135,33 +136,27 @@ This context no longer applies. The withdrawal stays in effect until a later <co
     )
 
 
-def test_the_wording_cache_stays_bounded_and_is_by_record_identity():
-    # Internal: the bound is too large to reach through an agent in a test.
-    from pydantic_ai_append.delivery import _Wordings  # pyright: ignore[reportPrivateUsage]
+def test_the_wording_of_a_change_is_kept_by_record_identity():
+    # Internal: what an agent can't show, the wording object being reused rather than rendered again.
+    from pydantic_ai_append._delivery import _wording  # pyright: ignore[reportPrivateUsage]
 
-    cache = _Wordings(size=2)
-    deltas = [InstructionDeltaPart(id='agent', content=str(number), base_hash=None) for number in range(3)]
-    wordings = [cache.get(delta, False) for delta in deltas]
-    assert [wording['inline'] for wording in wordings] == snapshot(
-        [
-            """\
-<context id="agent">
-0
-</context>\
-""",
-            """\
-<context id="agent">
-1
-</context>\
-""",
-            """\
+    delta = InstructionDeltaPart(id='agent', content='2', base_hash=None)
+    wording = _wording(delta, False)
+    assert wording == snapshot(
+        {
+            'inline': """\
 <context id="agent">
 2
 </context>\
 """,
-        ]
+            'wrapped': """\
+<context id="agent">
+2
+</context>\
+""",
+        }
     )
-    assert cache.get(deltas[2], False) is wordings[2]
+    assert _wording(delta, False) is wording
     equal = InstructionDeltaPart(id='agent', content='2', base_hash=None)
-    assert cache.get(equal, False) == wordings[2]
-    assert cache.get(equal, False) is not wordings[2]
+    assert _wording(equal, False) == wording
+    assert _wording(equal, False) is not wording

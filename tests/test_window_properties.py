@@ -10,10 +10,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pydantic_ai_append import SUPERSESSION_SENTENCE, InstructionBaselinePart, InstructionBlock, InstructionDigest
-from pydantic_ai_append.records import InstructionRecord, Located
-from pydantic_ai_append.rendering import InlineRenderer
-from pydantic_ai_append.window import CurrentBlock, fold_window, plan_request, split_recorded_prefix
+from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDigest, InstructionRecord
+from pydantic_ai_append._history import Located
+from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE, InlineRenderer
+from pydantic_ai_append._window import CurrentBlock, fold_window, plan_request, split_recorded_prefix
 
 values = st.none() | st.sampled_from(['a', 'b', 'a\nb', 'x\n\ny', ''])
 literals = st.sampled_from(['Be brief.', 'Rules:\n\n- one', 'Mode: plan', 'Mode: act'])

@@ -17,7 +17,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from pydantic_ai_append import RECORD_KEY, AppendInstructions, instruction_records, strip_records
+from pydantic_ai_append import AppendInstructions, instruction_records, strip_records
+from pydantic_ai_append._history import RECORD_KEY
 
 from .conversation import ScriptedModel
 

@@ -25,6 +25,16 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 from pydantic_ai.settings import ModelSettings
 
+from fake_provider import (
+    FakeProvider,
+    FakeRequest,
+    Text,
+    ToolCalls,
+    Turn,
+    anthropic_model,
+    openai_chat_model,
+    openai_responses_model,
+)
 from pydantic_ai_append.testing import (
     Api,
     PrefixReuse,
@@ -36,16 +46,6 @@ from pydantic_ai_append.testing import (
     segments,
 )
 
-from .fake_provider import (
-    FakeProvider,
-    FakeRequest,
-    Text,
-    ToolCalls,
-    Turn,
-    anthropic_model,
-    openai_chat_model,
-    openai_responses_model,
-)
 from .wire import CassetteCheck, loopback_as_fake_host
 
 ModelFactory = Callable[..., Model]

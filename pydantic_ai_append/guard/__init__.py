@@ -2,24 +2,46 @@
 
 Every change to what an agent sends mid-conversation (a history processor, compaction, a changed tool list,
 changed instructions, a model editing its own instructions) must leave the already-consumed prefix
-byte-identical and must never separate a tool call from its result. This package checks that at two levels.
+byte-identical and must never separate a tool call from its result. This package checks that at three levels:
 
-The modules, by concept:
+- on an agent: [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard], a capability that judges every request
+  against what the model consumed, with whole-pair [`compact`][pydantic_ai_append.guard.compact]ion and a
+  self-edit tool ([`self_edit_toolset`][pydantic_ai_append.guard.self_edit_toolset]);
+- on the wire: [`WireVerifier`][pydantic_ai_append.guard.WireVerifier], an HTTP client maker that compares the
+  bytes of each provider request with the previous one before it is sent;
+- as pure functions, usable without an agent: [`ConsumedHistory`][pydantic_ai_append.guard.ConsumedHistory] and
+  [`decide_rewrite`][pydantic_ai_append.guard.decide_rewrite], `validate_rewrite`, `apply_rewrite`, `self_edit`
+  and `tool_pair_problems`.
 
-- `pairing`: which tool calls have their results, and where the ones that don't are (pure).
-- `rewrite`: the context window, its generation boundary, and the decision on a proposed rewrite (pure).
-- `compaction`: cutting history in whole tool-pair units, with a marker at the frontier (pure).
-- `tools`: tool schema versions: a retired tool stays declared while history calls it, and never runs.
-- `edit_tool`: a tool that lets the model edit chosen append-mode blocks, as appended changes only.
-- `capability`: [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard], the guard on an agent's requests.
-- `errors`: what the guard raises and the warning class of each condition it observes.
-- `wire`: what is actually sent, split into cache-order segments and compared with the previous request.
+The modules, by concept (all private; this page's names are the public surface):
+
+- `_pairing`: which tool calls have their results, and where the ones that don't are.
+- `_bytes`: the canonical bytes a message is judged by.
+- `_consumed`: what the model has consumed: the messages and the generation boundary.
+- `_decision`: the decision on a proposed rewrite: patch, defer or abort.
+- `_compaction`: cutting history in whole tool-pair units, with a marker at the frontier.
+- `_retired`: tool schema versions: a retired tool stays declared while history calls it, and never runs.
+- `_edit_tool`: a tool that lets the model edit chosen append-mode blocks, as appended changes only.
+- `_capability`: `PrefixGuard`, the guard on an agent's requests.
+- `_wire`: `WireVerifier`, the check of what is actually sent.
+- `_errors`: what the guard raises and the warning class of each condition it observes.
 """
 
-from .capability import DeferPolicy, GuardMode, PrefixGuard
-from .compaction import compact, elided_count, elision_marker, whole_pair_cut
-from .edit_tool import BlockWriter, self_edit_toolset
-from .errors import (
+from ._capability import DeferPolicy, GuardMode, PrefixGuard
+from ._compaction import compact, whole_pair_cut
+from ._consumed import ConsumedHistory
+from ._decision import (
+    InstructionEdit,
+    PrefixDivergence,
+    RewriteAction,
+    RewriteDecision,
+    apply_rewrite,
+    decide_rewrite,
+    self_edit,
+    validate_rewrite,
+)
+from ._edit_tool import BlockWriter, self_edit_toolset
+from ._errors import (
     ConsumedPrefixChangedWarning,
     InstructionsChangedWarning,
     NonMonotonicRewriteError,
@@ -31,28 +53,13 @@ from .errors import (
     WirePrefixDivergenceError,
     WirePrefixDivergenceWarning,
 )
-from .pairing import PairProblemKind, Position, ToolPairProblem, tool_pair_problems
-from .rewrite import (
-    ContextWindow,
-    InstructionEdit,
-    PrefixDivergence,
-    RewriteAction,
-    RewriteDecision,
-    apply_rewrite,
-    called_tools,
-    consumed_boundary,
-    decide_rewrite,
-    message_bytes,
-    self_edit,
-    validate_rewrite,
-)
-from .tools import RetiredTools, retired_tool_message
-from .wire import VerifierMode, WireDivergence, WireVerifier
+from ._pairing import ToolPairProblem, tool_pair_problems
+from ._wire import VerifierMode, WireDivergence, WireVerifier
 
 __all__ = (
     'BlockWriter',
+    'ConsumedHistory',
     'ConsumedPrefixChangedWarning',
-    'ContextWindow',
     'DeferPolicy',
     'GuardMode',
     'InstructionEdit',
@@ -60,13 +67,10 @@ __all__ = (
     'NonMonotonicRewriteError',
     'OrphanedToolPairError',
     'OrphanedToolPairWarning',
-    'PairProblemKind',
-    'Position',
     'PrefixDivergence',
     'PrefixGuard',
     'PrefixGuardWarning',
     'RetiredToolReferencedWarning',
-    'RetiredTools',
     'RewriteAction',
     'RewriteDecision',
     'ToolListChangedWarning',
@@ -77,14 +81,8 @@ __all__ = (
     'WirePrefixDivergenceWarning',
     'WireVerifier',
     'apply_rewrite',
-    'called_tools',
     'compact',
-    'consumed_boundary',
     'decide_rewrite',
-    'elided_count',
-    'elision_marker',
-    'message_bytes',
-    'retired_tool_message',
     'self_edit',
     'self_edit_toolset',
     'tool_pair_problems',

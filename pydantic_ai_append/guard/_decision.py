@@ -1,6 +1,6 @@
 """The pure model of the invariant: a context window, a proposed rewrite of it, and the decision on that rewrite.
 
-A [`ContextWindow`][pydantic_ai_append.guard.ContextWindow] is a message history plus its *generation boundary*:
+A [`ConsumedHistory`][pydantic_ai_append.guard.ConsumedHistory] is a message history plus its *generation boundary*:
 how many messages the model has already consumed, which is everything up to and including its latest reply
 (what the last request sent, and what the model answered). The window keeps the bytes those messages would be
 sent as, taken when the window is made, so a rewrite is judged against what the model actually saw, even if
@@ -18,7 +18,7 @@ strongest first:
 
 `patch` is applied now. `defer` keeps the old prefix and holds the rewrite until the next window boundary,
 where the cache is paid for anyway ([`apply_rewrite`][pydantic_ai_append.guard.apply_rewrite] keeps it in
-`ContextWindow.deferred` for [`open_next`][pydantic_ai_append.guard.ContextWindow.open_next]; the caller may
+`ConsumedHistory.deferred` for [`open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]; the caller may
 instead apply it as whole-pair compaction). `abort` keeps the old prefix and drops the rewrite. A rewrite the model asked for is judged the same way: it is never trusted
 because the model asked ([`self_edit`][pydantic_ai_append.guard.self_edit]).
 
@@ -29,200 +29,30 @@ fail, and a rewrite that mends one is welcome.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
 
-import pydantic
-from pydantic_ai.messages import BaseToolCallPart, ModelMessage, ModelResponse, NativeToolCallPart
+from pydantic_ai.messages import ModelMessage
 
-from ..records import RECORD_KEY
-from .errors import NonMonotonicRewriteError, OrphanedToolPairError
-from .pairing import ToolPairProblem, tool_pair_problems
+from .._segments import first_difference
+from ._bytes import message_bytes
+from ._consumed import ConsumedHistory
+from ._errors import NonMonotonicRewriteError, OrphanedToolPairError
+from ._pairing import ToolPairProblem, called_tools, tool_pair_problems
 
 __all__ = (
-    'ContextWindow',
     'InstructionEdit',
     'PrefixDivergence',
     'RewriteAction',
     'RewriteDecision',
     'apply_rewrite',
-    'called_tools',
-    'consumed_boundary',
     'decide_rewrite',
-    'message_bytes',
     'self_edit',
     'validate_rewrite',
 )
 
 RewriteAction: TypeAlias = Literal['patch', 'defer', 'abort']
 """What becomes of a rewrite: applied now, held until the next window boundary, or dropped."""
-
-_MESSAGE = pydantic.TypeAdapter[ModelMessage](ModelMessage)
-
-_UNSENT_PART_KEYS = frozenset({'timestamp', 'metadata'})
-"""Part fields that never reach a model."""
-
-
-def message_bytes(message: ModelMessage) -> bytes:
-    """The bytes of `message`'s parts, in a canonical encoding that keeps the order of every mapping.
-
-    Structured equality hides what serialization shows: `{'a': 1, 'b': 2}` equals `{'b': 2, 'a': 1}`, and `1`
-    equals `1.0`, but neither pair is sent as the same bytes. A request or response reaches a model as its
-    parts, so message-level fields (timestamps, usage, the model name) are left out, and so are the part fields
-    that never leave the process (timestamps, part metadata), except the records this package keeps in part
-    metadata, which stand for the text they are delivered as. Every other part field is kept, including
-    provider details that some providers are sent back and others aren't: a change to one counts.
-
-    ```python
-    from pydantic_ai.messages import ModelResponse, ToolCallPart
-
-    from pydantic_ai_append.guard import message_bytes
-
-    one = ModelResponse(parts=[ToolCallPart('f', {'a': 1, 'b': 2}, tool_call_id='c1')])
-    other = ModelResponse(parts=[ToolCallPart('f', {'b': 2, 'a': 1}, tool_call_id='c1')])
-    print(one.parts == other.parts, message_bytes(one) == message_bytes(other))
-    #> True False
-    ```
-    """
-    return _encode(message)[0]
-
-
-def _encode(message: ModelMessage) -> tuple[bytes, dict[str, Any]]:
-    """The bytes `message_bytes` compares, and the whole message as data to rebuild it from.
-
-    The data is Python-mode (dates, decimals and bytes stay what they are, containers are copied), so a message
-    rebuilt from it encodes to the same bytes.
-    """
-    dumped: dict[str, Any] = _MESSAGE.dump_python(message)
-    parts: list[dict[str, Any]] = []
-    for part in dumped['parts']:
-        kept = {key: value for key, value in part.items() if key not in _UNSENT_PART_KEYS}
-        metadata = part.get('metadata')
-        if isinstance(metadata, dict) and RECORD_KEY in metadata:
-            kept[RECORD_KEY] = metadata[RECORD_KEY]
-        parts.append(kept)
-    return _MESSAGE_BYTES.dump_json({'kind': dumped['kind'], 'parts': parts}), dumped
-
-
-_MESSAGE_BYTES = pydantic.TypeAdapter[dict[str, Any]](dict[str, Any])
-
-
-def consumed_boundary(messages: Sequence[ModelMessage]) -> int:
-    """How many of `messages` the model has consumed: all of them up to and including its latest reply."""
-    for index in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[index], ModelResponse):
-            return index + 1
-    return 0
-
-
-@dataclass(frozen=True)
-class ContextWindow:
-    """A message history and how much of it the model has already consumed.
-
-    ```python
-    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart
-
-    from pydantic_ai_append.guard import ContextWindow
-
-    window = ContextWindow.of(
-        [ModelRequest.user_text_prompt('Hi'), ModelResponse(parts=[TextPart('Hello!')]), ModelRequest.user_text_prompt('?')]
-    )
-    print(window.boundary)
-    #> 2
-    ```
-    """
-
-    messages: tuple[ModelMessage, ...]
-    """The history, in order."""
-
-    boundary: int
-    """How many messages the model has consumed: everything the last request sent, and the model's reply."""
-
-    deferred: tuple[ModelMessage, ...] | None = None
-    """A rewrite held until the next window boundary, if there is one."""
-
-    consumed: tuple[bytes, ...] = field(init=False, repr=False, compare=False)
-    """The bytes of the consumed messages, taken when the window was made."""
-
-    _snapshots: tuple[dict[str, Any], ...] = field(init=False, repr=False, compare=False)
-    """The consumed messages as data, taken with their bytes, to rebuild any that is changed in place later."""
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.boundary <= len(self.messages):
-            raise ValueError(f'boundary {self.boundary} is outside a history of {len(self.messages)} messages')
-        self._take([_encode(message) for message in self.messages[: self.boundary]])
-
-    def _take(self, entries: Sequence[tuple[bytes, dict[str, Any]]]) -> None:
-        object.__setattr__(self, 'consumed', tuple(sent for sent, _ in entries))
-        object.__setattr__(self, '_snapshots', tuple(snapshot for _, snapshot in entries))
-
-    def consumed_messages(self) -> list[ModelMessage]:
-        """The consumed messages as the model consumed them.
-
-        Each is the message object itself while it still encodes to the bytes taken when the window was made;
-        one changed in place since (a history processor may edit the very objects a run holds) is rebuilt from
-        the data taken then.
-        """
-        return [
-            message if message_bytes(message) == sent else _MESSAGE.validate_python(snapshot)
-            for message, sent, snapshot in zip(self.messages, self.consumed, self._snapshots, strict=False)
-        ]
-
-    def advance(
-        self, messages: Sequence[ModelMessage], *, sent: Sequence[ModelMessage], verified: int
-    ) -> ContextWindow:
-        """The window once the model has answered: all of `messages` consumed.
-
-        Encoding a long history costs more than the rest of a request, so this window's bytes are reused for each
-        of the first `verified` messages that is still the very object this window and the request both had at
-        that position; every other message is encoded.
-
-        Args:
-            messages: The history with the model's reply.
-            sent: The messages the request sent.
-            verified: How many leading messages of `sent` were checked to have this window's consumed bytes.
-        """
-        known = min(verified, len(self.consumed), len(sent))
-        entries = [
-            (self.consumed[index], self._snapshots[index])
-            if index < known and message is sent[index] and message is self.messages[index]
-            else _encode(message)
-            for index, message in enumerate(messages)
-        ]
-        return ContextWindow._made(tuple(messages), len(messages), None, entries)
-
-    @classmethod
-    def of(cls, messages: Sequence[ModelMessage], *, boundary: int | None = None) -> ContextWindow:
-        """The window over `messages`, consumed up to `boundary` (by default, through the model's latest reply)."""
-        return cls(tuple(messages), consumed_boundary(messages) if boundary is None else boundary)
-
-    def open_next(self) -> ContextWindow:
-        """The next window: any deferred rewrite applied, nothing of it consumed yet (the cache is paid for here)."""
-        messages = self.deferred if self.deferred is not None else self.messages
-        return ContextWindow(messages, 0)
-
-    def holding(self, deferred: Sequence[ModelMessage]) -> ContextWindow:
-        """This window, holding `deferred` for the next window boundary.
-
-        It keeps the bytes and data taken when this window was made: its messages may have been edited since.
-        """
-        entries = list(zip(self.consumed, self._snapshots, strict=True))
-        return ContextWindow._made(self.messages, self.boundary, tuple(deferred), entries)
-
-    @staticmethod
-    def _made(
-        messages: tuple[ModelMessage, ...],
-        boundary: int,
-        deferred: tuple[ModelMessage, ...] | None,
-        entries: Sequence[tuple[bytes, dict[str, Any]]],
-    ) -> ContextWindow:
-        """A window whose consumed bytes and snapshots are already known."""
-        window = object.__new__(ContextWindow)
-        object.__setattr__(window, 'messages', messages)
-        object.__setattr__(window, 'boundary', boundary)
-        object.__setattr__(window, 'deferred', deferred)
-        window._take(entries)
-        return window
 
 
 @dataclass(frozen=True)
@@ -251,10 +81,7 @@ class PrefixDivergence:
         head = f'message {self.message_index} (consumed)'
         if self.proposed is None:
             return f'{head} would be dropped: {_excerpt(self.consumed, 0)}'
-        offset = next(
-            (i for i, (x, y) in enumerate(zip(self.consumed, self.proposed, strict=False)) if x != y),
-            min(len(self.consumed), len(self.proposed)),
-        )
+        offset = first_difference(self.consumed, self.proposed)
         return (
             f'{head} would change at byte {offset}: consumed {_excerpt(self.consumed, offset)}, '
             f'proposed {_excerpt(self.proposed, offset)}'
@@ -274,10 +101,10 @@ class RewriteDecision:
     ```python
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart
 
-    from pydantic_ai_append.guard import ContextWindow, decide_rewrite
+    from pydantic_ai_append.guard import ConsumedHistory, decide_rewrite
 
     history = [ModelRequest.user_text_prompt('Hi'), ModelResponse(parts=[TextPart('Hello!')])]
-    decision = decide_rewrite(ContextWindow.of(history), [*history, ModelRequest.user_text_prompt('Bye')])
+    decision = decide_rewrite(ConsumedHistory.of(history), [*history, ModelRequest.user_text_prompt('Bye')])
     print(decision.action, decision.reason)
     #> patch the consumed prefix is unchanged and every tool call keeps its result
     ```
@@ -310,7 +137,7 @@ class RewriteDecision:
         return NonMonotonicRewriteError(self.reason)
 
 
-def _prefix_divergence(current: ContextWindow, proposed: Sequence[ModelMessage]) -> PrefixDivergence | None:
+def _prefix_divergence(current: ConsumedHistory, proposed: Sequence[ModelMessage]) -> PrefixDivergence | None:
     for index, consumed in enumerate(current.consumed):
         if index >= len(proposed):
             return PrefixDivergence(index, consumed, None)
@@ -321,26 +148,12 @@ def _prefix_divergence(current: ContextWindow, proposed: Sequence[ModelMessage])
     return None
 
 
-def called_tools(messages: Sequence[ModelMessage]) -> dict[str, int]:
-    """Each function or output tool that `messages` call, with the index of the first message that calls it.
-
-    Native tools are left out: the provider runs them, so no request declares them.
-    """
-    called: dict[str, int] = {}
-    for index, message in enumerate(messages):
-        if isinstance(message, ModelResponse):
-            for part in message.parts:
-                if isinstance(part, BaseToolCallPart) and not isinstance(part, NativeToolCallPart):
-                    called.setdefault(part.tool_name, index)
-    return called
-
-
 def _problem_key(problem: ToolPairProblem) -> tuple[str, str, str | None]:
     return problem.kind, problem.tool_call_id, problem.tool_name
 
 
 def decide_rewrite(
-    current: ContextWindow,
+    current: ConsumedHistory,
     proposed: Sequence[ModelMessage],
     *,
     tools: Collection[str] | None = None,
@@ -400,7 +213,7 @@ def decide_rewrite(
 
 
 def validate_rewrite(
-    current: ContextWindow, proposed: Sequence[ModelMessage], *, tools: Collection[str] | None = None
+    current: ConsumedHistory, proposed: Sequence[ModelMessage], *, tools: Collection[str] | None = None
 ) -> None:
     """Raise unless `proposed` can replace `current` now: consumed prefix byte-identical, every tool pair kept.
 
@@ -414,16 +227,16 @@ def validate_rewrite(
 
 
 def apply_rewrite(
-    current: ContextWindow,
+    current: ConsumedHistory,
     proposed: Sequence[ModelMessage],
     *,
     tools: Collection[str] | None = None,
     requested_by: Literal['runtime', 'model'] = 'runtime',
-) -> tuple[ContextWindow, RewriteDecision]:
+) -> tuple[ConsumedHistory, RewriteDecision]:
     """Apply a rewrite as its decision says, and return the resulting window with the decision.
 
     A `patch` gives a window over `proposed` with the same boundary; a `defer` gives `current` holding the
-    rewrite for [`ContextWindow.open_next`][pydantic_ai_append.guard.ContextWindow.open_next]; an `abort` raises.
+    rewrite for [`ConsumedHistory.open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]; an `abort` raises.
 
     Raises:
         OrphanedToolPairError: The rewrite separates a tool call from its result.
@@ -431,7 +244,7 @@ def apply_rewrite(
     """
     decision = decide_rewrite(current, proposed, tools=tools, requested_by=requested_by)
     if decision.action == 'patch':
-        return ContextWindow(tuple(proposed), current.boundary), decision
+        return ConsumedHistory(tuple(proposed), current.boundary), decision
     if decision.action == 'defer':
         return current.holding(tuple(proposed)), decision
     error = decision.error()
@@ -460,7 +273,7 @@ class InstructionEdit:
 
 
 def self_edit(
-    current: ContextWindow,
+    current: ConsumedHistory,
     proposal: InstructionEdit | Sequence[ModelMessage],
     *,
     append_blocks: Collection[str] = (),

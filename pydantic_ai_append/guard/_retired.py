@@ -19,8 +19,8 @@ from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, core_schema
 
-from .errors import RetiredToolReferencedWarning
-from .rewrite import called_tools
+from ._errors import RetiredToolReferencedWarning
+from ._pairing import called_tools
 
 __all__ = ('RetiredTools', 'retired_tool_message')
 
@@ -42,7 +42,7 @@ class RetiredTools(WrapperToolset[AgentDepsT]):
     ```python
     from pydantic_ai.toolsets import FunctionToolset
 
-    from pydantic_ai_append.guard import RetiredTools
+    from pydantic_ai_append.guard._retired import RetiredTools
 
     toolset = RetiredTools(FunctionToolset())
     print(toolset.label)

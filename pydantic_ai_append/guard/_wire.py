@@ -20,9 +20,10 @@ import httpx2
 import logfire_api
 from pydantic_ai.exceptions import UserError
 
-from .._wire_bytes import TeeStream, excerpt, first_difference
-from ..testing import API_PATHS, Api, Segment, WireConversation, common_prefix_length, segments
-from .errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
+from .._conversation import WireConversation
+from .._segments import API_PATHS, Api, Segment, common_prefix_length, excerpt, first_difference, segments
+from .._transport import TeeStream
+from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
 
 __all__ = ('VerifierMode', 'WireDivergence', 'WireVerifier')
 

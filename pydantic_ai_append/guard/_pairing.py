@@ -36,10 +36,11 @@ from pydantic_ai.messages import (
     ModelResponse,
     NativeToolCallPart,
     NativeToolReturnPart,
-    RetryPromptPart,  # pyright: ignore[reportDeprecated]
 )
 
-__all__ = ('PairProblemKind', 'Position', 'ToolPairProblem', 'tool_pair_problems', 'tool_pairs')
+from .._compat import retried_call
+
+__all__ = ('PairProblemKind', 'Position', 'ToolPairProblem', 'called_tools', 'tool_pair_problems', 'tool_pairs')
 
 PairProblemKind: TypeAlias = Literal['unanswered_call', 'orphaned_result', 'result_before_call', 'duplicate_result']
 """What is wrong with a tool call or result:
@@ -69,7 +70,7 @@ class ToolPairProblem:
     """A tool call without its result, or a result without its call, with where each side is.
 
     ```python
-    from pydantic_ai_append.guard import Position, ToolPairProblem
+    from pydantic_ai_append.guard._pairing import Position, ToolPairProblem
 
     problem = ToolPairProblem('orphaned_result', 'call_1', 'query_db', call=None, result=Position(2, 0))
     print(problem.describe())
@@ -174,14 +175,10 @@ def _walk(
         else:
             for part_index, part in enumerate(message.parts):
                 # A retry that names no tool answers no call (the response as a whole was unusable).
-                if isinstance(part, BaseToolReturnPart) or (
-                    isinstance(part, RetryPromptPart)  # pyright: ignore[reportDeprecated]
-                    and part.tool_name is not None
-                ):
+                answer = (part.tool_call_id, part.tool_name) if isinstance(part, BaseToolReturnPart) else None
+                if (answer := answer or retried_call(part)) is not None:
                     position = Position(message_index, part_index)
-                    problems += _answer(
-                        awaiting, answered, later_calls, pairs, part.tool_call_id, part.tool_name, position
-                    )
+                    problems += _answer(awaiting, answered, later_calls, pairs, *answer, position)
     if sending and messages and not isinstance(messages[-1], ModelResponse):
         problems += [
             ToolPairProblem('unanswered_call', call_id, name, call=position, result=None)
@@ -224,3 +221,17 @@ def _call_positions(messages: Sequence[ModelMessage]) -> dict[str, list[Position
                 if isinstance(part, BaseToolCallPart):
                     calls.setdefault(part.tool_call_id, []).append(Position(message_index, part_index))
     return calls
+
+
+def called_tools(messages: Sequence[ModelMessage]) -> dict[str, int]:
+    """Each function or output tool that `messages` call, with the index of the first message that calls it.
+
+    Native tools are left out: the provider runs them, so no request declares them.
+    """
+    called: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, BaseToolCallPart) and not isinstance(part, NativeToolCallPart):
+                    called.setdefault(part.tool_name, index)
+    return called

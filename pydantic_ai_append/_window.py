@@ -21,17 +21,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from .records import (
-    Compaction,
+from ._history import Compaction, Located
+from ._records import (
     InstructionBaselinePart,
     InstructionBlock,
     InstructionDeltaPart,
     InstructionDigest,
     InstructionRecord,
-    Located,
     content_hash,
 )
-from .rendering import record_change
+from ._rendering import record_change
 
 __all__ = (
     'CurrentBlock',

@@ -2,7 +2,7 @@
 
 A change is sent as a mid-conversation `SystemPromptPart`. Pydantic AI's message preparation then sends it
 as a system message on models whose profile has `supports_inline_system_prompts`, and as `<system>`-wrapped
-user text on the others; this module picks the wording for that path (the fallback path also says that a
+user text on the others (the *wrapped* path); this module picks the wording for that path (the wrapped path also says that a
 withdrawal stays in effect).
 
 The model that serves a request isn't always the one the request was prepared for, so each delivered change
@@ -18,9 +18,9 @@ Two more details keep the prefix byte-stable:
 - On releases that tell a non-inline model what `<system>` means only once a mid-conversation system
   message appears (`framing_announcement='when_needed'`), the announcement would move the system prompt at
   the first change. A window on such a model asks for `'always'`, so the announcement is there from the
-  first request, unless the user chose a value.
+  first request, unless the user chose a value (`_compat.ask_for_framing_announcement`).
 - Pydantic AI doesn't prepare the messages of a resumed turn for a single model, so its `<system>` wrapping
-  is applied here for the changes on the fallback path.
+  is applied here for the changes on the wrapped path.
 """
 
 from __future__ import annotations
@@ -34,15 +34,16 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, S
 from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.wrapper import WrapperModel
-from pydantic_ai.settings import ModelSettings
 
-from .records import InstructionDeltaPart, is_carrier
-from .rendering import FallbackRenderer, InlineRenderer, Renderer
-from .window import Delivery
+from ._cache import BoundedCache, size_of
+from ._compat import ask_for_framing_announcement
+from ._history import is_carrier
+from ._records import InstructionDeltaPart
+from ._rendering import InlineRenderer, Renderer, WrappedRenderer
+from ._window import Delivery
 
 __all__ = (
     'PathWording',
-    'ask_for_framing_announcement',
     'deliver',
     'is_inline',
     'members',
@@ -52,7 +53,7 @@ __all__ = (
 )
 
 _WORDING_KEY = 'pydantic_ai_append_wording'
-"""Metadata of a delivered change: its text on each path, keyed `'inline'` and `'fallback'`."""
+"""Metadata of a delivered change: its text on each path, keyed `'inline'` and `'wrapped'`."""
 
 
 def is_inline(model: Model) -> bool:
@@ -84,7 +85,7 @@ class PathWording(WrapperModel):
 
 def reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
     """`messages` with each delivered change in the wording of the given path."""
-    path = 'inline' if inline else 'fallback'
+    path = 'inline' if inline else 'wrapped'
     reworded = list(messages)
     # Usually every change is in the right wording already, so this only reads: nothing is built for a request
     # whose changes keep their wording.
@@ -111,14 +112,6 @@ def _reworded(part: SystemPromptPart, path: str) -> SystemPromptPart:
     return part if part.content == text else replace(part, content=text)
 
 
-def ask_for_framing_announcement(request_context: ModelRequestContext) -> None:
-    """Have the `<system>` framing announced from the first request, unless the user chose when it is."""
-    settings = request_context.model_settings or {}
-    model_settings = request_context.model.settings or {}
-    if 'framing_announcement' not in settings and 'framing_announcement' not in model_settings:
-        request_context.model_settings = cast(ModelSettings, {**settings, 'framing_announcement': 'always'})
-
-
 def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> Renderer:
     """Set up the request's model for delivery, and return the renderer the changes are sent with.
 
@@ -134,7 +127,7 @@ def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> Rend
         return InlineRenderer()
     if isinstance(model, FallbackModel) and True in on_paths:
         request_context.model = _with_path_wording(model)
-    return FallbackRenderer()
+    return WrappedRenderer()
 
 
 def _with_path_wording(model: FallbackModel) -> FallbackModel:
@@ -199,41 +192,32 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
 
 
 def _change_part(delivery: Delivery, path: str, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
-    wording = _WORDINGS.get(delivery.delta, delivery.base_matches)
+    wording = _wording(delivery.delta, delivery.base_matches)
     text = wording[path]
     if wrap:
         return UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
     return SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: wording})
 
 
-class _Wordings:
-    """Each change's text on both paths, keyed by path name, by the identity of the change's record.
+_WORDINGS = BoundedCache[int, tuple[InstructionDeltaPart, bool, dict[str, str]]](
+    max_entries=16_384, max_bytes=64 * 1024 * 1024
+)
+"""Each change's text on both paths, keyed by path name, by the identity of the change's record.
 
-    Every request of a window delivers all of its changes again, and one lookup gives both texts. Decoded records
-    are kept (so the same record object comes back on each request), so the lookup is by `id()`, which doesn't
-    read the record's fields the way hashing it would. Records are held, so an `id()` is never reused while its
-    entry exists; the cache is bounded. A wording dict is shared by every part that delivers the change; nothing
-    changes it once made.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: dict[int, tuple[InstructionDeltaPart, bool, dict[str, str]]] = {}
-
-    def get(self, delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
-        entry = self._entries.get(id(delta))
-        if entry is not None and entry[0] is delta and entry[1] is base_matches:
-            return entry[2]
-        wording = {
-            'inline': InlineRenderer().change(delta, base_matches=base_matches),
-            'fallback': FallbackRenderer().change(delta, base_matches=base_matches),
-        }
-        if len(self._entries) >= self._size:
-            # Dicts keep insertion order: drop the oldest half.
-            for stale in list(self._entries)[: self._size // 2]:
-                del self._entries[stale]
-        self._entries[id(delta)] = (delta, base_matches, wording)
-        return wording
+Every request of a window delivers all of its changes again, and one lookup gives both texts. Decoded records are
+kept (so the same record object comes back on each request), so the lookup is by `id()`, which doesn't read the
+record's fields the way hashing it would. An entry holds its record, so an `id()` is never reused while the entry
+exists. A wording dict is shared by every part that delivers the change; nothing changes it once made.
+"""
 
 
-_WORDINGS = _Wordings(size=16384)
+def _wording(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
+    entry = _WORDINGS.get(id(delta))
+    if entry is not None and entry[0] is delta and entry[1] is base_matches:
+        return entry[2]
+    wording = {
+        'inline': InlineRenderer().change(delta, base_matches=base_matches),
+        'wrapped': WrappedRenderer().change(delta, base_matches=base_matches),
+    }
+    _WORDINGS.put(id(delta), (delta, base_matches, wording), size=size_of(wording.values()) + 256)
+    return wording

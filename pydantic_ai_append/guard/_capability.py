@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, TypeAlias
 
-import logfire_api
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
 from pydantic_ai.exceptions import UserError
@@ -33,10 +32,13 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
-from ..capability import AppendInstructions, WindowObserver
-from ..records import InstructionBaselinePart, Located, scan
-from .compaction import compact, elided_count
-from .errors import (
+from .._capability import AppendInstructions
+from .._request import WindowObserver
+from ._bytes import message_bytes
+from ._compaction import compact, elided_count
+from ._consumed import ConsumedHistory
+from ._decision import RewriteDecision, decide_rewrite
+from ._errors import (
     ConsumedPrefixChangedWarning,
     InstructionsChangedWarning,
     OrphanedToolPairWarning,
@@ -44,8 +46,7 @@ from .errors import (
     RetiredToolReferencedWarning,
     ToolListChangedWarning,
 )
-from .rewrite import ContextWindow, RewriteDecision, decide_rewrite, message_bytes
-from .tools import RetiredTools
+from ._retired import RetiredTools
 
 __all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuard')
 
@@ -91,7 +92,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] to tell when a request opens a new window by
     compaction, so the prefix that request moves isn't reported as a divergence."""
 
-    _window: ContextWindow | None = field(default=None, init=False, repr=False)
+    _window: ConsumedHistory | None = field(default=None, init=False, repr=False)
     """What the model has consumed in this run so far."""
 
     _tools: dict[str, ToolDefinition] | None = field(default=None, init=False, repr=False)
@@ -132,7 +133,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, verifier=self.verifier)
         run._definitions = self._definitions
         run._seen = self._seen
-        run._window = ContextWindow.of(list(ctx.messages))
+        run._window = ConsumedHistory.of(list(ctx.messages))
         run._instructions = _last_instructions(ctx.messages)
         return run
 
@@ -144,25 +145,27 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Decide on what history processing did to the consumed prefix, and keep tools that history calls."""
-        window = self._window if self._window is not None else ContextWindow.of([])
+        window = self._window if self._window is not None else ConsumedHistory.of([])
         proposed = list(request_context.messages)
         self._opened = _newly_compacted(window, proposed)
         # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
-        judged = ContextWindow(window.messages, 0) if self._opened else window
+        judged = ConsumedHistory(window.messages, 0) if self._opened else window
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
         decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=self._seen)
         # How many leading messages are sent with the bytes the model consumed: all of the consumed prefix, unless
         # a divergent rewrite goes out as it is.
         self._verified = window.boundary
-        with logfire_api.span(
-            'prefix_guard {action}',
-            action=decision.action,
-            mode=self.mode,
-            reason=decision.reason,
-            boundary=judged.boundary,
-            messages=len(proposed),
-        ):
+        attributes: dict[str, str | int] = {
+            'logfire.msg': f'prefix_guard {decision.action}',
+            'action': decision.action,
+            'mode': self.mode,
+            'reason': decision.reason,
+            'boundary': judged.boundary,
+            'messages': len(proposed),
+        }
+        # On the run's tracer, so the span follows the agent's instrumentation settings.
+        with ctx.tracer.start_as_current_span('prefix_guard', attributes=attributes):
             if not self._opened:
                 self._check_tools(declared)
             if decision.action != 'patch':
@@ -198,7 +201,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self,
         ctx: RunContext[AgentDepsT],
         request_context: ModelRequestContext,
-        window: ContextWindow,
+        window: ConsumedHistory,
         decision: RewriteDecision,
     ) -> None:
         conditions: list[tuple[type[PrefixGuardWarning], str]] = [
@@ -234,7 +237,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         outcome = 'Refused, the consumed prefix kept'
         if self.on_defer == 'compact' and (start := _trimmed_from(kept, proposed)) is not None:
             compacted = compact(kept, keep_from=start)
-            opened = ContextWindow(window.messages, 0)
+            opened = ConsumedHistory(window.messages, 0)
             # Only a compaction that cut something and keeps every pair is sent.
             if len(compacted) < len(kept) and decide_rewrite(opened, compacted, sending=True).action == 'patch':
                 kept = compacted
@@ -249,7 +252,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
         """Take what the model has now consumed, and check the instructions the request was sent with."""
-        base = self._window if self._window is not None else ContextWindow.of([])
+        base = self._window if self._window is not None else ConsumedHistory.of([])
         self._window = base.advance([*ctx.messages, response], sent=self._sent, verified=self._verified)
         sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
         opened = self._opened or _opens_instruction_window(ctx.messages)
@@ -264,14 +267,14 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         return response
 
 
-def _newly_compacted(window: ContextWindow, proposed: Sequence[ModelMessage]) -> bool:
+def _newly_compacted(window: ConsumedHistory, proposed: Sequence[ModelMessage]) -> bool:
     """Whether `proposed` starts with a compaction marker that the consumed history doesn't start with."""
     if elided_count(proposed) is None:
         return False
     return not window.consumed or message_bytes(proposed[0]) != window.consumed[0]
 
 
-def _new_messages(window: ContextWindow, proposed: Sequence[ModelMessage]) -> list[ModelMessage]:
+def _new_messages(window: ConsumedHistory, proposed: Sequence[ModelMessage]) -> list[ModelMessage]:
     """What a refused request sends after the consumed prefix: the window's unconsumed messages, then the new one.
 
     Pydantic AI adds one request per step (the prompt, or the tool results) and a processed history must end with
@@ -306,9 +309,7 @@ def _trimmed_from(full: Sequence[ModelMessage], proposed: Sequence[ModelMessage]
 def _opens_instruction_window(messages: Sequence[ModelMessage]) -> bool:
     """Whether `AppendInstructions` opened a new window at the latest request (it recorded a baseline there)."""
     last = next(message for message in reversed(messages) if isinstance(message, ModelRequest))
-    return any(
-        isinstance(found, Located) and isinstance(found.record, InstructionBaselinePart) for found in scan([last])
-    )
+    return AppendInstructions.opens_window(last)
 
 
 def _warn(conditions: list[tuple[type[PrefixGuardWarning], str]], outcome: str) -> None:

@@ -20,8 +20,9 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
-from ..capability import AppendInstructions
-from .rewrite import ContextWindow, InstructionEdit, self_edit
+from .._capability import AppendInstructions
+from ._consumed import ConsumedHistory
+from ._decision import InstructionEdit, self_edit
 
 __all__ = ('BlockWriter', 'self_edit_toolset')
 
@@ -80,24 +81,24 @@ def self_edit_toolset(
     Raises:
         UserError: A block named in `writers` isn't registered on `context`, or isn't in append mode.
     """
-    blocks = context._blocks  # pyright: ignore[reportPrivateUsage]
+    policies = context.block_policies
     for name in writers:
-        if name not in blocks:
-            known = ', '.join(repr(block) for block in blocks) or 'none'
+        if name not in policies:
+            known = ', '.join(repr(block) for block in policies) or 'none'
             raise UserError(
                 f'`self_edit_toolset` got block {name!r}, which `{context.id}` has no block named (it has: {known}).'
             )
-        if blocks[name].on_change != 'append':
+        if policies[name] != 'append':
             raise UserError(
-                f'Block {name!r} of `{context.id}` is in {blocks[name].on_change!r} mode; a model may only edit '
+                f'Block {name!r} of `{context.id}` is in {policies[name]!r} mode; a model may only edit '
                 'append-mode blocks, whose changes are appended instead of rewriting the prefix.'
             )
-    by_id = {f'capability:{context.id}:{name}': name for name in writers}
+    by_id = {context.block_id(name): name for name in writers}
     listed = ', '.join(f'`{block_id}`' for block_id in by_id)
 
     async def edit(ctx: RunContext[AgentDepsT], block_id: str, content: str | None) -> str:
         # An edit of a block is decided by the block alone, so the history needs no window (and no encoding).
-        decision = self_edit(ContextWindow.of(()), InstructionEdit(block_id, content), append_blocks=by_id)
+        decision = self_edit(ConsumedHistory.of(()), InstructionEdit(block_id, content), append_blocks=by_id)
         if decision.action != 'patch':
             return f'Refused: {decision.reason}.'
         stored = writers[by_id[block_id]](ctx, content)

@@ -4,28 +4,28 @@ Everything here is byte-stable and pinned by snapshot tests: a prefix block, the
 and each kind of change (a full replacement, a `<context-diff>`, a withdrawal). Rendering is pure: it
 reads a record and returns text, so a past change renders to the same bytes on every later request.
 
-Each delivery path has its own small renderer. [`InlineRenderer`][pydantic_ai_append.InlineRenderer] is
-for models whose profile supports mid-conversation system messages; [`FallbackRenderer`][pydantic_ai_append.FallbackRenderer]
-is for the rest, where Pydantic AI sends the same text as `<system>`-wrapped user text, so a withdrawal
-also says that it stays in effect.
+Each delivery path has its own small renderer. `InlineRenderer` is for models whose profile supports
+mid-conversation system messages (the *inline* path); `WrappedRenderer` is for the rest, where Pydantic AI sends
+the same text as `<system>`-wrapped user text (the *wrapped* path), so a withdrawal also says that it stays in
+effect.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
 import html
 import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .records import InstructionDeltaPart, content_hash
+from ._cache import BoundedCache, size_of
+from ._records import InstructionDeltaPart, content_hash
 
 __all__ = (
     'SUPERSESSION_SENTENCE',
-    'FallbackRenderer',
     'InlineRenderer',
     'Renderer',
+    'WrappedRenderer',
     'diff_hunks',
     'escape',
     'unescape',
@@ -47,7 +47,7 @@ def escape(text: str) -> str:
     r"""Make `text` safe to put inside an element: no closing tag in it can end the element early.
 
     ```python
-    from pydantic_ai_append import escape, unescape
+    from pydantic_ai_append._rendering import escape, unescape
 
     print(escape('a </context> b'))
     #> a <\/context> b
@@ -61,7 +61,7 @@ def escape(text: str) -> str:
 
 
 def unescape(text: str) -> str:
-    """Undo [`escape`][pydantic_ai_append.escape]."""
+    """Undo `escape`."""
     if '<' not in text:
         return text
     return _ESCAPED_CLOSERS.sub(lambda match: f'<{match[1][1:]}/{match[2]}{match[3]}>', text)
@@ -73,7 +73,7 @@ def diff_hunks(old: str, new: str) -> str:
     File headers are left out: the element the hunks go in names the block.
 
     ```python
-    from pydantic_ai_append import diff_hunks
+    from pydantic_ai_append._rendering import diff_hunks
 
     print(diff_hunks('a\nb\nc', 'a\nB\nc'))
     #> @@ -1,3 +1,3 @@
@@ -109,14 +109,14 @@ class Renderer:
     rendered change can be cached by renderer.
 
     ```python
-    from pydantic_ai_append import FallbackRenderer, InlineRenderer
+    from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer
 
     print(InlineRenderer().withdrawal('agent:memory'))
     #> <context id="agent:memory" withdrawn="true">
     #> This context no longer applies.
     #> </context>
-    print(FallbackRenderer().path)
-    #> fallback
+    print(WrappedRenderer().path)
+    #> wrapped
     ```
     """
 
@@ -126,7 +126,7 @@ class Renderer:
     @property
     def path(self) -> str:
         """The delivery path's name, as telemetry and snapshots call it."""
-        return 'inline' if self.inline else 'fallback'
+        return 'inline' if self.inline else 'wrapped'
 
     def block(self, block_id: str, content: str) -> str:
         """A block as the prefix states it."""
@@ -159,21 +159,30 @@ class InlineRenderer(Renderer):
 
 
 @dataclass(frozen=True)
-class FallbackRenderer(Renderer):
+class WrappedRenderer(Renderer):
     """The renderer for models that get changes as `<system>`-wrapped user text: a withdrawal says it stays."""
 
     inline: ClassVar[bool] = False
 
 
-@functools.lru_cache(maxsize=8192)
+_CHANGE_TEXTS = BoundedCache[tuple[bool, InstructionDeltaPart, bool], str](max_entries=8192, max_bytes=64 * 1024 * 1024)
+"""Each change's text per path, by the change's value: every request of a window delivers all of the window's
+changes again, and rendering each once keeps a request's cost from growing with the text of the changes before it."""
+
+
 def _change_text(renderer: Renderer, delta: InstructionDeltaPart, base_matches: bool) -> str:
-    # Every request of a window delivers all of the window's changes again; rendering each once keeps a request's
-    # cost from growing with the text of the changes before it.
+    key = (renderer.inline, delta, base_matches)
+    if (text := _CHANGE_TEXTS.get(key)) is not None:
+        return text
     if delta.content is None:
-        return renderer.withdrawal(delta.id)
-    if delta.diff is not None and base_matches:
-        return diff_element(delta.id, delta.diff)
-    return context_element(delta.id, delta.content)
+        text = renderer.withdrawal(delta.id)
+    elif delta.diff is not None and base_matches:
+        text = diff_element(delta.id, delta.diff)
+    else:
+        text = context_element(delta.id, delta.content)
+    # The key holds the change, whose texts are kept as long as the entry.
+    _CHANGE_TEXTS.put(key, text, size=size_of([text, delta.content, delta.diff]))
+    return text
 
 
 def record_change(block_id: str, previous: str | None, content: str | None) -> InstructionDeltaPart:

@@ -20,8 +20,8 @@ from dataclasses import replace
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, UserPromptPart
 
-from ..records import strip_records
-from .pairing import tool_pair_problems, tool_pairs
+from .._history import strip_records
+from ._pairing import tool_pair_problems, tool_pairs
 
 __all__ = ('compact', 'elided_count', 'elision_marker', 'whole_pair_cut')
 

@@ -1,0 +1,239 @@
+"""The `AppendInstructions` capability: its options, its blocks, and the hooks that hand each request to `_request`.
+
+This is the adapter between Pydantic AI and the window logic. It holds what the user configures (the blocks
+registered with its decorator, the ids of other sources' blocks to route, the signing key) and nothing per
+conversation: every request is decided from history and the blocks' current values by
+[`handle_request`][pydantic_ai_append._request.handle_request], so one instance serves every conversation of an agent.
+
+Besides the hooks, it offers the [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard]'s self-edit tool a small
+interface: the policy of each registered block (`block_policies`) and its id (`block_id`), and whether a request
+opens a new window (`opens_window`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from types import MappingProxyType
+from typing import overload
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelRequest
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.tools import AgentDepsT
+
+from ._delivery import prepare_model, reword
+from ._history import opens_window
+from ._rendering import SUPERSESSION_SENTENCE
+from ._request import (
+    BlockFunc,
+    ChangePolicy,
+    OwnBlock,
+    RequestSettings,
+    WindowObserver,
+    handle_request,
+    takes_run_context,
+)
+
+__all__ = ('AppendInstructions',)
+
+_POLICIES: tuple[ChangePolicy, ...] = ('append', 'rewrite')
+_NAMESPACES = ('agent', 'capability', 'toolset')
+
+
+@dataclass
+class AppendInstructions(AbstractCapability[AgentDepsT]):
+    r"""Instruction blocks that keep the prompt cache when they change.
+
+    A block registered with `on_change='append'` keeps its first value in the prefix, as a
+    `<context id="capability:<id>:<name>">` element. When its value changes, the prefix stays byte-identical
+    and the change is appended to the conversation as a later element with the same id, which replaces the
+    earlier one: the full new value, or a `<context-diff>` when that is shorter. Models that take
+    mid-conversation system messages get it as one; the others get `<system>`-wrapped user text.
+
+    ```python
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.test import TestModel
+
+    from pydantic_ai_append import AppendInstructions
+
+    todos = AppendInstructions[list[str]](id='todos')
+
+
+    @todos.instructions(name='state')
+    def state(ctx: RunContext[list[str]]) -> str | None:
+        return '\n'.join(ctx.deps) or None
+
+
+    agent = Agent(TestModel(), deps_type=list[str], capabilities=[todos])
+    result = agent.run_sync('What is next?', deps=['write tests'])
+    print(result.all_messages()[0].instructions)
+    #> <context id="capability:todos:state">
+    #> write tests
+    #> </context>
+    #>
+    #> A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.
+    ```
+    """
+
+    append_ids: Sequence[str] = ()
+    """Ids of other sources' blocks to route through append mode: an exact id such as `'agent:memory'` or
+    `'capability:repo_context:agents_md'`, or a source such as `'capability:repo_context'` for all of its blocks."""
+
+    _: KW_ONLY
+
+    signing_key: str | bytes | None = field(default=None, repr=False)
+    """A secret to sign records with, so records forged in history that came from a client are told apart from
+    genuine ones. A signed record is bound to its conversation (`conversation_id`), so it can't be replayed into
+    another. A record that fails the check opens a new window; it is never delivered."""
+
+    verifier: WindowObserver | None = field(default=None, repr=False)
+    """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] (or anything with `open_window()`) to tell when a
+    request opens a new window, so the prefix that request moves isn't reported as a divergence."""
+
+    _blocks: dict[str, OwnBlock[AgentDepsT]] = field(
+        default_factory=dict[str, 'OwnBlock[AgentDepsT]'], init=False, repr=False
+    )
+    """The blocks registered with `instructions`, by name, in registration order."""
+
+    def __post_init__(self) -> None:
+        if self.id is None or not self.id:
+            raise UserError("`AppendInstructions` needs an `id`, such as `AppendInstructions(id='todos')`.")
+        if ':' in self.id:
+            raise UserError(f'`AppendInstructions` id {self.id!r} cannot contain a colon; colons separate id segments.')
+        if self.defer_loading:
+            raise UserError(
+                "`AppendInstructions` can't be loaded on demand (`defer_loading=True`): its blocks are the prefix of "
+                'every request from the first.'
+            )
+        if isinstance(self.append_ids, str):
+            raise UserError(f'`append_ids` takes a sequence of ids, not the string {self.append_ids!r}.')
+        for routed in self.append_ids:
+            if routed.split(':', 1)[0] not in _NAMESPACES:
+                raise UserError(
+                    f'`append_ids` entry {routed!r} is not an instruction id: ids start with one of '
+                    f'{", ".join(repr(namespace) for namespace in _NAMESPACES)}, such as `capability:repo_context`.'
+                )
+
+    def get_ordering(self) -> CapabilityOrdering:
+        """Run after history processing and model selection, so the window sees the history and model that go out.
+
+        A history processor that ran after this capability would write the outgoing messages, which carry the
+        rendered changes instead of their records, back into history.
+        """
+        return CapabilityOrdering(wrapped_by=(ProcessHistory, SelectModel))
+
+    @property
+    def _source_id(self) -> str:
+        assert self.id is not None, 'checked in `__post_init__`'
+        return self.id
+
+    @property
+    def _key(self) -> bytes | None:
+        return self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
+
+    # --- Registration
+
+    @overload
+    def instructions(
+        self, function: BlockFunc[AgentDepsT], /, *, name: str | None = None, on_change: ChangePolicy = 'append'
+    ) -> BlockFunc[AgentDepsT]: ...
+
+    @overload
+    def instructions(
+        self, /, *, name: str | None = None, on_change: ChangePolicy = 'append'
+    ) -> Callable[[BlockFunc[AgentDepsT]], BlockFunc[AgentDepsT]]: ...
+
+    def instructions(
+        self,
+        function: BlockFunc[AgentDepsT] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        on_change: ChangePolicy = 'append',
+    ) -> BlockFunc[AgentDepsT] | Callable[[BlockFunc[AgentDepsT]], BlockFunc[AgentDepsT]]:
+        """Register a function computing one instruction block.
+
+        Args:
+            function: The function, when used as a bare decorator.
+            name: The block's name, unique within this capability; its id is `capability:<id>:<name>`.
+                Defaults to the function's name.
+            on_change: `'append'` to keep the first value in the prefix and append changes, or `'rewrite'` to
+                rewrite the block in place (which opens a new window when it changes).
+        """
+
+        def register(function: BlockFunc[AgentDepsT]) -> BlockFunc[AgentDepsT]:
+            block_name = name if name is not None else getattr(function, '__name__', '')
+            if on_change not in _POLICIES:
+                raise UserError(
+                    f"Unknown `on_change` policy {on_change!r} for block {block_name!r}: use 'append' or 'rewrite'."
+                )
+            self._check_name(block_name)
+            takes_ctx = takes_run_context(function)
+            self._blocks[block_name] = OwnBlock(block_name, function, on_change, takes_ctx)
+            return function
+
+        return register(function) if function is not None else register
+
+    def _check_name(self, name: str) -> None:
+        if not name or not name.strip():
+            raise UserError(f'Block names must be non-empty; got {name!r} on `AppendInstructions` {self.id!r}.')
+        if ':' in name:
+            raise UserError(f'Block name {name!r} cannot contain a colon; colons separate id segments.')
+        if name in self._blocks:
+            raise UserError(
+                f'Two blocks share the id {self.block_id(name)!r}; give each block of `AppendInstructions` '
+                f'{self.id!r} its own `name`.'
+            )
+
+    def block_id(self, name: str) -> str:
+        """The id of the block registered as `name`, as changes and the prefix name it: `capability:<id>:<name>`."""
+        return f'capability:{self._source_id}:{name}'
+
+    @property
+    def block_policies(self) -> Mapping[str, ChangePolicy]:
+        """The `on_change` policy of each block registered with `instructions`, by name, in registration order."""
+        return MappingProxyType({name: block.on_change for name, block in self._blocks.items()})
+
+    @staticmethod
+    def opens_window(request: ModelRequest) -> bool:
+        """Whether `request` is where a window opened (or ended), so its prefix may differ from the request before.
+
+        That is a request that carries a baseline record. The record is recognised by its kind alone, without
+        checking its integrity or signature: this only says where the prefix was meant to move.
+        """
+        return opens_window(request)
+
+    # --- The request hooks
+
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Send the window's prefix, record this request's changes, and deliver the window's changes."""
+        settings = RequestSettings(
+            owner=self,
+            source_id=self._source_id,
+            blocks=self._blocks,
+            append_ids=self.append_ids,
+            key=self._key,
+            verifier=self.verifier,
+        )
+        return await handle_request(settings, ctx, request_context)
+
+    async def prepare_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Word the changes for the model about to serve this attempt, which may not be the step's model.
+
+        Pydantic AI calls this once per attempt on releases that have it (the `ModelFallback` capability switches
+        models between attempts); older releases don't, and the step's model serves every attempt.
+        """
+        if any(
+            part.content == SUPERSESSION_SENTENCE
+            for part in request_context.model_request_parameters.instruction_parts or []
+        ):
+            renderer = prepare_model(request_context, tagged=True)
+            request_context.messages = reword(list(request_context.messages), inline=renderer.inline)
+        return request_context

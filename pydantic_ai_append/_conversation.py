@@ -1,0 +1,169 @@
+"""One conversation's requests as the provider sees them, with OpenAI Responses `previous_response_id` resolved.
+
+A Responses request that names `previous_response_id` sends only its new input; the provider puts the named
+response's input and output before it. Checking such a request's prefix needs the full input, rebuilt from the
+replies seen earlier. The test-time checker and the runtime verifier both rebuild it, so it lives here once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Protocol, cast
+
+from ._segments import CACHE_MARKER_KEYS, Api, Segment, parse_body, pieces, segments
+
+__all__ = ('Exchange', 'WireConversation')
+
+
+class Exchange(Protocol):
+    """A request body and the response body it got, as `WireExchange` and the fake provider's log keep them."""
+
+    @property
+    def request_body(self) -> bytes:
+        """The raw request body."""
+        ...
+
+    @property
+    def response_body(self) -> bytes:
+        """The raw response body, JSON or a whole event stream."""
+        ...
+
+
+def _responses_reply(body: bytes) -> tuple[str, list[object]] | None:
+    """The id and output items of a Responses reply, JSON or a stream, or `None` if it carries none."""
+    try:
+        parsed: object = json.loads(body)
+    except ValueError:
+        parsed = None
+    candidates: list[object] = [parsed]
+    if parsed is None:
+        # A streamed reply: the terminal event (`response.completed`, or `.incomplete`/`.failed`) holds the
+        # whole response, so the last event that carries one wins.
+        for line in body.decode(errors='replace').splitlines():
+            if line.startswith('data:'):
+                try:
+                    event: object = json.loads(line[5:])
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    candidates.append(cast(dict[str, object], event).get('response'))
+    for candidate in reversed(candidates):
+        if isinstance(candidate, dict):
+            response = cast(dict[str, object], candidate)
+            response_id, output = response.get('id'), response.get('output')
+            if isinstance(response_id, str) and isinstance(output, list):
+                return response_id, cast(list[object], output)
+    return None
+
+
+class WireConversation:
+    """The segments of each request of one conversation, with `previous_response_id` resolved.
+
+    An OpenAI Responses request naming `previous_response_id` sends only its new input items; the provider
+    puts the named response's input and output before them. So each request's full input is the full input of
+    the request that response answered, that response's output items, then this request's own input. For the
+    other APIs every request is complete already, and responses are not needed.
+
+    ```python
+    from pydantic_ai_append.testing import WireConversation, assert_prefix_stable
+
+    conversation = WireConversation('openai-chat')
+    conversation.add(b'{"messages": [{"role": "user", "content": "hi"}]}')
+    conversation.add(b'{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}')
+    assert_prefix_stable(conversation.requests)
+    print([len(request) for request in conversation.requests])
+    #> [1, 2]
+    ```
+    """
+
+    def __init__(self, api: Api) -> None:
+        """Start an empty conversation.
+
+        Args:
+            api: The provider API every request of the conversation goes to.
+        """
+        self.api: Api = api
+        """The provider API every request of the conversation goes to."""
+        self.requests: list[list[Segment]] = []
+        """Each request's full segments, in the order added."""
+        self._contexts: dict[str, list[Segment]] = {}
+
+    @classmethod
+    def from_exchanges(cls, api: Api, exchanges: Iterable[Exchange]) -> WireConversation:
+        """Build a conversation from exchanges in the order they happened.
+
+        Args:
+            api: The provider API every exchange went to.
+            exchanges: Request and response bodies, e.g. `WireCapture.exchanges` or `FakeProvider.exchanges`.
+
+        Returns:
+            The conversation with every exchange added.
+        """
+        conversation = cls(api)
+        for exchange in exchanges:
+            conversation.add(exchange.request_body, exchange.response_body)
+        return conversation
+
+    def add(self, request_body: bytes, response_body: bytes | None = None) -> list[Segment]:
+        """Add the next request, and the response it got if a later request may name it.
+
+        Args:
+            request_body: The raw request body.
+            response_body: The raw response body, JSON or the whole event stream; only Responses uses it.
+
+        Returns:
+            The request's full segments, also appended to `requests`.
+
+        Raises:
+            AssertionError: If the request names a `previous_response_id` no earlier response returned.
+        """
+        full = self.resolve(request_body)
+        if full is None:
+            previous = parse_body(self.api, request_body)['previous_response_id']
+            raise AssertionError(
+                f'request {len(self.requests)} names previous_response_id {previous!r}, which no earlier response '
+                f'in this conversation returned (known: {sorted(self._contexts)}); add the exchange that '
+                f'returned it, with its response body'
+            )
+        if response_body is not None:
+            self.add_response(full, response_body)
+        self.requests.append(full)
+        return full
+
+    def resolve(self, request_body: bytes) -> list[Segment] | None:
+        """A request's full segments, with the response its `previous_response_id` names brought in; adds nothing.
+
+        Args:
+            request_body: The raw request body.
+
+        Returns:
+            The full segments, or `None` if the request names a `previous_response_id` that no response given to
+            `add` or `add_response` returned.
+        """
+        own = segments(self.api, request_body)
+        if self.api != 'openai-responses':
+            return own
+        previous = parse_body(self.api, request_body).get('previous_response_id')
+        if not isinstance(previous, str):
+            return own
+        if previous not in self._contexts:
+            return None
+        head = [segment for segment in own if segment.kind in ('tool', 'instructions')]
+        return head + self._contexts[previous] + [segment for segment in own if segment.kind == 'input']
+
+    def add_response(self, request: Sequence[Segment], response_body: bytes) -> None:
+        """Remember the response a request got, so that later requests naming it by `previous_response_id` resolve.
+
+        Only Responses replies are kept; a body that carries no response id and output items (an error, a stream
+        cut short) is ignored.
+
+        Args:
+            request: The full segments of the request the response answered, as `resolve` returned them.
+            response_body: The raw response body, JSON or the whole event stream.
+        """
+        if self.api != 'openai-responses' or (reply := _responses_reply(response_body)) is None:
+            return
+        response_id, output = reply
+        full_input = [segment for segment in request if segment.kind in ('input', 'output')]
+        self._contexts[response_id] = full_input + pieces('output', output, CACHE_MARKER_KEYS[self.api])

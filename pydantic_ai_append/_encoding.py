@@ -1,0 +1,171 @@
+"""How a record is stored: a plain JSON-able dict with a format version and an integrity check, or a signature.
+
+Records are plain dicts so any store or durable-execution layer keeps them as they are. A record that is from a
+newer version, is malformed, or fails its check reads as unreadable and opens a new window rather than being
+delivered. With a signing key, the check is an HMAC that also binds the record to its conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any, Literal, cast
+
+from ._cache import BoundedCache, size_of
+from ._records import (
+    InstructionBaselinePart,
+    InstructionBlock,
+    InstructionDeltaPart,
+    InstructionDigest,
+    InstructionRecord,
+    UnreadableRecord,
+)
+
+__all__ = ('RECORD_VERSION', 'decode_record', 'encode_record')
+
+RECORD_VERSION = 1
+"""The record format this version writes, and the newest it reads."""
+
+
+_Kind = Literal['baseline', 'delta']
+
+
+def _signature(payload: dict[str, Any], key: bytes | None) -> str:
+    """The integrity check of a record: a keyed HMAC when a signing key is set, a plain digest otherwise."""
+    encoded = json.dumps(payload, sort_keys=True, separators=(',', ':'), ensure_ascii=False).encode()
+    if key is None:
+        return hashlib.sha256(encoded).hexdigest()[:32]
+    return hmac.new(key, encoded, hashlib.sha256).hexdigest()
+
+
+def encode_record(
+    record: InstructionRecord, *, key: bytes | None = None, conversation_id: str | None = None
+) -> dict[str, Any]:
+    """The JSON-able dict a carrier stores for `record`, sealed with its integrity check.
+
+    Args:
+        record: The record.
+        key: The signing key, if records are signed.
+        conversation_id: The conversation a signed record belongs to, which the signature covers.
+    """
+    payload: dict[str, Any]
+    if isinstance(record, InstructionBaselinePart):
+        payload = {
+            'v': RECORD_VERSION,
+            'kind': 'baseline',
+            'instructions': [
+                {'id': block.id, 'content': block.content}
+                if isinstance(block, InstructionBlock)
+                else {'id': block.id, 'dynamic': block.dynamic, 'hash': block.content_hash}
+                for block in record.instructions
+            ],
+        }
+    else:
+        payload = {
+            'v': RECORD_VERSION,
+            'kind': 'delta',
+            'id': record.id,
+            'content': record.content,
+            'base_hash': record.base_hash,
+            'diff': record.diff,
+        }
+    if conversation_id is not None:
+        payload['conversation'] = conversation_id
+    return {**payload, 'check': _signature(payload, key)}
+
+
+_DECODED = BoundedCache[int, tuple[object, bytes | None, str | None, InstructionRecord | UnreadableRecord]](
+    max_entries=16_384, max_bytes=64 * 1024 * 1024
+)
+"""Records already decoded, by the identity of the stored dict they were read from.
+
+History objects live for a whole run, so each request would otherwise check every record in the window again, at a
+cost that grows with the conversation; a fresh history (after a JSON round trip) is checked once. An entry holds
+the dict, so its `id()` is never reused while the entry exists, and it is for the key and conversation it was
+checked with: a lookup with others checks again. It is keyed by the `id()` alone, so a lookup builds no key object.
+"""
+
+
+def _record_size(record: InstructionRecord | UnreadableRecord) -> int:
+    # The entry holds both the stored dict and the record decoded from it, which share no strings after a JSON load.
+    if isinstance(record, InstructionBaselinePart):
+        texts = [block.content for block in record.blocks]
+    elif isinstance(record, InstructionDeltaPart):
+        texts = [record.content, record.diff]
+    else:
+        texts = [record.reason]
+    return 2 * size_of(texts) + 256
+
+
+def decode_record(
+    data: object, *, key: bytes | None = None, conversation_id: str | None = None
+) -> InstructionRecord | UnreadableRecord:
+    """Read a carrier's stored dict back into a record, or say why it can't be trusted.
+
+    Args:
+        data: What the carrier stores.
+        key: The signing key, if records are signed.
+        conversation_id: The conversation a signed record must belong to; `None` doesn't check.
+    """
+    entry = _DECODED.get(id(data))
+    if entry is not None and entry[0] is data and entry[1] == key and entry[2] == conversation_id:
+        return entry[3]
+    record = _decode_uncached(data, key, conversation_id)
+    _DECODED.put(id(data), (data, key, conversation_id, record), size=_record_size(record))
+    return record
+
+
+def _decode_uncached(
+    data: object, key: bytes | None, conversation_id: str | None
+) -> InstructionRecord | UnreadableRecord:
+    if not isinstance(data, dict):
+        return UnreadableRecord('the record is not a mapping')
+    stored = cast(dict[str, Any], data)
+    version = stored.get('v')
+    if not isinstance(version, int) or version > RECORD_VERSION:
+        return UnreadableRecord(f'record format {version!r} is newer than this version reads ({RECORD_VERSION})')
+    payload = {name: value for name, value in stored.items() if name != 'check'}
+    if not hmac.compare_digest(str(stored.get('check')), _signature(payload, key)):
+        return UnreadableRecord('the record fails its integrity check')
+    if conversation_id is not None and payload.get('conversation') != conversation_id:
+        return UnreadableRecord('the record belongs to another conversation')
+    payload.pop('conversation', None)
+    try:
+        return _decode_payload(payload)
+    except (KeyError, TypeError, ValueError) as error:
+        return UnreadableRecord(f'the record is malformed: {error}')
+
+
+def _decode_payload(payload: dict[str, Any]) -> InstructionRecord:
+    kind = cast(_Kind, payload['kind'])
+    if kind == 'baseline':
+        items = cast(list[dict[str, Any]], payload['instructions'])
+        return InstructionBaselinePart(
+            instructions=tuple(
+                InstructionBlock(id=_str(item['id']), content=_optional_str(item['content']))
+                if 'content' in item
+                else InstructionDigest(
+                    id=_optional_str(item['id']), dynamic=bool(item['dynamic']), content_hash=_str(item['hash'])
+                )
+                for item in items
+            )
+        )
+    if kind == 'delta':
+        return InstructionDeltaPart(
+            id=_str(payload['id']),
+            content=_optional_str(payload['content']),
+            base_hash=_optional_str(payload['base_hash']),
+            diff=_optional_str(payload['diff']),
+        )
+    raise ValueError(f'unknown record kind {kind!r}')
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f'expected a string, got {value!r}')
+    return value
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else _str(value)

@@ -1,0 +1,371 @@
+"""One model request of `AppendInstructions`: its blocks resolved, its records stored, its prefix and changes sent.
+
+Once per model request, [`handle_request`][pydantic_ai_append._request.handle_request]:
+
+1. resolves the capability's own blocks, and takes over the other sources' blocks it was told to route by id,
+2. reads the window records already in history and decides, with `plan_request`, whether the request continues
+   the open window or opens a new one,
+3. stores the new records on the request that goes into history,
+4. sends the window's prefix as the request's instructions and puts the rendered text of each change the window
+   has made in place of its record.
+
+Everything it decides is derived from history and the blocks' current values, so it keeps no state between
+requests or runs: a fresh agent given serialized history continues the window from the records alone.
+"""
+
+from __future__ import annotations
+
+import inspect
+import reprlib
+import warnings
+import weakref
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Literal, Protocol, TypeAlias, cast
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    CapabilityInstructionSource,
+    InstructionId,
+    InstructionPart,
+    ModelMessage,
+    ModelRequest,
+)
+from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.tools import AgentDepsT
+
+from ._compat import in_prefix, instruction_id, native_policy
+from ._delivery import deliver, prepare_model
+from ._history import carrier, scan
+from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest
+from ._rendering import SUPERSESSION_SENTENCE, Renderer
+from ._window import CurrentBlock, Delivery, WindowPlan, fold_window, plan_request, split_recorded_prefix
+
+__all__ = (
+    'BlockFunc',
+    'ChangePolicy',
+    'OwnBlock',
+    'RequestSettings',
+    'UnaddressableBlockWarning',
+    'WindowObserver',
+    'handle_request',
+    'takes_run_context',
+)
+
+ChangePolicy: TypeAlias = Literal['append', 'rewrite']
+"""What a change to a block does: `'append'` keeps the first value in the prefix and appends the change to the
+conversation; `'rewrite'` rewrites the block in the prefix, which opens a new window."""
+
+BlockFunc: TypeAlias = (
+    Callable[[RunContext[AgentDepsT]], str | None]
+    | Callable[[RunContext[AgentDepsT]], Awaitable[str | None]]
+    | Callable[[], str | None]
+    | Callable[[], Awaitable[str | None]]
+)
+"""A function computing a block's text: with or without `RunContext`, sync or async; `None` withdraws the block."""
+
+
+class UnaddressableBlockWarning(UserWarning):
+    """A block routed through append mode can't be addressed, so it is rewritten instead.
+
+    Changes name the block they replace by its id; two blocks that share an id can't be told apart. Give each
+    its own `name`, or silence this with `warnings.filterwarnings('ignore', category=UnaddressableBlockWarning)`.
+    """
+
+
+class WindowObserver(Protocol):
+    """What is told that a request opens a new window, such as a [`WireVerifier`][pydantic_ai_append.guard.WireVerifier]."""
+
+    def open_window(self) -> None:
+        """The next request opens a new window and may move the prefix."""
+
+
+@dataclass(frozen=True)
+class OwnBlock(Generic[AgentDepsT]):
+    """A block registered on the capability with its decorator."""
+
+    name: str
+    """The block's name; its id is `capability:<capability id>:<name>`."""
+
+    function: BlockFunc[AgentDepsT]
+    """The function computing its text."""
+
+    on_change: ChangePolicy
+    """What a change to it does."""
+
+    takes_ctx: bool
+    """Whether `function` takes the `RunContext`."""
+
+
+@dataclass(frozen=True)
+class RequestSettings(Generic[AgentDepsT]):
+    """What a request needs to know of the capability handling it."""
+
+    owner: object
+    """The capability, to tell it from another one on the same agent."""
+
+    source_id: str
+    """The capability's id, the middle segment of its blocks' ids."""
+
+    blocks: Mapping[str, OwnBlock[AgentDepsT]]
+    """The capability's own blocks, by name, in registration order."""
+
+    append_ids: Sequence[str]
+    """Ids of other sources' blocks to route through append mode, exact or by source."""
+
+    key: bytes | None
+    """The signing key of records, if any."""
+
+    verifier: WindowObserver | None
+    """What to tell when a request opens a new window."""
+
+    def block_id(self, name: str) -> str:
+        """The id of the own block named `name`."""
+        return f'capability:{self.source_id}:{name}'
+
+    def routes(self, part_id: str) -> bool:
+        """Whether another source's block with this id is routed through append mode."""
+        return any(part_id == routed or part_id.startswith(f'{routed}:') for routed in self.append_ids)
+
+
+class _StepClaims:
+    """Which `AppendInstructions` handles each model request, so a second one on the same agent refuses.
+
+    Two would nest one window inside another. The request is known by its `ModelRequestContext`, the one object
+    every capability's hook of a request receives; it is unhashable, so it is held by `id()` with a weak
+    reference that tells a live entry from a reused id.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[int, tuple[weakref.ref[ModelRequestContext], object, str]] = {}
+
+    def claim(self, request_context: ModelRequestContext, owner: object, owner_id: str) -> str | None:
+        """Claim the request for `owner`; the id of the capability that has it already, if another one does."""
+        entry = self._owners.get(id(request_context))
+        if entry is not None and entry[0]() is request_context:
+            return None if entry[1] is owner else entry[2]
+        self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
+        self._owners[id(request_context)] = (weakref.ref(request_context), owner, owner_id)
+        return None
+
+
+_CLAIMS = _StepClaims()
+
+
+async def handle_request(
+    settings: RequestSettings[AgentDepsT], ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+) -> ModelRequestContext:
+    """Send the window's prefix, record this request's changes, and deliver the window's changes."""
+    messages = list(request_context.messages)
+    conversation_id = _conversation(settings, ctx)
+    state = fold_window(scan(messages, key=settings.key, conversation_id=conversation_id))
+    if not messages or not isinstance(messages[-1], ModelRequest):
+        # Resuming a turn the provider suspended: it is completed with exactly the history and instructions it
+        # was started with, so nothing is resolved or recorded, only delivered again. Pydantic AI doesn't
+        # prepare a resumed turn's messages for a single model, so the `<system>` wrapping of the wrapped path
+        # is applied here; a `FallbackModel`'s members prepare their own.
+        renderer = prepare_model(request_context, tagged=state.baseline is not None)
+        wrap = not renderer.inline and not isinstance(request_context.model, FallbackModel)
+        request_context.messages = deliver(messages, state.deliveries, renderer, wrap=wrap)
+        if state.baseline is not None:
+            _restore_prefix(request_context, state.baseline, renderer)
+        return request_context
+
+    params = request_context.model_request_parameters
+    parts = list(params.instruction_parts or [])
+    if (other := _CLAIMS.claim(request_context, settings.owner, settings.source_id)) is not None:
+        raise UserError(
+            f'An agent can have only one `AppendInstructions` capability, but {other!r} and {settings.source_id!r} '
+            'both handle this request: register all blocks on one, and route other sources through its `append_ids`.'
+        )
+    ordered = await _current_blocks(settings, ctx, params, parts)
+    plan = plan_request(state, [block for block, _ in ordered if block is not None])
+    renderer = prepare_model(request_context, tagged=plan.tagged)
+
+    # On the run's tracer, so the span follows the agent's instrumentation settings.
+    with ctx.tracer.start_as_current_span('append_instructions', attributes=_span_attributes(settings, renderer, plan)):
+        if plan.opened is not None and settings.verifier is not None:
+            settings.verifier.open_window()
+        new_deliveries = _record(settings, ctx, messages, plan, conversation_id)
+        request_context.messages = deliver(messages, [*plan.deliveries, *new_deliveries], renderer)
+        request_context.model_request_parameters = replace(
+            params, instruction_parts=_prefix(plan, ordered, renderer) or None
+        )
+    return request_context
+
+
+def _span_attributes(
+    settings: RequestSettings[Any], renderer: Renderer, plan: WindowPlan
+) -> dict[str, str | list[str]]:
+    """What the request's span says: which capability, which delivery path, why a window opened, which changes."""
+    attributes: dict[str, str | list[str]] = {
+        'logfire.msg': f'append_instructions {settings.source_id}',
+        'capability_id': settings.source_id,
+        'delivery_path': renderer.path,
+        'changes': [delta.id for delta, _ in plan.new_changes],
+    }
+    if plan.opened is not None:
+        attributes['window_opened'] = plan.opened
+    return attributes
+
+
+def _conversation(settings: RequestSettings[Any], ctx: RunContext[Any]) -> str | None:
+    # Only a signed record can be bound to its conversation: an unsigned one could be rewritten whole.
+    return ctx.conversation_id if settings.key is not None else None
+
+
+def _restore_prefix(
+    request_context: ModelRequestContext, baseline: InstructionBaselinePart, renderer: Renderer
+) -> None:
+    """Send a resumed turn's instructions as the parts the suspended request was sent, not as one joined part."""
+    params = request_context.model_request_parameters
+    recorded = InstructionPart.join(params.instruction_parts or [])
+    split = split_recorded_prefix(baseline, recorded or '', renderer.block, SUPERSESSION_SENTENCE)
+    if split is not None:
+        parts = [_restored_part(entry, text) for entry, text in split]
+        request_context.model_request_parameters = replace(params, instruction_parts=parts)
+
+
+async def _current_blocks(
+    settings: RequestSettings[AgentDepsT],
+    ctx: RunContext[AgentDepsT],
+    params: ModelRequestParameters,
+    parts: list[InstructionPart],
+) -> list[tuple[CurrentBlock | None, InstructionPart | None]]:
+    """Every block of this request in prefix order, each with the part it came from (if any).
+
+    A block in Pydantic AI's own append mode, or one it delivers through history rather than the prefix (a
+    loaded deferred capability's), comes without a `CurrentBlock`: it is passed through and takes no part
+    in this window.
+    """
+    counts = Counter(str(part.id) for part in parts if part.id is not None)
+    literal: list[tuple[CurrentBlock, InstructionPart | None]] = []
+    appending: list[tuple[CurrentBlock, InstructionPart | None]] = []
+    rewriting: list[tuple[CurrentBlock, InstructionPart | None]] = []
+    native: list[tuple[CurrentBlock | None, InstructionPart | None]] = []
+    for part in parts:
+        part_id = str(part.id) if part.id is not None else None
+        if not in_prefix(params, part):
+            native.append((None, part))
+            continue
+        if part_id is not None and settings.routes(part_id):
+            if counts[part_id] == 1:
+                # Pydantic AI strips instruction text, and keeps an append-mode part that is empty so its
+                # withdrawal can be recorded: empty means withdrawn.
+                appending.append((CurrentBlock(part_id, part.content or None, 'append'), part))
+                continue
+            warnings.warn(
+                f'Instruction block {part_id!r} is routed through append mode, but {counts[part_id]} blocks share '
+                "that id, so a change can't say which one it replaces; rewriting it instead.",
+                UnaddressableBlockWarning,
+                stacklevel=2,
+            )
+        if native_policy(part) == 'append':
+            native.append((None, part))
+            continue
+        target = rewriting if part.dynamic else literal
+        target.append((CurrentBlock(part_id, part.content, 'rewrite' if part.dynamic else 'literal'), part))
+    for block in settings.blocks.values():
+        content = await _call_block(block, ctx)
+        block_id = settings.block_id(block.name)
+        if block.on_change == 'append':
+            appending.append((CurrentBlock(block_id, content, 'append'), None))
+        elif content is not None and (text := content.strip()):
+            # Rewritten in the prefix like Pydantic AI's own dynamic instructions, so stripped like them, and
+            # left out when empty.
+            rewriting.append((CurrentBlock(block_id, text, 'rewrite'), _own_part(settings.source_id, block.name, text)))
+    return [*literal, *appending, *native, *rewriting]
+
+
+def _record(
+    settings: RequestSettings[Any],
+    ctx: RunContext[Any],
+    messages: list[ModelMessage],
+    plan: WindowPlan,
+    conversation_id: str | None,
+) -> list[Delivery]:
+    """Store the plan's new records on the request that goes into history; say where its changes sit."""
+    if not plan.records:
+        return []
+    carriers = [carrier(record, key=settings.key, conversation_id=conversation_id) for record in plan.records]
+    persisted = ctx.messages[-1] if ctx.messages else None
+    if isinstance(persisted, ModelRequest):
+        persisted.parts = [*persisted.parts, *carriers]
+    last = cast(ModelRequest, messages[-1])
+    if last is not persisted:
+        messages[-1] = last = replace(last, parts=[*last.parts, *carriers])
+    first = len(last.parts) - len(carriers)
+    return [
+        Delivery(len(messages) - 1, first + index, delta, base_matches)
+        for index, (delta, base_matches) in enumerate(plan.new_changes)
+    ]
+
+
+def _prefix(
+    plan: WindowPlan,
+    ordered: list[tuple[CurrentBlock | None, InstructionPart | None]],
+    renderer: Renderer,
+) -> list[InstructionPart]:
+    """The instruction parts the request is sent with: literal, the window's blocks, the sentence, rewrite."""
+    sources = {block.id: part for block, part in ordered if block and block.mode == 'append'}
+    prefix: list[InstructionPart] = [part for block, part in ordered if block and block.mode == 'literal' and part]
+    for block in plan.prefix:
+        if block.content is not None:
+            prefix.append(_prefix_part(renderer.block(block.id, block.content), sources.get(block.id), block.id))
+    if plan.tagged:
+        prefix.append(InstructionPart(content=SUPERSESSION_SENTENCE))
+    prefix.extend(part for block, part in ordered if block is None and part)
+    prefix.extend(part for block, part in ordered if block and block.mode == 'rewrite' and part)
+    return prefix
+
+
+def takes_run_context(function: Callable[..., Any]) -> bool:
+    """Whether `function` takes the `RunContext`: it has a positional parameter that must be passed."""
+    return any(
+        parameter.default is inspect.Parameter.empty
+        and parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for parameter in inspect.signature(function).parameters.values()
+    )
+
+
+async def _call_block(block: OwnBlock[Any], ctx: RunContext[Any]) -> str | None:
+    function = cast(Callable[..., Any], block.function)
+    value = function(ctx) if block.takes_ctx else function()
+    if inspect.isawaitable(value):
+        value = await value
+    if value is not None and not isinstance(value, str):
+        raise UserError(
+            f'Instruction block {block.name!r} returned {reprlib.repr(value)} ({type(value).__name__}); a block '
+            'returns a `str`, or `None` to withdraw it.'
+        )
+    return value
+
+
+def _restored_part(entry: InstructionBlock | InstructionDigest | None, text: str) -> InstructionPart:
+    if isinstance(entry, InstructionDigest):
+        return InstructionPart(content=text, dynamic=entry.dynamic, id=instruction_id(entry.id) if entry.id else None)
+    if isinstance(entry, InstructionBlock):
+        return _prefix_part(text, None, entry.id)
+    return InstructionPart(content=text)
+
+
+def _own_part(capability_id: str, name: str, content: str) -> InstructionPart:
+    return InstructionPart(
+        content=content,
+        dynamic=True,
+        name=name,
+        id=InstructionId(CapabilityInstructionSource(capability_id), name=name),
+    )
+
+
+def _prefix_part(text: str, source: InstructionPart | None, block_id: str) -> InstructionPart:
+    """A prefix block's part: frozen for the window, so not dynamic, and in Pydantic AI's default `'rewrite'`
+    policy so that a release with its own append mechanism leaves it alone.
+    """
+    if source is not None:
+        return InstructionPart(content=text, name=source.name, id=source.id)
+    key = instruction_id(block_id)
+    return InstructionPart(content=text, name=key.name, id=key)

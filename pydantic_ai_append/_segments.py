@@ -1,0 +1,140 @@
+"""A provider request body as the provider caches it: a list of cache-order segments, compared byte for byte.
+
+Providers cache a prompt by its prefix, in cache order: tools, then system instructions, then the conversation.
+Raw JSON bodies are never byte prefixes of each other (arrays close before later keys), so a body is split into
+its cache-order segments (Anthropic: each tool, each `system` block, each message; OpenAI Chat: each tool, each
+message; OpenAI Responses: each tool, `instructions`, each `input` item), each re-encoded canonically with the key
+order as sent. Both the test-time checker in `testing` and the runtime verifier in `guard` compare requests this
+way, and report a divergence the same way, so the split lives here once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple, TypeAlias, cast
+
+__all__ = (
+    'API_PATHS',
+    'CACHE_MARKER_KEYS',
+    'Api',
+    'Segment',
+    'common_prefix_length',
+    'excerpt',
+    'first_difference',
+    'parse_body',
+    'pieces',
+    'segments',
+)
+
+Api: TypeAlias = Literal['anthropic', 'openai-chat', 'openai-responses']
+"""A provider API whose request bodies can be split: Anthropic Messages, OpenAI Chat Completions or Responses."""
+
+API_PATHS: Mapping[Api, str] = {
+    'anthropic': '/v1/messages',
+    'openai-chat': '/v1/chat/completions',
+    'openai-responses': '/v1/responses',
+}
+"""The request path of each API."""
+
+CACHE_MARKER_KEYS: Mapping[Api, frozenset[str]] = {
+    'anthropic': frozenset({'cache_control'}),
+    'openai-chat': frozenset({'prompt_cache_breakpoint'}),
+    'openai-responses': frozenset({'prompt_cache_breakpoint'}),
+}
+"""Keys that mark cache breakpoints rather than carry content; they move every request, so they're dropped."""
+
+
+class Segment(NamedTuple):
+    """One cache-order piece of a request body."""
+
+    kind: str
+    """What the piece is: `tool`, `system`, `message` (Anthropic, Chat), `instructions`, `input` or `output`
+    (Responses, where `output` is a previous response's output item that `previous_response_id` brings in)."""
+    data: bytes
+    """The piece as canonical JSON: as sent, key order kept, cache markers dropped, no whitespace."""
+
+
+def _canonical(value: object) -> bytes:
+    return json.dumps(value, sort_keys=False, separators=(',', ':'), ensure_ascii=False).encode()
+
+
+def _without_keys(value: object, keys: frozenset[str]) -> object:
+    if isinstance(value, dict):
+        items = cast(dict[str, object], value).items()
+        return {key: _without_keys(item, keys) for key, item in items if key not in keys}
+    if isinstance(value, list):
+        return [_without_keys(item, keys) for item in cast(list[object], value)]
+    return value
+
+
+def pieces(kind: str, value: object, keys: frozenset[str]) -> list[Segment]:
+    # A list is one segment per element; a bare value (a string system prompt or input) is one segment.
+    if value is None:
+        return []
+    values = cast(list[object], value) if isinstance(value, list) else [value]
+    return [Segment(kind, _canonical(_without_keys(item, keys))) for item in values]
+
+
+def parse_body(api: Api, body: bytes) -> dict[str, Any]:
+    parsed: object = json.loads(body)
+    if not isinstance(parsed, dict):
+        raise TypeError(f'{api} request body is not a JSON object: {body[:200]!r}')
+    return cast(dict[str, Any], parsed)
+
+
+def segments(api: Api, body: bytes) -> list[Segment]:
+    """Split one request body into its cache-order segments.
+
+    Anthropic: each tool, each `system` block, each message. OpenAI Chat: each tool, each message. OpenAI
+    Responses: each tool, `instructions`, each `input` item, taking the body as it is; use `WireConversation`
+    to bring in what `previous_response_id` refers to. Keys in `CACHE_MARKER_KEYS` are dropped at any depth.
+
+    Args:
+        api: Which provider API the body was sent to.
+        body: The raw request body.
+
+    Returns:
+        The segments in cache order.
+
+    Raises:
+        ValueError: If the body is not JSON.
+        TypeError: If the body is JSON but not an object.
+    """
+    request = parse_body(api, body)
+    keys = CACHE_MARKER_KEYS[api]
+    tools = pieces('tool', request.get('tools'), keys)
+    if api == 'anthropic':
+        return tools + pieces('system', request.get('system'), keys) + pieces('message', request.get('messages'), keys)
+    if api == 'openai-chat':
+        return tools + pieces('message', request.get('messages'), keys)
+    return (
+        tools + pieces('instructions', request.get('instructions'), keys) + pieces('input', request.get('input'), keys)
+    )
+
+
+def common_prefix_length(earlier: Sequence[Segment], later: Sequence[Segment]) -> int:
+    """How many segments, from the start, `later` repeats of `earlier` byte for byte."""
+    count = 0
+    for before, after in zip(earlier, later, strict=False):
+        if before != after:
+            break
+        count += 1
+    return count
+
+
+_EXCERPT_BEFORE = 40
+_EXCERPT_AFTER = 80
+
+
+def first_difference(before: bytes, after: bytes) -> int:
+    """Where `after` first differs from `before`: a byte offset, or the shorter length if one extends the other."""
+    pairs = enumerate(zip(before, after, strict=False))
+    return next((offset for offset, (x, y) in pairs if x != y), min(len(before), len(after)))
+
+
+def excerpt(data: bytes, offset: int) -> str:
+    """A short excerpt of `data` around `offset`, with `…` where it was cut."""
+    start = max(0, offset - _EXCERPT_BEFORE)
+    text = data[start : offset + _EXCERPT_AFTER].decode(errors='replace')
+    return ('…' if start else '') + text + ('…' if offset + _EXCERPT_AFTER < len(data) else '')

@@ -1,0 +1,47 @@
+"""Tools to check what an agent actually sends: does each request keep the provider's prompt cache?
+
+Providers cache a prompt by its prefix, in cache order: tools, then system instructions, then the
+conversation. Structured comparisons can't prove a prefix is stable, since serialization can move bytes
+the structured objects hide, and raw JSON bodies are never byte prefixes of each other (arrays close before
+later keys). So this module splits each request body into its cache-order segments, re-encoded
+canonically but keeping key order as sent, and checks that every request's segments start with the
+previous request's, byte for byte.
+
+`WireCapture` makes an HTTP client for a provider (all of Pydantic AI's `openai` and `anthropic` model
+classes take one) that keeps each request and response body; `WireConversation` turns them into segments,
+`assert_prefix_stable` checks them, and `prefix_reuse` measures the bytes each request reuses. Use them to
+test your own agent's prompts the way this package's own tests do:
+
+```python
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from pydantic_ai_append.testing import WireCapture, assert_prefix_stable
+
+capture = WireCapture()
+model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='your-key', http_client=capture.http_client()))
+# ... run the agent over several turns ...
+assert_prefix_stable(capture.conversation('openai-chat').requests)
+```
+"""
+
+from .._conversation import Exchange, WireConversation
+from .._segments import API_PATHS, CACHE_MARKER_KEYS, Api, Segment, common_prefix_length, segments
+from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
+from ._capture import WireCapture, WireExchange
+
+__all__ = (
+    'API_PATHS',
+    'CACHE_MARKER_KEYS',
+    'Api',
+    'Exchange',
+    'PrefixReuse',
+    'Segment',
+    'WireCapture',
+    'WireConversation',
+    'WireExchange',
+    'assert_prefix_stable',
+    'common_prefix_length',
+    'prefix_reuse',
+    'segments',
+)

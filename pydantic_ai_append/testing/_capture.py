@@ -1,0 +1,120 @@
+"""HTTP clients that keep every request and reply a provider SDK exchanges, to judge what this run sent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import httpx2
+
+from .._conversation import WireConversation
+from .._segments import API_PATHS, Api
+from .._transport import TeeStream
+
+__all__ = ('WireCapture', 'WireExchange')
+
+
+@dataclass
+class WireExchange:
+    """One request sent through a `WireCapture` client, and the response body as the client read it."""
+
+    method: str
+    """The HTTP method."""
+    path: str
+    """The URL path, without the query."""
+    request_body: bytes
+    """The raw request body, exactly as sent."""
+    response_chunks: list[bytes] = field(default_factory=list[bytes])
+    """The response body's chunks as the client consumed them; complete once the client has read it all."""
+
+    @property
+    def response_body(self) -> bytes:
+        """The response body read so far."""
+        return b''.join(self.response_chunks)
+
+
+class _CapturingTransport(httpx2.AsyncBaseTransport):
+    # Wrapping (not subclassing) `AsyncHTTPTransport` keeps vcrpy's class-level patch of it in the path, so
+    # what's kept is what the client sent in this run, whether vcrpy replays, records or is off.
+    def __init__(self, exchanges: list[WireExchange], inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self._inner = inner if inner is not None else httpx2.AsyncHTTPTransport()
+        self._exchanges = exchanges
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        exchange = WireExchange(request.method, request.url.path, await request.aread())
+        self._exchanges.append(exchange)
+        response = await self._inner.handle_async_request(request)
+        if response.is_stream_consumed:
+            # A response made from bytes (as `httpx2.MockTransport` handlers make them) was read when it was
+            # built, so the client takes its content and never pulls the stream through a tee.
+            exchange.response_chunks.append(response.content)
+            return response
+        # The SDKs stream replies, so the body is kept as they read it rather than read here, which would
+        # buffer the stream and change when the client sees each event.
+        response.stream = TeeStream(cast(httpx2.AsyncByteStream, response.stream), exchange.response_chunks)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class WireCapture:
+    """Keeps every exchange made through its HTTP clients, to judge what the client sent in this run.
+
+    With vcrpy replaying a cassette, the cassette holds the bodies of the run that recorded it, which may
+    differ (another Pydantic AI release, say); this keeps the bodies of the current run.
+
+    ```python
+    import asyncio
+
+    import httpx2
+
+    from pydantic_ai_append.testing import WireCapture
+
+    reply = {'id': 'r1', 'object': 'chat.completion', 'created': 0, 'model': 'gpt-5.2', 'choices': []}
+
+
+    async def main() -> None:
+        capture = WireCapture()
+        transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json=reply))
+        async with capture.http_client(transport=transport) as client:
+            await client.post('https://api.example/v1/chat/completions', json={'messages': []})
+        print([(exchange.path, exchange.request_body) for exchange in capture.exchanges])
+        #> [('/v1/chat/completions', b'{"messages":[]}')]
+
+
+    asyncio.run(main())
+    ```
+    """
+
+    def __init__(self) -> None:
+        """Start with no exchanges."""
+        self.exchanges: list[WireExchange] = []
+        """Every exchange through this capture's clients, in the order the requests were sent."""
+
+    def http_client(
+        self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
+    ) -> httpx2.AsyncClient:
+        """Make an HTTP client whose exchanges are kept in `exchanges`; the caller closes it.
+
+        Args:
+            transport: The transport the exchanges go through, such as an `httpx2.MockTransport` standing in
+                for a provider; by default a new `httpx2.AsyncHTTPTransport`. Closing the client closes it.
+            **client_kwargs: Passed to `httpx2.AsyncClient`.
+
+        Returns:
+            A new client.
+        """
+        return httpx2.AsyncClient(transport=_CapturingTransport(self.exchanges, transport), **client_kwargs)
+
+    def conversation(self, api: Api) -> WireConversation:
+        """The conversation made of the exchanges sent to one API, in order.
+
+        Args:
+            api: The provider API; exchanges are picked by their path ending in `API_PATHS[api]`.
+
+        Returns:
+            A `WireConversation` of those exchanges.
+        """
+        path = API_PATHS[api]
+        return WireConversation.from_exchanges(api, (e for e in self.exchanges if e.path.endswith(path)))

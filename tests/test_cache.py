@@ -1,0 +1,64 @@
+"""The process-wide caches' storage: bounded by entries and by bytes, oldest first, and safe between threads.
+
+Unit tests: the bounds are far too large to reach through an agent in a test.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from inline_snapshot import snapshot
+
+from pydantic_ai_append._cache import BoundedCache, size_of
+
+
+def test_the_oldest_entries_go_first_past_the_entry_bound():
+    cache = BoundedCache[str, str](max_entries=2, max_bytes=1_000)
+    for key in 'abc':
+        cache.put(key, key.upper(), size=10)
+    assert (cache.get('a'), cache.get('b'), cache.get('c'), len(cache), cache.size) == snapshot((None, 'B', 'C', 2, 20))
+
+
+def test_the_oldest_entries_go_first_past_the_byte_bound():
+    cache = BoundedCache[str, str](max_entries=100, max_bytes=100)
+    cache.put('a', 'A', size=60)
+    cache.put('b', 'B', size=30)
+    cache.put('c', 'C', size=30)
+    assert (cache.get('a'), cache.get('b'), cache.get('c'), cache.size) == snapshot((None, 'B', 'C', 60))
+
+
+def test_a_value_larger_than_the_byte_bound_is_never_kept():
+    cache = BoundedCache[str, str](max_entries=100, max_bytes=100)
+    cache.put('a', 'A', size=10)
+    cache.put('huge', 'H', size=101)
+    assert (cache.get('a'), cache.get('huge'), len(cache)) == snapshot(('A', None, 1))
+
+
+def test_putting_a_key_again_replaces_its_size():
+    cache = BoundedCache[str, str](max_entries=100, max_bytes=100)
+    cache.put('a', 'A', size=40)
+    cache.put('a', 'AA', size=50)
+    assert (cache.get('a'), cache.size, len(cache)) == snapshot(('AA', 50, 1))
+
+
+def test_size_of_counts_strings_and_skips_none():
+    assert size_of([None]) == 0
+    assert size_of(['x' * 1000]) > size_of(['x']) + 900
+
+
+def test_threads_evicting_at_once_keep_the_bounds():
+    cache = BoundedCache[tuple[int, int], int](max_entries=50, max_bytes=10_000)
+
+    # An error in a thread fails the test: pytest turns it into a warning, and warnings are errors here.
+    def fill(thread: int) -> None:
+        for number in range(2_000):
+            cache.put((thread, number), number, size=100)
+            cache.get((thread, number - 1))
+
+    threads = [threading.Thread(target=fill, args=(thread,)) for thread in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(cache) <= 50
+    assert cache.size == 100 * len(cache) <= 10_000
