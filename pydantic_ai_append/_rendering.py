@@ -36,7 +36,7 @@ SUPERSESSION_SENTENCE = (
 )
 """Said once in the prefix, after the last tagged block."""
 
-# A closing tag that could end one of our elements, or the `<system>` wrapper of the fallback path, with any
+# A closing tag that could end one of our elements, or the `<system>` wrapper of the wrapped path, with any
 # number of backslashes after its `<`. Escaping adds one backslash and unescaping removes one, so text that
 # already contains an escaped form round-trips too, and text with no such tag is left exactly as it is.
 _CLOSERS = re.compile(r'<(\\*)/(context-diff|context|system)(\s*)>', re.IGNORECASE)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import warnings
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, TypeAlias, cast
 
@@ -199,7 +200,7 @@ class WireVerifier:
             A new client.
         """
         inner = transport if transport is not None else httpx2.AsyncHTTPTransport()
-        return httpx2.AsyncClient(transport=_VerifyingTransport(self, inner), **client_kwargs)
+        return httpx2.AsyncClient(transport=_VerifyingTransport(self._check, inner), **client_kwargs)
 
     def open_window(self, model: str | None = None) -> None:
         """Let the next request move the prefix: a new window opens (compaction, a new instruction window).
@@ -323,15 +324,15 @@ def _anthropic_refusal_type(sdk_error: type[Exception]) -> type[WirePrefixDiverg
 class _VerifyingTransport(httpx2.AsyncBaseTransport):
     # Wrapping (not subclassing) `AsyncHTTPTransport` keeps vcrpy's class-level patch of it in the path, as in
     # `testing.WireCapture`, so cassettes record and replay what the verifier let through.
-    def __init__(self, verifier: WireVerifier, inner: httpx2.AsyncBaseTransport) -> None:
-        self._verifier = verifier
+    def __init__(self, check: Callable[[Api, bytes], list[bytes] | None], inner: httpx2.AsyncBaseTransport) -> None:
+        self._check = check
         self._inner = inner
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         api = _api_of(request)
         if api is None:
             return await self._inner.handle_async_request(request)
-        sink = self._verifier._check(api, await request.aread())  # pyright: ignore[reportPrivateUsage]
+        sink = self._check(api, await request.aread())
         response = await self._inner.handle_async_request(request)
         if sink is None:
             return response
