@@ -92,7 +92,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] to tell when a request opens a new window by
     compaction, so the prefix that request moves isn't reported as a divergence."""
 
-    _window: ConsumedHistory | None = field(default=None, init=False, repr=False)
+    _consumed: ConsumedHistory | None = field(default=None, init=False, repr=False)
     """What the model has consumed in this run so far."""
 
     _tools: dict[str, ToolDefinition] | None = field(default=None, init=False, repr=False)
@@ -133,7 +133,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, verifier=self.verifier)
         run._definitions = self._definitions
         run._seen = self._seen
-        run._window = ConsumedHistory.of(list(ctx.messages))
+        run._consumed = ConsumedHistory.of(list(ctx.messages))
         run._instructions = _last_instructions(ctx.messages)
         return run
 
@@ -145,17 +145,17 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Decide on what history processing did to the consumed prefix, and keep tools that history calls."""
-        window = self._window if self._window is not None else ConsumedHistory.of([])
+        consumed = self._consumed if self._consumed is not None else ConsumedHistory.of([])
         proposed = list(request_context.messages)
-        self._opened = _newly_compacted(window, proposed)
+        self._opened = _newly_compacted(consumed, proposed)
         # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
-        judged = ConsumedHistory(window.messages, 0) if self._opened else window
+        judged = ConsumedHistory(consumed.messages, 0) if self._opened else consumed
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
         decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=self._seen)
         # How many leading messages are sent with the bytes the model consumed: all of the consumed prefix, unless
         # a divergent rewrite goes out as it is.
-        self._verified = window.boundary
+        self._verified = consumed.boundary
         attributes: dict[str, str | int] = {
             'logfire.msg': f'prefix_guard {decision.action}',
             'action': decision.action,
@@ -169,7 +169,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             if not self._opened:
                 self._check_tools(declared)
             if decision.action != 'patch':
-                self._refuse(ctx, request_context, window, decision)
+                self._refuse(ctx, request_context, consumed, decision)
             elif self._opened:
                 self._verified = 0
         if self._opened and self.verifier is not None:
@@ -201,7 +201,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self,
         ctx: RunContext[AgentDepsT],
         request_context: ModelRequestContext,
-        window: ConsumedHistory,
+        consumed: ConsumedHistory,
         decision: RewriteDecision,
     ) -> None:
         conditions: list[tuple[type[PrefixGuardWarning], str]] = [
@@ -224,11 +224,11 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
                 self._verified = 0
             return
         proposed = request_context.messages
-        # A processor may have edited the very objects the window holds, so they are taken as consumed, not as now;
-        # a refused compaction keeps the window it would have closed.
+        # A processor may have edited the very objects the history holds, so they are taken as consumed, not as now;
+        # a refused compaction keeps the history it would have closed.
         self._opened = False
-        kept = [*window.consumed_messages(), *_new_messages(window, proposed)]
-        retry = decide_rewrite(window, kept, sending=True)
+        kept = [*consumed.consumed_messages(), *_new_messages(consumed, proposed)]
+        retry = decide_rewrite(consumed, kept, sending=True)
         if retry.action == 'abort':
             # The new messages themselves break a pair: no older shape of the history can be sent instead.
             error = retry.error()
@@ -237,7 +237,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         outcome = 'Refused, the consumed prefix kept'
         if self.on_defer == 'compact' and (start := _trimmed_from(kept, proposed)) is not None:
             compacted = compact(kept, keep_from=start)
-            opened = ConsumedHistory(window.messages, 0)
+            opened = ConsumedHistory(consumed.messages, 0)
             # Only a compaction that cut something and keeps every pair is sent.
             if len(compacted) < len(kept) and decide_rewrite(opened, compacted, sending=True).action == 'patch':
                 kept = compacted
@@ -252,8 +252,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
         """Take what the model has now consumed, and check the instructions the request was sent with."""
-        base = self._window if self._window is not None else ConsumedHistory.of([])
-        self._window = base.advance([*ctx.messages, response], sent=self._sent, verified=self._verified)
+        base = self._consumed if self._consumed is not None else ConsumedHistory.of([])
+        self._consumed = base.advance([*ctx.messages, response], sent=self._sent, verified=self._verified)
         sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
         opened = self._opened or _opens_instruction_window(ctx.messages)
         if self._instructions is not None and sent != self._instructions and not opened:
@@ -267,22 +267,22 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         return response
 
 
-def _newly_compacted(window: ConsumedHistory, proposed: Sequence[ModelMessage]) -> bool:
+def _newly_compacted(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -> bool:
     """Whether `proposed` starts with a compaction marker that the consumed history doesn't start with."""
     if elided_count(proposed) is None:
         return False
-    return not window.consumed or message_bytes(proposed[0]) != window.consumed[0]
+    return not consumed.consumed or message_bytes(proposed[0]) != consumed.consumed[0]
 
 
-def _new_messages(window: ConsumedHistory, proposed: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """What a refused request sends after the consumed prefix: the window's unconsumed messages, then the new one.
+def _new_messages(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """What a refused request sends after the consumed prefix: the unconsumed messages, then the new one.
 
     Pydantic AI adds one request per step (the prompt, or the tool results) and a processed history must end with
     it, so the proposal's last message is the new one. Anything else a processor put after the boundary (a
     summary of what it dropped, say) stands for the rewrite being refused, so it isn't sent.
     """
-    pending = list(window.messages[window.boundary :])
-    if proposed and not any(proposed[-1] is message for message in window.messages):
+    pending = list(consumed.messages[consumed.boundary :])
+    if proposed and not any(proposed[-1] is message for message in consumed.messages):
         pending.append(proposed[-1])
     return pending
 

@@ -37,10 +37,10 @@ class ConsumedHistory:
 
     from pydantic_ai_append.guard import ConsumedHistory
 
-    window = ConsumedHistory.of(
+    history = ConsumedHistory.of(
         [ModelRequest.user_text_prompt('Hi'), ModelResponse(parts=[TextPart('Hello!')]), ModelRequest.user_text_prompt('?')]
     )
-    print(window.boundary)
+    print(history.boundary)
     #> 2
     ```
     """
@@ -55,7 +55,7 @@ class ConsumedHistory:
     """A rewrite held until the next window boundary, if there is one."""
 
     consumed: tuple[bytes, ...] = field(init=False, repr=False, compare=False)
-    """The bytes of the consumed messages, taken when the window was made."""
+    """The bytes of the consumed messages, taken when this history was made."""
 
     _snapshots: tuple[dict[str, Any], ...] = field(init=False, repr=False, compare=False)
     """The consumed messages as data, taken with their bytes, to rebuild any that is changed in place later."""
@@ -72,7 +72,7 @@ class ConsumedHistory:
     def consumed_messages(self) -> list[ModelMessage]:
         """The consumed messages as the model consumed them.
 
-        Each is the message object itself while it still encodes to the bytes taken when the window was made;
+        Each is the message object itself while it still encodes to the bytes taken when this history was made;
         one changed in place since (a history processor may edit the very objects a run holds) is rebuilt from
         the data taken then.
         """
@@ -84,16 +84,16 @@ class ConsumedHistory:
     def advance(
         self, messages: Sequence[ModelMessage], *, sent: Sequence[ModelMessage], verified: int
     ) -> ConsumedHistory:
-        """The window once the model has answered: all of `messages` consumed.
+        """The history once the model has answered: all of `messages` consumed.
 
-        Encoding a long history costs more than the rest of a request, so this window's bytes are reused for each
-        of the first `verified` messages that is still the very object this window and the request both had at
+        Encoding a long history costs more than the rest of a request, so this history's bytes are reused for each
+        of the first `verified` messages that is still the very object this history and the request both had at
         that position; every other message is encoded.
 
         Args:
             messages: The history with the model's reply.
             sent: The messages the request sent.
-            verified: How many leading messages of `sent` were checked to have this window's consumed bytes.
+            verified: How many leading messages of `sent` were checked to have this history's consumed bytes.
         """
         known = min(verified, len(self.consumed), len(sent))
         entries = [
@@ -106,18 +106,18 @@ class ConsumedHistory:
 
     @classmethod
     def of(cls, messages: Sequence[ModelMessage], *, boundary: int | None = None) -> ConsumedHistory:
-        """The window over `messages`, consumed up to `boundary` (by default, through the model's latest reply)."""
+        """The history `messages`, consumed up to `boundary` (by default, through the model's latest reply)."""
         return cls(tuple(messages), consumed_boundary(messages) if boundary is None else boundary)
 
     def open_next(self) -> ConsumedHistory:
-        """The next window: any deferred rewrite applied, nothing of it consumed yet (the cache is paid for here)."""
+        """The history at the next window boundary: any deferred rewrite applied, none of it consumed yet."""
         messages = self.deferred if self.deferred is not None else self.messages
         return ConsumedHistory(messages, 0)
 
     def holding(self, deferred: Sequence[ModelMessage]) -> ConsumedHistory:
-        """This window, holding `deferred` for the next window boundary.
+        """This history, holding `deferred` for the next window boundary.
 
-        It keeps the bytes and data taken when this window was made: its messages may have been edited since.
+        It keeps the bytes and data taken when this history was made: its messages may have been edited since.
         """
         entries = list(zip(self.consumed, self._snapshots, strict=True))
         return ConsumedHistory._made(self.messages, self.boundary, tuple(deferred), entries)
@@ -129,10 +129,10 @@ class ConsumedHistory:
         deferred: tuple[ModelMessage, ...] | None,
         entries: Sequence[tuple[bytes, dict[str, Any]]],
     ) -> ConsumedHistory:
-        """A window whose consumed bytes and snapshots are already known."""
-        window = object.__new__(ConsumedHistory)
-        object.__setattr__(window, 'messages', messages)
-        object.__setattr__(window, 'boundary', boundary)
-        object.__setattr__(window, 'deferred', deferred)
-        window._take(entries)
-        return window
+        """A history whose consumed bytes and snapshots are already known."""
+        history = object.__new__(ConsumedHistory)
+        object.__setattr__(history, 'messages', messages)
+        object.__setattr__(history, 'boundary', boundary)
+        object.__setattr__(history, 'deferred', deferred)
+        history._take(entries)
+        return history

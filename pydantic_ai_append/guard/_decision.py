@@ -1,9 +1,9 @@
-"""The pure model of the invariant: a context window, a proposed rewrite of it, and the decision on that rewrite.
+"""The pure model of the invariant: what the model consumed, a proposed rewrite of it, and the decision on that rewrite.
 
 A [`ConsumedHistory`][pydantic_ai_append.guard.ConsumedHistory] is a message history plus its *generation boundary*:
 how many messages the model has already consumed, which is everything up to and including its latest reply
-(what the last request sent, and what the model answered). The window keeps the bytes those messages would be
-sent as, taken when the window is made, so a rewrite is judged against what the model actually saw, even if
+(what the last request sent, and what the model answered). It keeps the bytes those messages would be
+sent as, taken when it is made, so a rewrite is judged against what the model actually saw, even if
 a message object was changed in place since.
 
 A rewrite proposes a new message list. [`decide_rewrite`][pydantic_ai_append.guard.decide_rewrite] judges it,
@@ -166,7 +166,7 @@ def decide_rewrite(
     The decision depends only on its arguments, so asking again gives the same answer.
 
     Args:
-        current: The window as the model consumed it.
+        current: What the model consumed.
         proposed: The whole message list the rewrite would send.
         tools: The names of the tools the rewrite would declare (function and output tools), if the tool list
             is part of the rewrite; a tool that history still calls must stay declared.
@@ -233,9 +233,9 @@ def apply_rewrite(
     tools: Collection[str] | None = None,
     requested_by: Literal['runtime', 'model'] = 'runtime',
 ) -> tuple[ConsumedHistory, RewriteDecision]:
-    """Apply a rewrite as its decision says, and return the resulting window with the decision.
+    """Apply a rewrite as its decision says, and return the resulting history with the decision.
 
-    A `patch` gives a window over `proposed` with the same boundary; a `defer` gives `current` holding the
+    A `patch` gives a history of `proposed` with the same boundary; a `defer` gives `current` holding the
     rewrite for [`ConsumedHistory.open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]; an `abort` raises.
 
     Raises:
@@ -288,7 +288,7 @@ def self_edit(
     [`decide_rewrite`][pydantic_ai_append.guard.decide_rewrite].
 
     Args:
-        current: The window as the model consumed it.
+        current: What the model consumed.
         proposal: The block edit, or the whole message list the model proposes.
         append_blocks: The ids of the blocks the model may change, all in append mode.
         tools: For a message list, the tools the rewrite would declare.
