@@ -189,7 +189,8 @@ class FakeProvider:
         self._server = None
         self._thread = None
 
-    def _answer(self, path: str, body: bytes) -> _Reply:
+    def answer(self, path: str, body: bytes) -> _Reply:
+        """Log one request and make the reply its API gets: the next scripted turn, or an error status."""
         with self._lock:
             self.requests.append(body)
             api = _APIS_BY_PATH.get(path)
@@ -249,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get('Content-Length', '0'))
         body = self.rfile.read(length)
-        reply = self.fake._answer(self.path.split('?', 1)[0], body)  # pyright: ignore[reportPrivateUsage]
+        reply = self.fake.answer(self.path.split('?', 1)[0], body)
         self.send_response(reply.status)
         if reply.events is None:
             self.send_header('Content-Type', 'application/json')
