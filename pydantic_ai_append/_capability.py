@@ -5,9 +5,10 @@ registered with its decorator, the ids of other sources' blocks to route, the si
 conversation: every request is decided from history and the blocks' current values by
 [`handle_request`][pydantic_ai_append._request.handle_request], so one instance serves every conversation of an agent.
 
-Besides the hooks, it offers the [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard]'s self-edit tool a small
-interface: the policy of each registered block (`block_policies`) and its id (`block_id`), and whether a request
-opens a new window (`opens_window`).
+Besides the hooks, it offers the guard a small interface, and the guard uses nothing else of it: the self-edit
+tool reads the policy of each registered block (`block_policies`) and its id (`block_id`), and
+[`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] asks whether a request opened a new window (`opens_window`).
+The value of a block is read and written by the user's own functions, which the tool is given.
 """
 
 from __future__ import annotations
