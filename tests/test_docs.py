@@ -1,6 +1,8 @@
 """Every code example in the docs runs, and prints what it says it prints.
 
-Examples in docstrings and the README mark expected output with `#>` lines under the `print` that makes it.
+The rule is the same for docstrings, the README and the pages in `docs/`: every ```python block runs, offline,
+and the `#>` lines in it (`# >` once ruff has formatted it) are exactly what it prints. A block that can't run
+that way isn't a ```python block. The Markdown pages are also checked for links that go nowhere.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ import pytest
 import pydantic_ai_append
 
 ROOT = Path(__file__).parent.parent
+README = ROOT / 'README.md'
+PAGES = sorted((ROOT / 'docs').glob('*.md'))
+MARKDOWN = [README, *PAGES]
 CODE_BLOCK = re.compile(r'```python\n(.*?)```', re.DOTALL)
+FENCE = re.compile(r'^```(\S*)\n(.*?)^```$', re.DOTALL | re.MULTILINE)
+LINK = re.compile(r'\[[^\]]*\]\(([^)\s]+)\)')
+README_WORD_LIMIT = 1_500
 
 
 def package_modules() -> list[types.ModuleType]:
@@ -53,8 +61,23 @@ def docstring_examples() -> list[tuple[str, str]]:
     return examples
 
 
+def fenced_blocks(path: Path) -> list[tuple[int, str, str]]:
+    """Each fenced block of a Markdown file: the line its fence opens on, its language and its code."""
+    text = path.read_text()
+    return [(text.count('\n', 0, match.start()) + 1, match.group(1), match.group(2)) for match in FENCE.finditer(text)]
+
+
+def markdown_examples() -> list[tuple[str, str]]:
+    return [
+        (f'{path.relative_to(ROOT)}:{line}', code)
+        for path in MARKDOWN
+        for line, language, code in fenced_blocks(path)
+        if language == 'python'
+    ]
+
+
 def expected_output(code: str) -> str:
-    # `#>` in docstrings; in the README, where ruff formats code blocks, it becomes `# >`.
+    # `#>` as written; ruff's formatter turns it into `# >`.
     lines = [line.strip() for line in code.splitlines()]
     return ''.join(
         line.removeprefix('# >').removeprefix('#>').removeprefix(' ') + '\n'
@@ -69,7 +92,8 @@ def run(code: str) -> str:
     sys.modules[module.__name__] = module
     output = io.StringIO()
     try:
-        with contextlib.redirect_stdout(output):
+        # An example may set a warnings filter for the whole process, as a user would; here it lasts one example.
+        with warnings.catch_warnings(), contextlib.redirect_stdout(output):
             exec(compile(textwrap.dedent(code), '<example>', 'exec'), module.__dict__)  # noqa: S102 (running the docs is the test)
     finally:
         del sys.modules[module.__name__]
@@ -81,38 +105,46 @@ def test_docstring_examples(name: str, code: str):
     assert run(code) == expected_output(code)
 
 
-def test_readme_usage_example_sends_the_prefix_it_shows(monkeypatch: pytest.MonkeyPatch):
-    from pydantic_ai.models.test import TestModel
-
-    monkeypatch.setenv('OPENAI_API_KEY', 'not-used')
-    readme = (ROOT / 'README.md').read_text()
-    [usage] = [block for block in CODE_BLOCK.findall(readme) if 'AppendInstructions' in block]
-    shown = readme.split('The first request of a conversation is sent with:\n\n```\n', 1)[1].split('\n```', 1)[0]
-    module = types.ModuleType('readme_usage')
-    sys.modules[module.__name__] = module
-    try:
-        exec(compile(usage, '<readme>', 'exec'), module.__dict__)  # noqa: S102 (running the docs is the test)
-        agent, deps = module.agent, module.Deps(todos=['write tests'])
-        with agent.override(model=TestModel()):
-            result = agent.run_sync('What is next?', deps=deps)
-    finally:
-        del sys.modules[module.__name__]
-    assert result.all_messages()[0].instructions == shown
+@pytest.mark.parametrize(('name', 'code'), markdown_examples(), ids=[name for name, _ in markdown_examples()])
+def test_markdown_examples(name: str, code: str):
+    assert run(code) == expected_output(code)
 
 
-def test_readme_wire_verifier_examples_run():
-    readme = (ROOT / 'README.md').read_text()
-    section = readme.split('### Verifying what is sent\n', 1)[1].split('\n## ', 1)[0]
-    blocks = CODE_BLOCK.findall(section)
-    assert len(blocks) == 3
-    # The last one silences a warning class for the whole process; here, only inside this test.
-    with warnings.catch_warnings():
-        for block in blocks:
-            assert run(block) == ''
+def test_every_python_block_is_one_the_tests_run():
+    # Only ```python blocks run, so code in a fence spelled differently would escape the rule.
+    for path in MARKDOWN:
+        for line, language, _ in fenced_blocks(path):
+            assert language in {'python', 'bash', 'text'}, f'{path.relative_to(ROOT)}:{line}: fence {language!r}'
 
 
-def test_readme_guard_example_prints_what_it_shows():
-    readme = (ROOT / 'README.md').read_text()
-    section = readme.split('## The prefix guard\n', 1)[1].split('\n### Verifying what is sent', 1)[0]
-    [example] = CODE_BLOCK.findall(section)
-    assert run(example) == expected_output(example)
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings."""
+    text = FENCE.sub('', path.read_text())
+    headings = re.findall(r'^#+ (.+)$', text, re.MULTILINE)
+    return {re.sub(r'[^\w\- ]', '', heading.lower()).replace(' ', '-') for heading in headings}
+
+
+@pytest.mark.parametrize('path', MARKDOWN, ids=[str(path.relative_to(ROOT)) for path in MARKDOWN])
+def test_relative_links_resolve(path: Path):
+    for target in LINK.findall(FENCE.sub('', path.read_text())):
+        if re.match(r'[a-z]+:', target):
+            continue
+        file, _, anchor = target.partition('#')
+        linked = (path.parent / file).resolve() if file else path
+        assert linked.exists(), f'{path.relative_to(ROOT)} links to {target}, which does not exist'
+        if anchor:
+            assert anchor in heading_anchors(linked), f'{path.relative_to(ROOT)} links to {target}: no such heading'
+
+
+def test_the_index_lists_every_page():
+    index = (ROOT / 'docs' / 'index.md').read_text()
+    assert [page.name for page in PAGES if page.name != 'index.md' and f'({page.name})' not in index] == []
+
+
+def test_the_readme_is_short_and_starts_with_the_commands_ci_runs():
+    readme = README.read_text()
+    assert len(readme.split()) <= README_WORD_LIMIT
+    first_block = fenced_blocks(README)[0][2]
+    assert 'pip install pydantic-ai-append\n' in first_block
+    assert 'pip install uv && uv run python examples/todo_state.py' in first_block
+    assert re.search(r'^uv run pytest\b', first_block, re.MULTILINE)
