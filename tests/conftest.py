@@ -24,6 +24,14 @@ def anyio_backend() -> str:
     return 'asyncio'
 
 
+@pytest.fixture(scope='module')
+def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
+    # pytest-recording's default is a `cassettes/` directory beside each test file; keeping them all in one place
+    # means a test module can move between test packages without its cassettes moving. Test module names are
+    # unique across the packages (`test_cassettes.py` checks), so no two modules share a directory.
+    return str(wire.CASSETTES / request.path.stem)
+
+
 @pytest.fixture
 def vcr_config() -> dict[str, Any]:
     return wire.vcr_config()

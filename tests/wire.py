@@ -1,4 +1,4 @@
-"""What the wire tests share around the package's checker: cassette settings and the full-play check.
+"""What the wire tests share around the package's checker: cassette settings, location and the full-play check.
 
 The checker itself, and the capturing HTTP client, are public in `pydantic_ai_append.testing`.
 """
@@ -7,9 +7,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ['FAKE_HOST', 'CassetteCheck', 'PlayableCassette', 'RecordedRequest', 'loopback_as_fake_host', 'vcr_config']
+__all__ = [
+    'CASSETTES',
+    'FAKE_HOST',
+    'CassetteCheck',
+    'PlayableCassette',
+    'RecordedRequest',
+    'loopback_as_fake_host',
+    'vcr_config',
+]
+
+
+CASSETTES = Path(__file__).parent / 'cassettes'
+"""Where every test's cassettes are: in a directory named after its module, wherever the module is."""
 
 
 class RecordedRequest(Protocol):

@@ -1,0 +1,179 @@
+"""`AppendInstructions` with what it composes with: `FallbackModel` and `ModelFallback`, whose members each get
+their own path's wording, history processors, and other capabilities' hooks that copy or clear messages.
+"""
+
+from __future__ import annotations
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import CompactionPart, ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.fallback import FallbackModel
+
+from pydantic_ai_append import AppendInstructions, instruction_records
+
+from .conversation import ScriptedModel
+from .todo_agent import Deps, make_agent
+
+
+def test_each_fallback_member_gets_its_own_paths_wording():
+    fallback_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
+    failing = {'fallback': False}
+
+    def first_fails() -> None:
+        if failing['fallback']:
+            raise ModelHTTPError(status_code=500, model_name='scripted')
+
+    fallback_path.on_request = first_fails
+    agent = make_agent(FallbackModel(fallback_path.model(), inline_path.model()))
+    history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
+    history = agent.run_sync('two', deps=Deps(), message_history=history).all_messages()
+    failing['fallback'] = True
+    agent.run_sync('three', deps=Deps(), message_history=history)
+    assert fallback_path.seen[1].messages[-1] == snapshot("""\
+user: <system><context id="capability:todos:state" withdrawn="true">
+This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
+</context></system>\
+""")
+    assert inline_path.last.messages[-3] == snapshot("""\
+system: <context id="capability:todos:state" withdrawn="true">
+This context no longer applies.
+</context>\
+""")
+    assert inline_path.last.instructions == fallback_path.seen[0].instructions
+
+
+def test_every_change_of_a_request_gets_the_serving_members_wording():
+    fallback_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
+
+    def always_fails() -> None:
+        raise ModelHTTPError(status_code=500, model_name='scripted')
+
+    fallback_path.on_request = always_fails
+    agent = make_agent(FallbackModel(fallback_path.model(), inline_path.model()))
+    history = agent.run_sync('one', deps=Deps(todos=['a'], memory='m')).all_messages()
+    agent.run_sync('two', deps=Deps(), message_history=history)
+    assert inline_path.last.messages[-2:] == snapshot(
+        [
+            """\
+system: <context id="capability:todos:state" withdrawn="true">
+This context no longer applies.
+</context>\
+""",
+            """\
+system: <context id="capability:todos:memory" withdrawn="true">
+This context no longer applies.
+</context>\
+""",
+        ]
+    )
+
+
+def test_the_model_fallback_capability_words_changes_for_the_model_that_serves():
+    try:
+        from pydantic_ai.capabilities import ModelFallback  # pyright: ignore[reportAttributeAccessIssue]
+    except ImportError:
+        pytest.skip('this release has no per-attempt model fallback')
+    inline_path, fallback_path = ScriptedModel(inline=True), ScriptedModel()
+    failing = {'inline': False}
+
+    def inline_fails() -> None:
+        if failing['inline']:
+            raise ModelHTTPError(status_code=500, model_name='scripted')
+
+    inline_path.on_request = inline_fails
+    agent = make_agent(inline_path.model())
+    agent = Agent(
+        inline_path.model(),
+        deps_type=Deps,
+        capabilities=[*agent.root_capability.capabilities, ModelFallback(fallback_path.model())],
+    )
+    history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
+    failing['inline'] = True
+    agent.run_sync('two', deps=Deps(), message_history=history)
+    assert fallback_path.last.messages[-1] == snapshot("""\
+user: <system><context id="capability:todos:state" withdrawn="true">
+This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
+</context></system>\
+""")
+    assert fallback_path.last.settings.get('framing_announcement') == 'always'
+
+
+def test_records_reach_history_when_a_hook_copies_the_request():
+    from dataclasses import replace as copy_of
+
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.models import ModelRequestContext
+
+    class CopyRequest(AbstractCapability[object]):
+        async def before_model_request(
+            self, ctx: RunContext[object], request_context: ModelRequestContext
+        ) -> ModelRequestContext:
+            request_context.messages = [*request_context.messages[:-1], copy_of(request_context.messages[-1])]
+            return request_context
+
+    chat = ScriptedModel()
+    context = AppendInstructions(id='context')
+    value = ['one']
+    context.instructions(name='block')(lambda: value[0])
+    agent = Agent(chat.model(), capabilities=[CopyRequest(), context])
+    history = agent.run_sync('hi').all_messages()
+    value[0] = 'two'
+    history = agent.run_sync('again', message_history=history).all_messages()
+    assert [type(record).__name__ for record in instruction_records(history)] == snapshot(
+        ['InstructionBaselinePart', 'InstructionDeltaPart']
+    )
+    assert chat.last.messages[-1] == snapshot("""\
+user: <system><context id="capability:context:block">
+two
+</context></system>\
+""")
+
+
+def test_compaction_before_any_window():
+    chat = ScriptedModel(script=[ModelResponse(parts=[CompactionPart(content='summary'), TextPart('ok')])])
+    history = Agent(chat.model()).run_sync('one').all_messages()
+    history = make_agent(chat).run_sync('two', deps=Deps(todos=['a']), message_history=history).all_messages()
+    assert [type(record).__name__ for record in instruction_records(history)] == snapshot(['InstructionBaselinePart'])
+
+
+def test_records_need_a_request_in_history_to_persist():
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.models import ModelRequestContext
+
+    class ForgetHistory(AbstractCapability[object]):
+        async def before_model_request(
+            self, ctx: RunContext[object], request_context: ModelRequestContext
+        ) -> ModelRequestContext:
+            ctx.messages.clear()
+            return request_context
+
+    chat = ScriptedModel()
+    context = AppendInstructions(id='context')
+    context.instructions(name='block')(lambda: 'one')
+    result = Agent(chat.model(), capabilities=[ForgetHistory(), context]).run_sync('hi')
+    assert 'capability:context:block' in (chat.last.instructions or '')
+    assert instruction_records(result.all_messages()) == snapshot([])
+
+
+def test_history_processors_run_first_wherever_they_are_listed():
+    from pydantic_ai.capabilities import ProcessHistory
+
+    chat = ScriptedModel()
+    context = AppendInstructions(id='context')
+    value = ['one']
+    context.instructions(name='block')(lambda: value[0])
+
+    def keep(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return messages
+
+    # Listed after the plugin, a processor would otherwise write the outgoing messages, without records, to history.
+    agent = Agent(chat.model(), capabilities=[context, ProcessHistory[object](keep)])
+    history = agent.run_sync('hi').all_messages()
+    value[0] = 'two'
+    history = agent.run_sync('again', message_history=history).all_messages()
+    assert [type(record).__name__ for record in instruction_records(history)] == snapshot(
+        ['InstructionBaselinePart', 'InstructionDeltaPart']
+    )
+    assert chat.last.instructions == chat.seen[0].instructions

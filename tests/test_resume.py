@@ -1,0 +1,84 @@
+"""A suspended turn resumed: sent as it was recorded, without running the blocks again."""
+
+from __future__ import annotations
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelRequest, ModelResponse
+
+from pydantic_ai_append import AppendInstructions
+
+from .conversation import ScriptedModel
+
+
+def test_a_suspended_turn_resumes_byte_identical_without_running_blocks():
+    chat = ScriptedModel()
+    calls: list[list[str]] = []
+    context = AppendInstructions[list[str]](id='todos')
+
+    @context.instructions(name='state')
+    def state(ctx: RunContext[list[str]]) -> str:
+        calls.append(list(ctx.deps))
+        return ', '.join(ctx.deps)
+
+    agent = Agent(chat.model(), deps_type=list[str], capabilities=[context])
+    history = agent.run_sync('one', deps=['a']).all_messages()
+    history = agent.run_sync('two', deps=['a', 'b'], message_history=history).all_messages()
+    sent = chat.last
+    # The provider paused the second turn mid-flight; the run that resumes it must not consult the blocks.
+    last = history[-1]
+    assert isinstance(last, ModelResponse)
+    last.state = 'suspended'
+    calls.clear()
+    agent.run_sync(None, deps=['changed'], message_history=history)
+    assert calls == []
+    assert chat.last.instructions == sent.instructions
+    assert chat.last.messages[: len(sent.messages)] == sent.messages
+    assert chat.last.messages[-1] == snapshot('assistant: ok')
+
+
+@pytest.mark.parametrize('case', ['no-window', 'edited-instructions'])
+def test_a_resumed_turn_without_a_matching_window_is_sent_as_recorded(case: str):
+    chat = ScriptedModel()
+    context = AppendInstructions(id='todos')
+    if case == 'edited-instructions':
+        context.instructions(name='state')(lambda: 'a')
+    agent = Agent(chat.model(), instructions='Be brief.', capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    request, response = history
+    assert isinstance(request, ModelRequest) and isinstance(response, ModelResponse)
+    response.state = 'suspended'
+    if case == 'edited-instructions':
+        request.instructions = 'Be brief, edited by hand.'
+    agent.run_sync(None, message_history=history)
+    assert chat.last.instructions == request.instructions
+
+
+def test_a_resumed_turn_with_rewrite_blocks_keeps_its_parts():
+    chat = ScriptedModel()
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: 'a')
+    context.instructions(name='clock', on_change='rewrite')(lambda: 'now: 12:00\n')
+    context.instructions(name='empty', on_change='rewrite')(lambda: '')
+    agent = Agent(chat.model(), instructions='Be brief.', capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    sent = chat.last
+    response = history[-1]
+    assert isinstance(response, ModelResponse)
+    response.state = 'suspended'
+    # Pydantic AI resumes with the recorded instructions as one joined part; the plugin splits them again.
+    agent.run_sync(None, message_history=history)
+    assert (chat.last.instructions, chat.last.parts) == (sent.instructions, sent.parts)
+    assert sent.parts == snapshot(
+        [
+            'Be brief.',
+            """\
+<context id="capability:todos:state">
+a
+</context>\
+""",
+            'A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.',
+            'now: 12:00',
+        ]
+    )

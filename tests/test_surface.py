@@ -1,0 +1,108 @@
+"""The public surface: the `__all__` of the package, `guard` and `testing`, pinned, so that changing it is a decision.
+
+Everything else is private (`_module.py`, `_name`), and a reader of the package's namespace sees nothing more than
+`__all__` promises.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+from inline_snapshot import snapshot
+
+import pydantic_ai_append
+import pydantic_ai_append.guard
+import pydantic_ai_append.testing
+
+PUBLIC_MODULES = [pydantic_ai_append, pydantic_ai_append.guard, pydantic_ai_append.testing]
+
+
+def test_the_public_names():
+    assert {module.__name__: list(module.__all__) for module in PUBLIC_MODULES} == snapshot(
+        {
+            'pydantic_ai_append': [
+                'AppendInstructions',
+                'BlockFunc',
+                'ChangePolicy',
+                'InstructionBaselinePart',
+                'InstructionBlock',
+                'InstructionDeltaPart',
+                'InstructionDigest',
+                'InstructionRecord',
+                'UnaddressableBlockWarning',
+                'WindowObserver',
+                'instruction_records',
+                'strip_records',
+            ],
+            'pydantic_ai_append.guard': [
+                'BlockWriter',
+                'ConsumedHistory',
+                'ConsumedPrefixChangedWarning',
+                'DeferPolicy',
+                'GuardMode',
+                'InstructionEdit',
+                'InstructionsChangedWarning',
+                'NonMonotonicRewriteError',
+                'OrphanedToolPairError',
+                'OrphanedToolPairWarning',
+                'PrefixDivergence',
+                'PrefixGuard',
+                'PrefixGuardWarning',
+                'RetiredToolReferencedWarning',
+                'RewriteAction',
+                'RewriteDecision',
+                'ToolListChangedWarning',
+                'ToolPairProblem',
+                'VerifierMode',
+                'WireDivergence',
+                'WirePrefixDivergenceError',
+                'WirePrefixDivergenceWarning',
+                'WireVerifier',
+                'apply_rewrite',
+                'compact',
+                'decide_rewrite',
+                'self_edit',
+                'self_edit_toolset',
+                'tool_pair_problems',
+                'validate_rewrite',
+                'whole_pair_cut',
+            ],
+            'pydantic_ai_append.testing': [
+                'API_PATHS',
+                'CACHE_MARKER_KEYS',
+                'Api',
+                'Exchange',
+                'PrefixReuse',
+                'Segment',
+                'WireCapture',
+                'WireConversation',
+                'WireExchange',
+                'assert_prefix_stable',
+                'common_prefix_length',
+                'prefix_reuse',
+                'segments',
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize('module', PUBLIC_MODULES, ids=lambda module: module.__name__)
+def test_every_public_name_imports(module: ModuleType):
+    # `from module import *` and `from module import name` read these attributes; a name in `__all__` that nothing
+    # defines fails only there, not when the module is imported.
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert missing == [], f'{module.__name__} lists names in its `__all__` that do not import: {missing}'
+
+
+@pytest.mark.parametrize('module', PUBLIC_MODULES, ids=lambda module: module.__name__)
+def test_nothing_public_outside_all(module: ModuleType):
+    def is_submodule(name: str, value: object) -> bool:
+        return isinstance(value, ModuleType) and value.__name__ == f'{module.__name__}.{name}'
+
+    unlisted = [
+        name
+        for name, value in vars(module).items()
+        if not name.startswith('_') and name not in module.__all__ and not is_submodule(name, value)
+    ]
+    assert unlisted == [], f'{module.__name__} has public names that are not in its `__all__`: {unlisted}'

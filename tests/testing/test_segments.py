@@ -1,0 +1,121 @@
+"""`segments`: how each provider API's request body splits into cache-order segments, shown on hand-written bodies.
+
+Hand-written bodies are the only way to pin the exact splitting: what is dropped (cache markers), what is kept (key
+order), and what each segment's kind is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+
+from pydantic_ai_append.testing import Segment, segments
+
+from .bodies import body
+
+
+def test_anthropic_segments_drop_cache_control_and_keep_key_order():
+    request: dict[str, Any] = {
+        'model': 'claude-sonnet-4-6',
+        'max_tokens': 1024,
+        'tools': [
+            {'name': 'get_time', 'description': 'Get the time.', 'input_schema': {'type': 'object'}},
+            {
+                'name': 'get_weather',
+                'input_schema': {'type': 'object'},
+                'cache_control': {'type': 'ephemeral'},
+            },
+        ],
+        'system': [
+            {'type': 'text', 'text': 'Be brief.'},
+            {'type': 'text', 'text': 'Café rules apply.', 'cache_control': {'type': 'ephemeral', 'ttl': '5m'}},
+        ],
+        'messages': [
+            {'role': 'user', 'content': [{'type': 'text', 'text': 'Hi', 'cache_control': {'type': 'ephemeral'}}]},
+            {'role': 'assistant', 'content': [{'type': 'tool_use', 'id': 't1', 'name': 'get_time', 'input': {}}]},
+        ],
+    }
+    assert segments('anthropic', body(request)) == snapshot(
+        [
+            Segment(
+                kind='tool',
+                data=b'{"name":"get_time","description":"Get the time.","input_schema":{"type":"object"}}',
+            ),
+            Segment(kind='tool', data=b'{"name":"get_weather","input_schema":{"type":"object"}}'),
+            Segment(kind='system', data=b'{"type":"text","text":"Be brief."}'),
+            Segment(kind='system', data='{"type":"text","text":"Café rules apply."}'.encode()),
+            Segment(kind='message', data=b'{"role":"user","content":[{"type":"text","text":"Hi"}]}'),
+            Segment(
+                kind='message',
+                data=b'{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"get_time","input":{}}]}',
+            ),
+        ]
+    )
+
+
+def test_anthropic_moved_cache_control_keeps_segments():
+    marker = {'cache_control': {'type': 'ephemeral'}}
+    on_system = {
+        'system': [{'type': 'text', 'text': 'Be brief.', **marker}],
+        'messages': [{'role': 'user', 'content': 'Hi'}],
+    }
+    on_message = {
+        'system': [{'type': 'text', 'text': 'Be brief.'}],
+        'messages': [{'role': 'user', 'content': 'Hi', **marker}],
+    }
+    assert segments('anthropic', body(on_system)) == segments('anthropic', body(on_message))
+
+
+def test_anthropic_string_system_is_one_segment():
+    request = {'system': 'Be brief.', 'messages': [{'role': 'user', 'content': 'Hi'}]}
+    assert segments('anthropic', body(request)) == snapshot(
+        [
+            Segment(kind='system', data=b'"Be brief."'),
+            Segment(kind='message', data=b'{"role":"user","content":"Hi"}'),
+        ]
+    )
+
+
+def test_openai_chat_segments():
+    request: dict[str, Any] = {
+        'model': 'gpt-5.2',
+        'messages': [
+            {'role': 'system', 'content': 'Be brief.'},
+            {
+                'role': 'user',
+                'content': [{'type': 'text', 'text': 'Hi', 'prompt_cache_breakpoint': {'mode': 'explicit'}}],
+            },
+        ],
+        'tools': [{'type': 'function', 'function': {'name': 'get_time', 'parameters': {}}}],
+    }
+    assert segments('openai-chat', body(request)) == snapshot(
+        [
+            Segment(kind='tool', data=b'{"type":"function","function":{"name":"get_time","parameters":{}}}'),
+            Segment(kind='message', data=b'{"role":"system","content":"Be brief."}'),
+            Segment(kind='message', data=b'{"role":"user","content":[{"type":"text","text":"Hi"}]}'),
+        ]
+    )
+
+
+def test_openai_responses_segments():
+    request: dict[str, Any] = {
+        'model': 'gpt-5.2',
+        'input': [{'role': 'user', 'content': 'Hi'}],
+        'instructions': 'Be brief.',
+        'tools': [{'type': 'function', 'name': 'get_time', 'parameters': {}}],
+    }
+    assert segments('openai-responses', body(request)) == snapshot(
+        [
+            Segment(kind='tool', data=b'{"type":"function","name":"get_time","parameters":{}}'),
+            Segment(kind='instructions', data=b'"Be brief."'),
+            Segment(kind='input', data=b'{"role":"user","content":"Hi"}'),
+        ]
+    )
+    assert segments('openai-responses', body({'input': 'Hi'})) == snapshot([Segment(kind='input', data=b'"Hi"')])
+
+
+def test_segments_reject_a_body_that_is_not_an_object():
+    with pytest.raises(TypeError, match='openai-chat request body is not a JSON object'):
+        segments('openai-chat', b'[]')
