@@ -50,6 +50,7 @@ __all__ = (
     'paths',
     'prepare_model',
     'reword',
+    'wording_of',
 )
 
 _WORDING_KEY = 'pydantic_ai_append_wording'
@@ -192,7 +193,7 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
 
 
 def _change_part(delivery: Delivery, path: str, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
-    wording = _wording(delivery.delta, delivery.base_matches)
+    wording = wording_of(delivery.delta, delivery.base_matches)
     text = wording[path]
     if wrap:
         return UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
@@ -211,7 +212,8 @@ exists. A wording dict is shared by every part that delivers the change; nothing
 """
 
 
-def _wording(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
+def wording_of(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
+    """The change's text on each path, keyed `'inline'` and `'wrapped'`, rendered once per record."""
     entry = _WORDINGS.get(id(delta))
     if entry is not None and entry[0] is delta and entry[1] is base_matches:
         return entry[2]

@@ -22,7 +22,7 @@ from ._records import (
     UnreadableRecord,
 )
 
-__all__ = ('RECORD_VERSION', 'decode_record', 'encode_record')
+__all__ = ('RECORD_VERSION', 'decode_record', 'encode_record', 'seal')
 
 RECORD_VERSION = 1
 """The record format this version writes, and the newest it reads."""
@@ -37,6 +37,11 @@ def _signature(payload: dict[str, Any], key: bytes | None) -> str:
     if key is None:
         return hashlib.sha256(encoded).hexdigest()[:32]
     return hmac.new(key, encoded, hashlib.sha256).hexdigest()
+
+
+def seal(payload: dict[str, Any], key: bytes | None = None) -> dict[str, Any]:
+    """`payload` with its integrity check (or signature, with `key`) added, as a carrier stores it."""
+    return {**payload, 'check': _signature(payload, key)}
 
 
 def encode_record(
@@ -72,7 +77,7 @@ def encode_record(
         }
     if conversation_id is not None:
         payload['conversation'] = conversation_id
-    return {**payload, 'check': _signature(payload, key)}
+    return seal(payload, key)
 
 
 _DECODED = BoundedCache[int, tuple[object, bytes | None, str | None, InstructionRecord | UnreadableRecord]](

@@ -6,15 +6,13 @@ without also forging their integrity check, which is what these tests do by hand
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
 from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest
-from pydantic_ai_append._encoding import _signature, decode_record, encode_record  # pyright: ignore[reportPrivateUsage]
+from pydantic_ai_append._encoding import decode_record, encode_record, seal
 from pydantic_ai_append._records import UnreadableRecord
 
 ids = st.sampled_from(['capability:todos:state', 'agent:memory', 'agent'])
@@ -63,10 +61,6 @@ def test_the_stored_shape():
     )
 
 
-def sealed(payload: dict[str, Any]) -> dict[str, Any]:
-    return {**payload, 'check': _signature(payload, None)}
-
-
 @pytest.mark.parametrize(
     'stored',
     [
@@ -78,11 +72,11 @@ def sealed(payload: dict[str, Any]) -> dict[str, Any]:
             id='bad-check',
         ),
         pytest.param(
-            sealed({'v': 1, 'kind': 'delta', 'id': 3, 'content': None, 'base_hash': None, 'diff': None}),
+            seal({'v': 1, 'kind': 'delta', 'id': 3, 'content': None, 'base_hash': None, 'diff': None}),
             id='wrong-type',
         ),
-        pytest.param(sealed({'v': 1, 'kind': 'delta', 'id': 'x'}), id='missing-field'),
-        pytest.param(sealed({'v': 1, 'kind': 'other'}), id='unknown-kind'),
+        pytest.param(seal({'v': 1, 'kind': 'delta', 'id': 'x'}), id='missing-field'),
+        pytest.param(seal({'v': 1, 'kind': 'other'}), id='unknown-kind'),
     ],
 )
 def test_untrustworthy_records_are_unreadable(stored: object):

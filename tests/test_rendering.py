@@ -138,10 +138,10 @@ This context no longer applies. The withdrawal stays in effect until a later <co
 
 def test_the_wording_of_a_change_is_kept_by_record_identity():
     # Internal: what an agent can't show, the wording object being reused rather than rendered again.
-    from pydantic_ai_append._delivery import _wording  # pyright: ignore[reportPrivateUsage]
+    from pydantic_ai_append._delivery import wording_of
 
     delta = InstructionDeltaPart(id='agent', content='2', base_hash=None)
-    wording = _wording(delta, False)
+    wording = wording_of(delta, False)
     assert wording == snapshot(
         {
             'inline': """\
@@ -156,7 +156,7 @@ def test_the_wording_of_a_change_is_kept_by_record_identity():
 """,
         }
     )
-    assert _wording(delta, False) is wording
+    assert wording_of(delta, False) is wording
     equal = InstructionDeltaPart(id='agent', content='2', base_hash=None)
-    assert _wording(equal, False) == wording
-    assert _wording(equal, False) is not wording
+    assert wording_of(equal, False) == wording
+    assert wording_of(equal, False) is not wording
