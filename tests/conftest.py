@@ -1,4 +1,5 @@
-"""Shared test set-up: telemetry goes nowhere, cassettes replay in full, and no event loop is left open."""
+"""Shared test set-up: telemetry goes nowhere, cassettes replay in full, no event loop is left open, and property
+tests have no deadline."""
 
 from __future__ import annotations
 
@@ -9,11 +10,17 @@ from typing import Any
 
 import logfire
 import pytest
+from hypothesis import settings
 from logfire.testing import capfire
 
 from . import wire
 
 logfire.configure(send_to_logfire=False, console=False)
+
+# Property tests judge what is generated, not how fast: on a shared 2-core machine running the suite in parallel,
+# one example can take longer than Hypothesis's default deadline of 200 ms, which fails a correct test.
+settings.register_profile('shared-machine', deadline=None)
+settings.load_profile('shared-machine')
 
 __all__ = ('capfire',)
 
