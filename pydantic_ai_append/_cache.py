@@ -5,8 +5,10 @@ of a conversation: records decoded from their stored dicts, and the rendered tex
 serves many conversations at once, in asyncio tasks and in threads, so each cache is shared by all of them.
 
 Each cache holds at most `max_entries` entries and about `max_bytes` of the values it keeps (sizes as
-`sys.getsizeof` gives them, summed over the strings an entry holds). When either bound is passed, the oldest
-entries are dropped first; a value larger than `max_bytes` on its own is computed every time and never kept.
+`sys.getsizeof` gives them, summed over the strings an entry holds, the key's included where the entry keeps
+them alive). When either bound is passed, the entries inserted first are dropped first (a hit doesn't renew an
+entry: a window delivers all of its changes on every request, so use order and insertion order agree); a value
+larger than `max_bytes` on its own is computed every time and never kept.
 Lookups take no lock (a `dict` read is atomic); insertions and evictions take one.
 """
 

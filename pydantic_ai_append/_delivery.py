@@ -221,5 +221,8 @@ def wording_of(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str
         'inline': InlineRenderer().change(delta, base_matches=base_matches),
         'wrapped': WrappedRenderer().change(delta, base_matches=base_matches),
     }
-    _WORDINGS.put(id(delta), (delta, base_matches, wording), size=size_of(wording.values()) + 256)
+    # The entry holds the record too, whose texts count as much as the wording's.
+    _WORDINGS.put(
+        id(delta), (delta, base_matches, wording), size=size_of([*wording.values(), delta.content, delta.diff]) + 256
+    )
     return wording
