@@ -46,6 +46,8 @@ def test_the_public_names():
                 'NonMonotonicRewriteError',
                 'OrphanedToolPairError',
                 'OrphanedToolPairWarning',
+                'PairProblemKind',
+                'Position',
                 'PrefixDivergence',
                 'PrefixGuard',
                 'PrefixGuardWarning',

@@ -53,7 +53,7 @@ from ._errors import (
     WirePrefixDivergenceError,
     WirePrefixDivergenceWarning,
 )
-from ._pairing import ToolPairProblem, tool_pair_problems
+from ._pairing import PairProblemKind, Position, ToolPairProblem, tool_pair_problems
 from ._wire import VerifierMode, WireDivergence, WireVerifier
 
 __all__ = (
@@ -67,6 +67,8 @@ __all__ = (
     'NonMonotonicRewriteError',
     'OrphanedToolPairError',
     'OrphanedToolPairWarning',
+    'PairProblemKind',
+    'Position',
     'PrefixDivergence',
     'PrefixGuard',
     'PrefixGuardWarning',

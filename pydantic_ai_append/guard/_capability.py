@@ -1,7 +1,7 @@
 """The guard on an agent: each request checked against what the model consumed, before it is sent.
 
-[`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] applies the pure model of
-[`rewrite`][pydantic_ai_append.guard.rewrite] to every real request. It runs after history processing (so it
+[`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] applies the pure model
+([`decide_rewrite`][pydantic_ai_append.guard.decide_rewrite]) to every real request. It runs after history processing (so it
 sees what processors and compaction did) and before [`AppendInstructions`][pydantic_ai_append.AppendInstructions]
 (so it sees records, not their rendered text, the same on every request). What the model consumed is taken
 when a run starts (the history it is given, through the latest reply) and after each response (the history
