@@ -203,7 +203,10 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         """Whether `request` is where a window opened (or ended), so its prefix may differ from the request before.
 
         That is a request that carries a baseline record. The record is recognised by its kind alone, without
-        checking its integrity or signature: this only says where the prefix was meant to move.
+        checking its integrity or signature (the guard asking doesn't hold the signing key): this only says where the
+        prefix was meant to move, and is never a reason to deliver anything. A baseline forged into client-supplied
+        history can therefore keep the guard from warning that the instructions changed at that request; strip
+        such history with `strip_records` first.
         """
         return opens_window(request)
 

@@ -31,6 +31,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import ToolDefinition
 
 from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model
@@ -312,6 +313,23 @@ async def test_changed_instructions_are_warned_about_and_append_mode_keeps_them(
     state['n'] = 2
     result = await appended.run('four', message_history=history)
     assert result.output == 'd'
+
+
+@pytest.mark.parametrize('signing_key', [None, 'secret'])
+def test_a_new_instruction_window_is_not_warned_about_with_or_without_signed_records(signing_key: str | None):
+    # The guard recognises the baseline that opens a window by its kind, without the key it was signed with.
+    deps = ['plan']
+    context = AppendInstructions[list[str]](id='work', signing_key=signing_key)
+    context.instructions(name='mode', on_change='rewrite')(lambda ctx: ctx.deps[0])
+    context.instructions(name='todo')(lambda: 'write tests')
+    agent = Agent(TestModel(), deps_type=list[str], capabilities=[context, PrefixGuard(mode='observe')])
+    history = agent.run_sync('one', deps=deps).all_messages()
+    deps[0] = 'build'  # a rewrite-mode block changed: the next request opens a new window
+    result = agent.run_sync('two', deps=deps, message_history=history)
+    assert [AppendInstructions.opens_window(m) for m in result.all_messages() if isinstance(m, ModelRequest)] == [
+        True,
+        True,
+    ]
 
 
 def test_an_unknown_mode_is_refused():
