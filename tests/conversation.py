@@ -1,7 +1,7 @@
 """A scripted function model that writes down what each request showed the model, for snapshots.
 
 Logic tests use it instead of a provider: it goes through the whole agent loop, including Pydantic AI's
-`<system>` fallback for models without inline system prompts, and returns what each request carried as
+`<system>` wrapping for models without inline system prompts, and returns what each request carried as
 short readable lines.
 """
 

@@ -281,7 +281,7 @@ b
 @pytest.mark.parametrize(
     ('inline', 'settings', 'expected'),
     [
-        pytest.param(False, {}, 'always', id='fallback-path'),
+        pytest.param(False, {}, 'always', id='wrapped-path'),
         pytest.param(True, {}, None, id='inline-path'),
         pytest.param(False, {'framing_announcement': 'never'}, 'never', id='user-choice'),
     ],

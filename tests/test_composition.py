@@ -17,21 +17,21 @@ from .conversation import ScriptedModel
 from .todo_agent import Deps, make_agent
 
 
-def test_each_fallback_member_gets_its_own_paths_wording():
-    fallback_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
-    failing = {'fallback': False}
+def test_each_fallback_model_member_gets_its_own_paths_wording():
+    wrapped_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
+    failing = {'wrapped': False}
 
     def first_fails() -> None:
-        if failing['fallback']:
+        if failing['wrapped']:
             raise ModelHTTPError(status_code=500, model_name='scripted')
 
-    fallback_path.on_request = first_fails
-    agent = make_agent(FallbackModel(fallback_path.model(), inline_path.model()))
+    wrapped_path.on_request = first_fails
+    agent = make_agent(FallbackModel(wrapped_path.model(), inline_path.model()))
     history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
     history = agent.run_sync('two', deps=Deps(), message_history=history).all_messages()
-    failing['fallback'] = True
+    failing['wrapped'] = True
     agent.run_sync('three', deps=Deps(), message_history=history)
-    assert fallback_path.seen[1].messages[-1] == snapshot("""\
+    assert wrapped_path.seen[1].messages[-1] == snapshot("""\
 user: <system><context id="capability:todos:state" withdrawn="true">
 This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context></system>\
@@ -41,17 +41,17 @@ system: <context id="capability:todos:state" withdrawn="true">
 This context no longer applies.
 </context>\
 """)
-    assert inline_path.last.instructions == fallback_path.seen[0].instructions
+    assert inline_path.last.instructions == wrapped_path.seen[0].instructions
 
 
 def test_every_change_of_a_request_gets_the_serving_members_wording():
-    fallback_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
+    wrapped_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
 
     def always_fails() -> None:
         raise ModelHTTPError(status_code=500, model_name='scripted')
 
-    fallback_path.on_request = always_fails
-    agent = make_agent(FallbackModel(fallback_path.model(), inline_path.model()))
+    wrapped_path.on_request = always_fails
+    agent = make_agent(FallbackModel(wrapped_path.model(), inline_path.model()))
     history = agent.run_sync('one', deps=Deps(todos=['a'], memory='m')).all_messages()
     agent.run_sync('two', deps=Deps(), message_history=history)
     assert inline_path.last.messages[-2:] == snapshot(
@@ -75,7 +75,7 @@ def test_the_model_fallback_capability_words_changes_for_the_model_that_serves()
         from pydantic_ai.capabilities import ModelFallback  # pyright: ignore[reportAttributeAccessIssue]
     except ImportError:
         pytest.skip('this release has no per-attempt model fallback')
-    inline_path, fallback_path = ScriptedModel(inline=True), ScriptedModel()
+    inline_path, wrapped_path = ScriptedModel(inline=True), ScriptedModel()
     failing = {'inline': False}
 
     def inline_fails() -> None:
@@ -87,17 +87,17 @@ def test_the_model_fallback_capability_words_changes_for_the_model_that_serves()
     agent = Agent(
         inline_path.model(),
         deps_type=Deps,
-        capabilities=[*agent.root_capability.capabilities, ModelFallback(fallback_path.model())],
+        capabilities=[*agent.root_capability.capabilities, ModelFallback(wrapped_path.model())],
     )
     history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
     failing['inline'] = True
     agent.run_sync('two', deps=Deps(), message_history=history)
-    assert fallback_path.last.messages[-1] == snapshot("""\
+    assert wrapped_path.last.messages[-1] == snapshot("""\
 user: <system><context id="capability:todos:state" withdrawn="true">
 This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context></system>\
 """)
-    assert fallback_path.last.settings.get('framing_announcement') == 'always'
+    assert wrapped_path.last.settings.get('framing_announcement') == 'always'
 
 
 def test_records_reach_history_when_a_hook_copies_the_request():

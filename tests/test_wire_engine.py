@@ -200,9 +200,9 @@ async def test_anthropic_inline():
     check(await converse('anthropic', 'claude-opus-4-8'), 'wire_anthropic_inline')
 
 
-async def test_anthropic_fallback():
+async def test_anthropic_wrapped():
     requests = await converse('anthropic', 'claude-sonnet-4-5')
-    check(requests, 'wire_anthropic_fallback')
+    check(requests, 'wire_anthropic_wrapped')
     if 'framing_announcement' in ModelSettings.__annotations__:
         # This release explains `<system>` in the system prompt; the plugin has it there from the first request, so
         # the first change (request 1) doesn't move the prefix, as `check` showed.
