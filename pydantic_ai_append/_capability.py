@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
-from typing import overload
+from typing import Any, overload
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
@@ -37,6 +37,7 @@ from ._request import (
     handle_request,
     takes_run_context,
 )
+from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
 
 __all__ = ('AppendInstructions',)
 
@@ -117,6 +118,45 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                     f'`append_ids` entry {routed!r} is not an instruction id: ids start with one of '
                     f'{", ".join(repr(namespace) for namespace in _NAMESPACES)}, such as `capability:repo_context`.'
                 )
+
+    @classmethod
+    def from_spec(
+        cls,
+        id: str,
+        append_ids: Sequence[str] = (),
+        signing_key: str | None = None,
+        signing_key_env: str | None = None,
+        **python_only: Any,
+    ) -> AppendInstructions[Any]:
+        """Build the capability from an agent spec entry (`Agent.from_spec`, `Agent.from_file`).
+
+        A spec names it `AppendInstructions`, with its `id` alone (`{'AppendInstructions': 'context'}`) or with
+        options (`{'AppendInstructions': {'id': 'context', 'append_ids': ['agent:memory']}}`). A spec can't hold a
+        function, so a spec-loaded capability has no blocks of its own; it routes other sources' blocks through
+        append mode. Register blocks on it in Python (`instructions`) only if it is built there.
+
+        Args:
+            id: The capability's id, as `AppendInstructions(id=...)` takes it.
+            append_ids: The ids of other sources' blocks to route through append mode.
+            signing_key: A secret to sign records with, written in the spec.
+            signing_key_env: The name of an environment variable holding that secret, read when the spec is loaded;
+                Pydantic AI specs have no interpolation of their own.
+            **python_only: Options a spec can't carry (`verifier`), refused with an error that names them.
+        """
+        refuse_options(
+            'AppendInstructions',
+            python_only,
+            accepted='`id`, `append_ids`, `signing_key` and `signing_key_env`',
+            python_only={
+                'verifier': 'a `WireVerifier` is a Python object',
+                'instructions': 'block functions are Python functions, registered with `@context.instructions`',
+            },
+        )
+        return cls(
+            spec_texts('AppendInstructions', 'append_ids', append_ids),
+            id=spec_text('AppendInstructions', 'id', id),
+            signing_key=signing_key_from(signing_key, signing_key_env),
+        )
 
     def get_ordering(self) -> CapabilityOrdering:
         """Run after history processing and model selection, so the window sees the history and model that go out.

@@ -22,8 +22,9 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
+from pydantic import BaseModel, ConfigDict
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
 from pydantic_ai.exceptions import UserError
@@ -34,6 +35,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .._capability import AppendInstructions
 from .._request import WindowObserver
+from .._spec import refuse_options
 from ._bytes import message_bytes
 from ._compaction import compact, elided_count
 from ._consumed import ConsumedHistory
@@ -48,7 +50,7 @@ from ._errors import (
 )
 from ._retired import RetiredTools
 
-__all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuard')
+__all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuard', 'PrefixGuardSpecOptions')
 
 GuardMode: TypeAlias = Literal['observe', 'enforce']
 """`observe` warns and records a span; `enforce` also refuses every rewrite that isn't a `patch`."""
@@ -59,6 +61,18 @@ DeferPolicy: TypeAlias = Literal['keep', 'compact']
 """What enforce mode does with a rewrite that trims consumed messages: keep the old prefix, or compact."""
 
 _DEFER_POLICIES: tuple[DeferPolicy, ...] = ('keep', 'compact')
+
+
+class PrefixGuardSpecOptions(BaseModel):
+    """The options of a `PrefixGuard` entry in an agent spec, as the spec's JSON schema states them."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    mode: GuardMode = 'enforce'
+    """As `PrefixGuard.mode`."""
+
+    on_defer: DeferPolicy = 'keep'
+    """As `PrefixGuard.on_defer`."""
 
 
 @dataclass
@@ -123,6 +137,34 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             raise UserError(f"Unknown `PrefixGuard` mode {self.mode!r}: use 'observe' or 'enforce'.")
         if self.on_defer not in _DEFER_POLICIES:
             raise UserError(f"Unknown `PrefixGuard` on_defer {self.on_defer!r}: use 'keep' or 'compact'.")
+
+    @classmethod
+    def from_spec(cls, options: GuardMode | PrefixGuardSpecOptions = 'enforce', /, **named: Any) -> PrefixGuard[Any]:
+        """Build the guard from an agent spec entry (`Agent.from_spec`, `Agent.from_file`).
+
+        A spec names it `PrefixGuard` alone (the defaults), with its mode (`{'PrefixGuard': 'observe'}`), or with
+        options (`{'PrefixGuard': {'mode': 'enforce', 'on_defer': 'compact'}}`). Pydantic AI passes options as
+        keyword arguments; they are taken as `**named`, because its JSON schema offers the one-argument form only
+        for a `from_spec` with one parameter, and this one's type (the mode, or the options) covers both forms.
+
+        Args:
+            options: The mode, or the options as a mapping.
+            **named: The options, as Pydantic AI passes them: `mode` and `on_defer`. Any other (`verifier`) is
+                refused with an error that names it.
+        """
+        given: dict[str, Any] = (
+            {'mode': options} if isinstance(options, str) else options.model_dump(exclude_unset=True)
+        )
+        given.update(named)
+        mode = given.pop('mode', 'enforce')
+        on_defer = given.pop('on_defer', 'keep')
+        refuse_options(
+            'PrefixGuard',
+            given,
+            accepted='`mode` and `on_defer`',
+            python_only={'verifier': 'a `WireVerifier` is a Python object'},
+        )
+        return cls(mode, on_defer)
 
     def get_ordering(self) -> CapabilityOrdering:
         """Run after history processing and model selection, and before `AppendInstructions` renders its records."""

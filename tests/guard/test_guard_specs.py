@@ -1,0 +1,120 @@
+"""`PrefixGuard` in agent specs: each form of a spec entry, what a spec can't carry, the JSON schema Pydantic AI
+generates for it, and a spec-loaded guard at work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent
+from pydantic_ai.agent.spec import AgentSpec
+from pydantic_ai.capabilities import AbstractCapability, ProcessHistory
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
+
+from pydantic_ai_append.guard import ConsumedPrefixChangedWarning, PrefixGuard
+from pydantic_ai_append.guard._capability import PrefixGuardSpecOptions
+
+from ..conversation import ScriptedModel
+from ..json_schema import schema_errors
+
+
+def from_spec(
+    entry: object, model: Model | str = 'test', capabilities: Sequence[AbstractCapability[Any]] = ()
+) -> Agent[None, str]:
+    return Agent.from_spec(
+        {'capabilities': [entry]}, custom_capability_types=[PrefixGuard], model=model, capabilities=capabilities
+    )
+
+
+def guard_of(agent: Agent[None, str]) -> PrefixGuard[Any]:
+    [guard] = [each for each in agent.root_capability.capabilities if isinstance(each, PrefixGuard)]
+    return guard
+
+
+def schema_problems(entry: object) -> list[str]:
+    return schema_errors({'capabilities': [entry]}, AgentSpec.model_json_schema_with_capabilities([PrefixGuard]))
+
+
+@pytest.mark.parametrize(
+    ('entry', 'expected'),
+    [
+        ('PrefixGuard', PrefixGuard[Any]()),
+        ({'PrefixGuard': 'observe'}, PrefixGuard[Any]('observe')),
+        ({'PrefixGuard': {'on_defer': 'compact'}}, PrefixGuard[Any](on_defer='compact')),
+        ({'PrefixGuard': {'mode': 'observe', 'on_defer': 'compact'}}, PrefixGuard[Any]('observe', 'compact')),
+    ],
+    ids=['name alone', 'mode alone', 'on_defer', 'both options'],
+)
+def test_each_form_of_a_spec_entry_configures_what_it_says(entry: object, expected: PrefixGuard[Any]):
+    assert guard_of(from_spec(entry)) == expected
+    assert schema_problems(entry) == []
+
+
+def test_the_options_as_one_argument_mean_the_same():
+    # Pydantic AI passes a mapping of options as keyword arguments; called directly, `from_spec` takes it whole too.
+    assert PrefixGuard.from_spec(PrefixGuardSpecOptions(on_defer='compact')) == PrefixGuard[Any](on_defer='compact')
+
+
+def refusal(entry: object) -> str:
+    with pytest.raises(ValueError) as raised:
+        from_spec(entry)
+    assert isinstance(raised.value.__cause__, UserError)
+    return str(raised.value.__cause__)
+
+
+def test_what_a_spec_cant_carry_or_doesnt_know_is_refused_naming_it():
+    entries: dict[str, object] = {
+        'verifier': {'PrefixGuard': {'mode': 'enforce', 'verifier': {'mode': 'observe'}}},
+        'unknown option': {'PrefixGuard': {'strict': True}},
+        'unknown mode': {'PrefixGuard': 'strict'},
+        'unknown on_defer': {'PrefixGuard': {'on_defer': 'drop'}},
+    }
+    assert {name: refusal(entry) for name, entry in entries.items()} == snapshot(
+        {
+            'verifier': "`PrefixGuard` option `verifier` can't come from a spec: a `WireVerifier` is a Python object. Build the capability in Python and pass it in `capabilities=` of `Agent.from_spec` or `Agent.from_file` instead.",
+            'unknown option': '`PrefixGuard` specs have no option `strict`; they take `mode` and `on_defer`.',
+            'unknown mode': "Unknown `PrefixGuard` mode 'strict': use 'observe' or 'enforce'.",
+            'unknown on_defer': "Unknown `PrefixGuard` on_defer 'drop': use 'keep' or 'compact'.",
+        }
+    )
+    assert {name: schema_problems(entry) for name, entry in entries.items()} == snapshot(
+        {
+            'verifier': [
+                "$.capabilities[0]: {'PrefixGuard': {'mode': 'enforce', 'verifier': {'mode': 'observe'}}} matches 0 of the anyOf branches"
+            ],
+            'unknown option': ["$.capabilities[0]: {'PrefixGuard': {'strict': True}} matches 0 of the anyOf branches"],
+            'unknown mode': ["$.capabilities[0]: {'PrefixGuard': 'strict'} matches 0 of the anyOf branches"],
+            'unknown on_defer': [
+                "$.capabilities[0]: {'PrefixGuard': {'on_defer': 'drop'}} matches 0 of the anyOf branches"
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ('entry', 'outcome', 'sent'),
+    [
+        ({'PrefixGuard': 'observe'}, r'Sent anyway \(observe mode\)', ['assistant: ok', 'user: again']),
+        ('PrefixGuard', 'Refused, the consumed prefix kept', ['user: hi', 'assistant: ok', 'user: again']),
+    ],
+    ids=['observe', 'enforce'],
+)
+async def test_a_spec_loaded_guard_judges_requests(entry: object, outcome: str, sent: list[str]):
+    chat = ScriptedModel()
+    history = (await from_spec(entry, model=chat.model()).run('hi')).all_messages()
+
+    def drop_first(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return messages[1:]
+
+    agent = from_spec(entry, model=chat.model(), capabilities=[ProcessHistory(drop_first)])
+    with pytest.warns(ConsumedPrefixChangedWarning, match=rf'{outcome}: message 0 \(consumed\) would change'):
+        await agent.run('again', message_history=history)
+    assert chat.last.messages == sent
+
+
+pytestmark = [pytest.mark.anyio]
