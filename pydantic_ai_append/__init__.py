@@ -16,6 +16,7 @@ The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (th
 - `_rendering`: the exact text of every element on the wire, one renderer per delivery path.
 - `_delivery`: which delivery path a model takes (inline, or `<system>`-wrapped) and the wording it gets.
 - `_cache`: the process-wide caches' storage, bounded by memory and safe between threads.
+- `_spec`: what a spec entry (YAML, JSON) may say, for `AppendInstructions` and `PrefixGuard`.
 - `_compat`: the differences between the supported Pydantic AI releases.
 - `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, shared by `guard` and
   `testing`.
