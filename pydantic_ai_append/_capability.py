@@ -141,7 +141,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             signing_key: A secret to sign records with, written in the spec.
             signing_key_env: The name of an environment variable holding that secret, read when the spec is loaded;
                 Pydantic AI specs have no interpolation of their own.
-            **python_only: Options a spec can't carry (`verifier`), refused with an error that names them.
+            **python_only: Options a spec can't carry (`verifier`, `instructions`), refused with an error that names
+                them.
         """
         refuse_options(
             'AppendInstructions',

@@ -148,12 +148,13 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         for a `from_spec` with one parameter, and this one's type (the mode, or the options) covers both forms.
 
         Args:
-            options: The mode, or the options as a mapping.
+            options: The mode, or the options as `PrefixGuardSpecOptions`.
             **named: The options, as Pydantic AI passes them: `mode` and `on_defer`. Any other (`verifier`) is
                 refused with an error that names it.
         """
+        # Anything but the options is taken as the mode, which `__post_init__` checks, naming the value.
         given: dict[str, Any] = (
-            {'mode': options} if isinstance(options, str) else options.model_dump(exclude_unset=True)
+            options.model_dump(exclude_unset=True) if isinstance(options, PrefixGuardSpecOptions) else {'mode': options}
         )
         given.update(named)
         mode = given.pop('mode', 'enforce')

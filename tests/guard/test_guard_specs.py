@@ -72,6 +72,7 @@ def test_what_a_spec_cant_carry_or_doesnt_know_is_refused_naming_it():
         'verifier': {'PrefixGuard': {'mode': 'enforce', 'verifier': {'mode': 'observe'}}},
         'unknown option': {'PrefixGuard': {'strict': True}},
         'unknown mode': {'PrefixGuard': 'strict'},
+        'not a mode': {'PrefixGuard': ['observe']},
         'unknown on_defer': {'PrefixGuard': {'on_defer': 'drop'}},
     }
     assert {name: refusal(entry) for name, entry in entries.items()} == snapshot(
@@ -79,6 +80,7 @@ def test_what_a_spec_cant_carry_or_doesnt_know_is_refused_naming_it():
             'verifier': "`PrefixGuard` option `verifier` can't come from a spec: a `WireVerifier` is a Python object. Build the capability in Python and pass it in `capabilities=` of `Agent.from_spec` or `Agent.from_file` instead.",
             'unknown option': '`PrefixGuard` specs have no option `strict`; they take `mode` and `on_defer`.',
             'unknown mode': "Unknown `PrefixGuard` mode 'strict': use 'observe' or 'enforce'.",
+            'not a mode': "Unknown `PrefixGuard` mode ['observe']: use 'observe' or 'enforce'.",
             'unknown on_defer': "Unknown `PrefixGuard` on_defer 'drop': use 'keep' or 'compact'.",
         }
     )
@@ -89,6 +91,7 @@ def test_what_a_spec_cant_carry_or_doesnt_know_is_refused_naming_it():
             ],
             'unknown option': ["$.capabilities[0]: {'PrefixGuard': {'strict': True}} matches 0 of the anyOf branches"],
             'unknown mode': ["$.capabilities[0]: {'PrefixGuard': 'strict'} matches 0 of the anyOf branches"],
+            'not a mode': ["$.capabilities[0]: {'PrefixGuard': ['observe']} matches 0 of the anyOf branches"],
             'unknown on_defer': [
                 "$.capabilities[0]: {'PrefixGuard': {'on_defer': 'drop'}} matches 0 of the anyOf branches"
             ],
