@@ -83,11 +83,13 @@ async def converse_plainly(wire: Wire, runs: int) -> list[ModelMessage]:
 
 
 async def test_a_conversation_sends_what_a_plain_run_sends_and_replays(temporal: WorkflowEnvironment):
-    history, _, histories = await converse_durably(temporal, len(PROMPTS))
+    history, project, histories = await converse_durably(temporal, len(PROMPTS))
     plain = Wire()
     plain_history = await converse_plainly(plain, len(PROMPTS))
 
     assert WIRE.bodies == plain.bodies
+    # The tools ran in workflow code: the deps the workflow handed back hold what they and the self-edit wrote.
+    assert project == Project(todos={'ship': False}, memory=['Ship on Friday.'])
     assert len(WIRE.bodies) == 7
     assert_prefix_stable(WIRE.capture.conversation('openai-chat').requests)
     assert instruction_records(history) == instruction_records(plain_history)
