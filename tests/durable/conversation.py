@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import httpx2
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -22,7 +23,17 @@ from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import self_edit_toolset
 from pydantic_ai_append.testing import WireCapture
 
-__all__ = ['BLOCK_CALLS', 'OUTPUTS', 'PROMPTS', 'SCRIPT', 'Project', 'Wire', 'between_runs', 'build_agent']
+__all__ = [
+    'BLOCK_CALLS',
+    'OUTPUTS',
+    'PROMPTS',
+    'SCRIPT',
+    'Project',
+    'Wire',
+    'between_runs',
+    'build_agent',
+    'converse_plainly',
+]
 
 SCRIPT: list[Turn] = [
     Text('Write the tests first.'),  # run 1
@@ -64,11 +75,14 @@ def between_runs(run: int, project: Project) -> None:
 class Wire:
     """The model's HTTP side: the fake provider's script answered in process, each body kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_turn: int = 0) -> None:
         self.capture = WireCapture()
         """The request bodies sent, in order."""
-        self.provider = FakeProvider(script=SCRIPT)
+        self.provider = FakeProvider(script=SCRIPT[first_turn:])
         """Answers each request with the next scripted turn (never started: no socket is opened)."""
+        # The fake numbers its replies' ids (tool call ids among them) by the requests it has received, so a process
+        # that takes the conversation up at `first_turn` counts the requests an earlier process answered.
+        self.provider.requests.extend(b'' for _ in range(first_turn))
 
     def reset(self) -> None:
         """Forget what was sent and start the script again, for the next test; models already built keep working."""
@@ -145,3 +159,15 @@ def build_agent(
         return f'{item}: added'
 
     return agent
+
+
+async def converse_plainly(wire: Wire) -> list[ModelMessage]:
+    """The whole conversation without a durable engine: what a durable run must send, byte for byte."""
+    project = Project()
+    history: list[ModelMessage] = []
+    agent = build_agent(wire.model())
+    for run, prompt in enumerate(PROMPTS):
+        between_runs(run, project)
+        result = await agent.run(prompt, deps=project, message_history=history)
+        history = result.all_messages()
+    return history

@@ -26,7 +26,7 @@ from temporalio.worker import Replayer, Worker
 from pydantic_ai_append import instruction_records
 from pydantic_ai_append.testing import assert_prefix_stable
 
-from .conversation import BLOCK_CALLS, OUTPUTS, PROMPTS, Project, Wire, between_runs, build_agent
+from .conversation import BLOCK_CALLS, OUTPUTS, PROMPTS, Project, Wire, between_runs, converse_plainly
 from .temporal_workflows import WIRE, Conversation, Turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.durable]
@@ -71,21 +71,10 @@ async def converse_durably(
     return history, project, histories
 
 
-async def converse_plainly(wire: Wire, runs: int) -> list[ModelMessage]:
-    project = Project()
-    history: list[ModelMessage] = []
-    agent = build_agent(wire.model())
-    for run, prompt in enumerate(PROMPTS[:runs]):
-        between_runs(run, project)
-        result = await agent.run(prompt, deps=project, message_history=history)
-        history = result.all_messages()
-    return history
-
-
 async def test_a_conversation_sends_what_a_plain_run_sends_and_replays(temporal: WorkflowEnvironment):
     history, project, histories = await converse_durably(temporal, len(PROMPTS))
     plain = Wire()
-    plain_history = await converse_plainly(plain, len(PROMPTS))
+    plain_history = await converse_plainly(plain)
 
     assert WIRE.bodies == plain.bodies
     # The tools ran in workflow code: the deps the workflow handed back hold what they and the self-edit wrote.
