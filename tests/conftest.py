@@ -1,5 +1,5 @@
-"""Shared test set-up: telemetry goes nowhere, cassettes replay in full, no event loop is left open, and property
-tests have no deadline."""
+"""Shared test set-up: telemetry goes nowhere, cassettes replay in full, no event loop is left open, property
+tests have no deadline, and the durable engines' tests run only when asked for."""
 
 from __future__ import annotations
 
@@ -23,6 +23,25 @@ settings.register_profile('shared-machine', deadline=None)
 settings.load_profile('shared-machine')
 
 __all__ = ('capfire',)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        '--durable',
+        action='store_true',
+        help='run the tests marked `durable` (Temporal, DBOS); they need `uv sync --group durable`',
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The engines' tests take about as long as the rest of the suite on a 2-core machine, so they run as a step of
+    # their own (`.ci/run`), not in every `uv run pytest`.
+    if config.getoption('--durable'):
+        return
+    skip = pytest.mark.skip(reason='a durable engine test: run with `--durable -m durable`, see docs/durable.md')
+    for item in items:
+        if item.get_closest_marker('durable') is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture

