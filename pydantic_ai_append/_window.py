@@ -42,7 +42,7 @@ __all__ = (
     'split_recorded_prefix',
 )
 
-BlockMode = Literal['literal', 'append', 'rewrite']
+BlockMode = Literal['literal', 'append', 'rewrite', 'native']
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ class CurrentBlock:
 
     mode: BlockMode
     """`'literal'` for fixed text, `'append'` for a block whose changes are appended, `'rewrite'` for a computed
-    block whose changes rewrite the prefix."""
+    block whose changes rewrite the prefix, `'native'` for a block Pydantic AI's own append mode owns, which this
+    window only notes by id."""
 
 
 class Delivery(NamedTuple):
@@ -157,7 +158,8 @@ def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowP
     """
     appending = [block for block in current if block.mode == 'append']
     baseline = state.baseline
-    if baseline is not None and _continues(baseline, current):
+    moved = baseline is not None and _changed_owner(baseline, current)
+    if baseline is not None and not moved and _continues(baseline, current):
         now = {block.id: block.content for block in appending if block.id is not None}
         new_changes: list[tuple[InstructionDeltaPart, bool]] = []
         for block_id in dict.fromkeys([*state.received, *now]):
@@ -173,8 +175,11 @@ def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowP
             opened=None,
         )
     if appending:
-        opened = _why_new_window(state, baseline)
-        new_baseline = InstructionBaselinePart(instructions=tuple(_baseline_entry(block) for block in current))
+        opened = _OWNER_CHANGED if moved else _why_new_window(state, baseline)
+        new_baseline = InstructionBaselinePart(
+            instructions=tuple(_baseline_entry(block) for block in current if block.mode != 'native'),
+            native=tuple(block.id for block in current if block.mode == 'native' and block.id is not None),
+        )
         return WindowPlan(
             records=(new_baseline,),
             prefix=new_baseline.blocks,
@@ -188,9 +193,26 @@ def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowP
     return WindowPlan(records=ending, prefix=(), tagged=False, deliveries=(), new_changes=(), opened=None)
 
 
+_OWNER_CHANGED = "a block moved between this plugin and Pydantic AI's own append mode"
+
+
+def _changed_owner(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
+    """Whether a block of the window is now owned by Pydantic AI's own append mode, or the other way round.
+
+    Either way the prefix moves: the other mechanism states the block in its own prefix, and keeping the
+    window would send the block twice, or deliver a withdrawal of a block that is still there.
+    """
+    ours = {block.id for block in baseline.blocks}
+    theirs = set(baseline.native)
+    return any(
+        (block.mode == 'native' and block.id in ours) or (block.mode == 'append' and block.id in theirs)
+        for block in current
+    )
+
+
 def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
     """Whether `current` can be sent with `baseline`'s prefix: its other blocks are the same, in the same order."""
-    others = [block for block in current if block.mode != 'append']
+    others = [block for block in current if block.mode in ('literal', 'rewrite')]
     digests = baseline.digests
     return len(digests) == len(others) and all(
         digest.matches(id=block.id, dynamic=block.mode == 'rewrite', content=block.content or '')
