@@ -125,3 +125,27 @@ def test_an_entry_that_is_neither_an_id_nor_a_preset_is_refused():
         "`append_ids` entry ('capability:repo_context',) is neither an id nor a preset such as `HARNESS_BLOCKS`; pass "
         'the preset itself, or its ids as strings.'
     )
+
+
+@dataclass
+class Refunds(AbstractCapability[None]):
+    def get_instructions(self) -> str:
+        return 'Refunds over $100 need approval.'
+
+
+def test_the_deferred_capability_catalog_is_routed_where_it_has_an_id():
+    from pydantic_ai.messages import InstructionPart
+    from pydantic_ai.models.test import TestModel
+
+    agent = Agent(
+        TestModel(call_tools=[]),
+        capabilities=[
+            Refunds(id='refunds', description='Refunds', defer_loading=True),
+            AppendInstructions(id='context', append_ids=HARNESS_BLOCKS),
+        ],
+    )
+    instructions = agent.run_sync('hi').all_messages()[0].instructions or ''
+    assert '- refunds: Refunds' in instructions
+    # From 2.59 the catalog is `capability:deferred_capabilities`; on 2.58 it has no id, so it stays as it was.
+    has_id = 'on_change' in InstructionPart.__dataclass_fields__
+    assert instructions.startswith('<context id="capability:deferred_capabilities">') == has_id
