@@ -10,7 +10,7 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest
 
 from pydantic_ai_append import HARNESS_BLOCKS, AppendInstructions, UnmatchedRouteWarning
 
@@ -128,7 +128,7 @@ def test_an_entry_that_is_neither_an_id_nor_a_preset_is_refused():
 
 
 @dataclass
-class Refunds(AbstractCapability[None]):
+class Refunds(AbstractCapability[object]):
     def get_instructions(self) -> str:
         return 'Refunds over $100 need approval.'
 
@@ -144,7 +144,9 @@ def test_the_deferred_capability_catalog_is_routed_where_it_has_an_id():
             AppendInstructions(id='context', append_ids=HARNESS_BLOCKS),
         ],
     )
-    instructions = agent.run_sync('hi').all_messages()[0].instructions or ''
+    request = agent.run_sync('hi').all_messages()[0]
+    assert isinstance(request, ModelRequest)
+    instructions = request.instructions or ''
     assert '- refunds: Refunds' in instructions
     # From 2.59 the catalog is `capability:deferred_capabilities`; on 2.58 it has no id, so it stays as it was.
     has_id = 'on_change' in InstructionPart.__dataclass_fields__
