@@ -6,8 +6,9 @@ last received (the baseline folded with the window's later changes) and records 
 difference. Nothing is recorded for a block that didn't change.
 
 The prefix moves, and a new window opens with the current values, only when it must move anyway: a
-literal or rewrite-mode block changed or moved, a block's policy changed, history was compacted, the
-baseline is gone from history, or a record in the window can't be read. Changes recorded before the
+literal or rewrite-mode block changed or moved, a block's policy changed, a block moved between this plugin
+and Pydantic AI's own append mode, history was compacted, the baseline is gone from history, or a record in
+the window can't be read. Changes recorded before the
 current baseline are no longer delivered: the prefix they followed has moved, so dropping them costs no
 cache, and the new prefix already states their effect.
 
@@ -154,7 +155,8 @@ class WindowPlan:
 def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowPlan:
     """Decide the prefix and the changes of a request whose instructions resolved to `current`.
 
-    `current` must be in prefix order: literal blocks, then append-mode blocks, then rewrite-mode blocks.
+    `current` must be in prefix order: literal blocks, then append-mode blocks, then the blocks Pydantic AI's own
+    append mode owns, then rewrite-mode blocks.
     """
     appending = [block for block in current if block.mode == 'append']
     baseline = state.baseline
