@@ -15,6 +15,7 @@ The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (th
 - `_history`: where records travel in history (carriers), how they are found, and how they are stripped.
 - `_rendering`: the exact text of every element on the wire, one renderer per delivery path.
 - `_delivery`: which delivery path a model takes (inline, or `<system>`-wrapped) and the wording it gets.
+- `_presets`: the presets of `append_ids`, such as `HARNESS_BLOCKS`.
 - `_cache`: the process-wide caches' storage, bounded by memory and safe between threads.
 - `_spec`: what a spec entry (YAML, JSON) may say, for `AppendInstructions` and `PrefixGuard`.
 - `_compat`: the differences between the supported Pydantic AI releases.
@@ -24,6 +25,7 @@ The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (th
 
 from ._capability import AppendInstructions
 from ._history import instruction_records, strip_records
+from ._presets import HARNESS_BLOCKS, BlockPreset
 from ._records import (
     InstructionBaselinePart,
     InstructionBlock,
@@ -31,11 +33,13 @@ from ._records import (
     InstructionDigest,
     InstructionRecord,
 )
-from ._request import BlockFunc, ChangePolicy, UnaddressableBlockWarning, WindowObserver
+from ._request import BlockFunc, ChangePolicy, UnaddressableBlockWarning, UnmatchedRouteWarning, WindowObserver
 
 __all__ = (
+    'HARNESS_BLOCKS',
     'AppendInstructions',
     'BlockFunc',
+    'BlockPreset',
     'ChangePolicy',
     'InstructionBaselinePart',
     'InstructionBlock',
@@ -43,6 +47,7 @@ __all__ = (
     'InstructionDigest',
     'InstructionRecord',
     'UnaddressableBlockWarning',
+    'UnmatchedRouteWarning',
     'WindowObserver',
     'instruction_records',
     'strip_records',

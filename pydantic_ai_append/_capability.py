@@ -27,6 +27,7 @@ from pydantic_ai.tools import AgentDepsT
 
 from ._delivery import prepare_model, reword
 from ._history import opens_window
+from ._presets import BlockPreset
 from ._rendering import SUPERSESSION_SENTENCE
 from ._request import (
     BlockFunc,
@@ -80,9 +81,14 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     ```
     """
 
-    append_ids: Sequence[str] = ()
+    append_ids: Sequence[str | BlockPreset] = ()
     """Ids of other sources' blocks to route through append mode: an exact id such as `'agent:memory'` or
-    `'capability:repo_context:agents_md'`, or a source such as `'capability:repo_context'` for all of its blocks."""
+    `'capability:repo_context:agents_md'`, a source such as `'capability:repo_context'` for all of its blocks, or a
+    preset such as [`HARNESS_BLOCKS`][pydantic_ai_append.HARNESS_BLOCKS], given whole or as one entry.
+
+    An id you name yourself is held in the window from the first request even while its block is absent, so its
+    appearance is delivered as a change; if it matches no block, an `UnmatchedRouteWarning` says so once. A
+    preset's ids are routed only while their blocks are present, and never warned about."""
 
     _: KW_ONLY
 
@@ -100,6 +106,15 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     )
     """The blocks registered with `instructions`, by name, in registration order."""
 
+    _routed: tuple[str, ...] = field(default=(), init=False, repr=False)
+    """Every id of `append_ids`, presets flattened, in the order given."""
+
+    _named: frozenset[str] = field(default=frozenset[str](), init=False, repr=False)
+    """The ids of `append_ids` named directly rather than through a preset."""
+
+    _warned: set[str] = field(default_factory=set[str], init=False, repr=False)
+    """The ids already warned about as matching no block, so each is warned once per capability."""
+
     def __post_init__(self) -> None:
         if self.id is None or not self.id:
             raise UserError("`AppendInstructions` needs an `id`, such as `AppendInstructions(id='todos')`.")
@@ -112,7 +127,24 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             )
         if isinstance(self.append_ids, str):
             raise UserError(f'`append_ids` takes a sequence of ids, not the string {self.append_ids!r}.')
-        for routed in self.append_ids:
+        # Read as objects: the option comes from user code, which may not be type-checked.
+        entries: list[object] = [self.append_ids] if isinstance(self.append_ids, BlockPreset) else [*self.append_ids]
+        routed_ids: list[str] = []
+        named: set[str] = set()
+        for entry in entries:
+            if isinstance(entry, BlockPreset):
+                routed_ids.extend(entry)
+            elif isinstance(entry, str):
+                routed_ids.append(entry)
+                named.add(entry)
+            else:
+                raise UserError(
+                    f'`append_ids` entry {entry!r} is neither an id nor a preset such as `HARNESS_BLOCKS`; pass the '
+                    'preset itself, or its ids as strings.'
+                )
+        self._routed = tuple(dict.fromkeys(routed_ids))
+        self._named = frozenset(named)
+        for routed in self._routed:
             if routed.split(':', 1)[0] not in _NAMESPACES:
                 raise UserError(
                     f'`append_ids` entry {routed!r} is not an instruction id: ids start with one of '
@@ -261,7 +293,9 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             owner=self,
             source_id=self._source_id,
             blocks=self._blocks,
-            append_ids=self.append_ids,
+            append_ids=self._routed,
+            named=self._named,
+            warned=self._warned,
             key=self._key,
             verifier=self.verifier,
         )

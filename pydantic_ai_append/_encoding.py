@@ -66,6 +66,9 @@ def encode_record(
                 for block in record.instructions
             ],
         }
+        # Written only when there is something to say, so a baseline without native blocks keeps its old bytes.
+        if record.native:
+            payload['native'] = list(record.native)
     else:
         payload = {
             'v': RECORD_VERSION,
@@ -154,7 +157,8 @@ def _decode_payload(payload: dict[str, Any]) -> InstructionRecord:
                     id=_optional_str(item['id']), dynamic=bool(item['dynamic']), content_hash=_str(item['hash'])
                 )
                 for item in items
-            )
+            ),
+            native=tuple(_str(item) for item in cast(list[object], payload.get('native', []))),
         )
     if kind == 'delta':
         return InstructionDeltaPart(

@@ -124,6 +124,10 @@ class InstructionBaselinePart:
     instructions: tuple[InstructionBlock | InstructionDigest, ...]
     """The prefix's blocks in the order they were sent."""
 
+    native: tuple[str, ...] = ()
+    """The ids of the blocks Pydantic AI's own append mode (2.59 and later) owned when the window opened, so a
+    block that moves between the two mechanisms opens a new window. Empty in records written before it existed."""
+
     @property
     def blocks(self) -> tuple[InstructionBlock, ...]:
         """The append-mode blocks, in prefix order."""

@@ -50,6 +50,7 @@ __all__ = (
     'OwnBlock',
     'RequestSettings',
     'UnaddressableBlockWarning',
+    'UnmatchedRouteWarning',
     'WindowObserver',
     'handle_request',
     'takes_run_context',
@@ -74,6 +75,33 @@ class UnaddressableBlockWarning(UserWarning):
     Changes name the block they replace by its id; two blocks that share an id can't be told apart. Give each
     its own `name`, or silence this with `warnings.filterwarnings('ignore', category=UnaddressableBlockWarning)`.
     """
+
+
+class UnmatchedRouteWarning(UserWarning):
+    """An `append_ids` entry you named yourself matches no instruction block of a request.
+
+    Usually the source isn't on the agent, the id is misspelt, or the source gives its block no id: on
+    `pydantic-ai-slim` 2.58, `RepoContext` has none unless it is built as `RepoContext(id='repo_context')`, and
+    the deferred-capability catalog has none at all. A block that is only absent for now (a context file not
+    written yet) needs nothing: it is held in the window, withdrawn, and delivered as a change when it appears.
+    Warned once per `AppendInstructions` and entry; entries that come from a preset such as `HARNESS_BLOCKS`
+    are never warned about. Silence it with
+    `warnings.filterwarnings('ignore', category=UnmatchedRouteWarning)`.
+    """
+
+    @staticmethod
+    def about(routed: str) -> str:
+        """The warning's message for the entry `routed`."""
+        hint = (
+            " On pydantic-ai-slim 2.58, build `RepoContext(id='repo_context')` to give its block that id."
+            if routed.startswith('capability:repo_context')
+            else ''
+        )
+        return (
+            f'`append_ids` entry {routed!r} matches no instruction block of this request: check that its source is '
+            f'on the agent and gives its block that id, or remove the entry.{hint} If the block only appears later, '
+            'this is expected: it is delivered as a change when it does.'
+        )
 
 
 class WindowObserver(Protocol):
@@ -115,6 +143,13 @@ class RequestSettings(Generic[AgentDepsT]):
 
     append_ids: Sequence[str]
     """Ids of other sources' blocks to route through append mode, exact or by source."""
+
+    named: frozenset[str]
+    """The entries of `append_ids` the user named, rather than took from a preset: warned about when they match no
+    block, and held in the window while absent."""
+
+    warned: set[str]
+    """The entries already warned about, shared by every request of the capability, so each is warned once."""
 
     key: bytes | None
     """The signing key of records, if any."""
@@ -264,10 +299,11 @@ async def _current_blocks(
                 stacklevel=2,
             )
         if native_policy(part) == 'append':
-            native.append((None, part))
+            native.append((CurrentBlock(part_id, part.content, 'native') if part_id is not None else None, part))
             continue
         target = rewriting if part.dynamic else literal
         target.append((CurrentBlock(part_id, part.content, 'rewrite' if part.dynamic else 'literal'), part))
+    appending.extend((block, None) for block in _absent_routed_blocks(settings, parts))
     for block in settings.blocks.values():
         content = await _call_block(block, ctx)
         block_id = settings.block_id(block.name)
@@ -278,6 +314,29 @@ async def _current_blocks(
             # left out when empty.
             rewriting.append((CurrentBlock(block_id, text, 'rewrite'), _own_part(settings.source_id, block.name, text)))
     return [*literal, *appending, *native, *rewriting]
+
+
+def _absent_routed_blocks(settings: RequestSettings[Any], parts: Sequence[InstructionPart]) -> list[CurrentBlock]:
+    """The entries of `append_ids` the user named that no block of this request matches, as withdrawn blocks.
+
+    Held in the window, withdrawn, so that a block appearing later is delivered as a change rather than moving the
+    prefix, as a block of the plugin's own that returns `None` is. A preset's entries aren't held: a preset names
+    many blocks a given agent never has. Each unmatched named entry is warned about once per capability, when the
+    request has instructions at all.
+    """
+    ids = [str(part.id) for part in parts if part.id is not None]
+    ids.extend(settings.block_id(name) for name in settings.blocks)
+    absent: list[CurrentBlock] = []
+    for routed in settings.append_ids:
+        if routed not in settings.named or any(
+            part_id == routed or part_id.startswith(f'{routed}:') for part_id in ids
+        ):
+            continue
+        if (parts or settings.blocks) and routed not in settings.warned:
+            settings.warned.add(routed)
+            warnings.warn(UnmatchedRouteWarning.about(routed), UnmatchedRouteWarning, stacklevel=4)
+        absent.append(CurrentBlock(routed, None, 'append'))
+    return absent
 
 
 def _record(
@@ -317,7 +376,7 @@ def _prefix(
             prefix.append(_prefix_part(renderer.block(block.id, block.content), sources.get(block.id), block.id))
     if plan.tagged:
         prefix.append(InstructionPart(content=SUPERSESSION_SENTENCE))
-    prefix.extend(part for block, part in ordered if block is None and part)
+    prefix.extend(part for block, part in ordered if (block is None or block.mode == 'native') and part)
     prefix.extend(part for block, part in ordered if block and block.mode == 'rewrite' and part)
     return prefix
 

@@ -6,8 +6,9 @@ last received (the baseline folded with the window's later changes) and records 
 difference. Nothing is recorded for a block that didn't change.
 
 The prefix moves, and a new window opens with the current values, only when it must move anyway: a
-literal or rewrite-mode block changed or moved, a block's policy changed, history was compacted, the
-baseline is gone from history, or a record in the window can't be read. Changes recorded before the
+literal or rewrite-mode block changed or moved, a block's policy changed, a block moved between this plugin
+and Pydantic AI's own append mode, history was compacted, the baseline is gone from history, or a record in
+the window can't be read. Changes recorded before the
 current baseline are no longer delivered: the prefix they followed has moved, so dropping them costs no
 cache, and the new prefix already states their effect.
 
@@ -42,7 +43,7 @@ __all__ = (
     'split_recorded_prefix',
 )
 
-BlockMode = Literal['literal', 'append', 'rewrite']
+BlockMode = Literal['literal', 'append', 'rewrite', 'native']
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class CurrentBlock:
 
     mode: BlockMode
     """`'literal'` for fixed text, `'append'` for a block whose changes are appended, `'rewrite'` for a computed
-    block whose changes rewrite the prefix."""
+    block whose changes rewrite the prefix, `'native'` for a block Pydantic AI's own append mode owns, which this
+    window only notes by id."""
 
 
 class Delivery(NamedTuple):
@@ -153,11 +155,13 @@ class WindowPlan:
 def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowPlan:
     """Decide the prefix and the changes of a request whose instructions resolved to `current`.
 
-    `current` must be in prefix order: literal blocks, then append-mode blocks, then rewrite-mode blocks.
+    `current` must be in prefix order: literal blocks, then append-mode blocks, then the blocks Pydantic AI's own
+    append mode owns, then rewrite-mode blocks.
     """
     appending = [block for block in current if block.mode == 'append']
     baseline = state.baseline
-    if baseline is not None and _continues(baseline, current):
+    moved = baseline is not None and _changed_owner(baseline, current)
+    if baseline is not None and not moved and _continues(baseline, current):
         now = {block.id: block.content for block in appending if block.id is not None}
         new_changes: list[tuple[InstructionDeltaPart, bool]] = []
         for block_id in dict.fromkeys([*state.received, *now]):
@@ -173,8 +177,11 @@ def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowP
             opened=None,
         )
     if appending:
-        opened = _why_new_window(state, baseline)
-        new_baseline = InstructionBaselinePart(instructions=tuple(_baseline_entry(block) for block in current))
+        opened = _OWNER_CHANGED if moved else _why_new_window(state, baseline)
+        new_baseline = InstructionBaselinePart(
+            instructions=tuple(_baseline_entry(block) for block in current if block.mode != 'native'),
+            native=tuple(block.id for block in current if block.mode == 'native' and block.id is not None),
+        )
         return WindowPlan(
             records=(new_baseline,),
             prefix=new_baseline.blocks,
@@ -188,9 +195,26 @@ def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowP
     return WindowPlan(records=ending, prefix=(), tagged=False, deliveries=(), new_changes=(), opened=None)
 
 
+_OWNER_CHANGED = "a block moved between this plugin and Pydantic AI's own append mode"
+
+
+def _changed_owner(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
+    """Whether a block of the window is now owned by Pydantic AI's own append mode, or the other way round.
+
+    Either way the prefix moves: the other mechanism states the block in its own prefix, and keeping the
+    window would send the block twice, or deliver a withdrawal of a block that is still there.
+    """
+    ours = {block.id for block in baseline.blocks}
+    theirs = set(baseline.native)
+    return any(
+        (block.mode == 'native' and block.id in ours) or (block.mode == 'append' and block.id in theirs)
+        for block in current
+    )
+
+
 def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
     """Whether `current` can be sent with `baseline`'s prefix: its other blocks are the same, in the same order."""
-    others = [block for block in current if block.mode != 'append']
+    others = [block for block in current if block.mode in ('literal', 'rewrite')]
     digests = baseline.digests
     return len(digests) == len(others) and all(
         digest.matches(id=block.id, dynamic=block.mode == 'rewrite', content=block.content or '')

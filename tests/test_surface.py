@@ -22,8 +22,10 @@ def test_the_public_names():
     assert {module.__name__: list(module.__all__) for module in PUBLIC_MODULES} == snapshot(
         {
             'pydantic_ai_append': [
+                'HARNESS_BLOCKS',
                 'AppendInstructions',
                 'BlockFunc',
+                'BlockPreset',
                 'ChangePolicy',
                 'InstructionBaselinePart',
                 'InstructionBlock',
@@ -31,6 +33,7 @@ def test_the_public_names():
                 'InstructionDigest',
                 'InstructionRecord',
                 'UnaddressableBlockWarning',
+                'UnmatchedRouteWarning',
                 'WindowObserver',
                 'instruction_records',
                 'strip_records',

@@ -1,0 +1,153 @@
+"""`append_ids` presets such as `HARNESS_BLOCKS`, and the warning for an entry that matches no block."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessage, ModelRequest
+
+from pydantic_ai_append import HARNESS_BLOCKS, AppendInstructions, UnmatchedRouteWarning
+
+from .conversation import ScriptedModel
+
+
+@dataclass
+class Listing(AbstractCapability[list[str]]):
+    """Stands in for a framework capability whose block is computed each run, with the id it gives it."""
+
+    def get_instructions(self):  # pyright: ignore[reportIncompatibleMethodOverride]
+        def listing(ctx: RunContext[list[str]]) -> str | None:
+            return '\n'.join(ctx.deps) or None
+
+        return listing
+
+
+def test_the_preset_routes_framework_blocks_and_keeps_the_prefix():
+    chat = ScriptedModel()
+    agent = Agent(
+        chat.model(),
+        deps_type=list[str],
+        capabilities=[Listing(id='sub_agents'), AppendInstructions(id='context', append_ids=HARNESS_BLOCKS)],
+    )
+    history = agent.run_sync('one', deps=['researcher']).all_messages()
+    agent.run_sync('two', deps=['researcher', 'writer'], message_history=history)
+    assert chat.last.instructions == chat.seen[0].instructions
+    assert chat.last.messages[-1] == snapshot("""\
+user: <system><context id="capability:sub_agents">
+researcher
+writer
+</context></system>\
+""")
+
+
+def test_preset_entries_that_match_nothing_are_not_warned_about_or_held():
+    chat = ScriptedModel()
+    agent = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[AppendInstructions(id='context', append_ids=[HARNESS_BLOCKS, 'agent:memory'])],
+    )
+    with pytest.warns(UnmatchedRouteWarning) as warned:
+        agent.run_sync('one')
+    # Only the entry named directly is warned about, and only it is held in the window.
+    assert [str(warning.message) for warning in warned] == snapshot(
+        [
+            (
+                "`append_ids` entry 'agent:memory' matches no instruction block of this request: check that its source "
+                'is on the agent and gives its block that id, or remove the entry. If the block only appears later, this '
+                'is expected: it is delivered as a change when it does.'
+            )
+        ]
+    )
+    assert chat.last.instructions == snapshot("""\
+Be brief.
+
+A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.\
+""")
+
+
+def test_a_preset_alone_that_matches_nothing_changes_nothing():
+    chat = ScriptedModel()
+    agent = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[AppendInstructions(id='context', append_ids=HARNESS_BLOCKS)],
+    )
+    agent.run_sync('one')
+    assert chat.last.instructions == 'Be brief.'
+
+
+def test_an_unmatched_entry_is_warned_about_once_per_capability():
+    chat = ScriptedModel()
+    context = AppendInstructions(id='context', append_ids=['capability:repo_context'])
+    agent = Agent(chat.model(), instructions='Be brief.', capabilities=[context])
+    history: list[ModelMessage] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for prompt in ['one', 'two']:
+            history = agent.run_sync(prompt, message_history=history).all_messages()
+    assert [str(warning.message) for warning in caught] == snapshot(
+        [
+            (
+                "`append_ids` entry 'capability:repo_context' matches no instruction block of this request: check that "
+                'its source is on the agent and gives its block that id, or remove the entry. On pydantic-ai-slim 2.58, '
+                "build `RepoContext(id='repo_context')` to give its block that id. If the block only appears later, this "
+                'is expected: it is delivered as a change when it does.'
+            )
+        ]
+    )
+    # Another capability instance warns again.
+    other = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[AppendInstructions(id='context', append_ids=['capability:repo_context'])],
+    )
+    with pytest.warns(UnmatchedRouteWarning):
+        other.run_sync('three')
+
+
+def test_an_agent_without_instructions_is_not_warned_about():
+    chat = ScriptedModel()
+    agent = Agent(chat.model(), capabilities=[AppendInstructions(id='context', append_ids=['agent:memory'])])
+    agent.run_sync('one')  # `filterwarnings = error` fails this on any warning
+
+
+def test_an_entry_that_is_neither_an_id_nor_a_preset_is_refused():
+    with pytest.raises(UserError) as raised:
+        AppendInstructions(id='context', append_ids=[('capability:repo_context',)])  # pyright: ignore[reportArgumentType]
+    assert str(raised.value) == snapshot(
+        "`append_ids` entry ('capability:repo_context',) is neither an id nor a preset such as `HARNESS_BLOCKS`; pass "
+        'the preset itself, or its ids as strings.'
+    )
+
+
+@dataclass
+class Refunds(AbstractCapability[object]):
+    def get_instructions(self) -> str:
+        return 'Refunds over $100 need approval.'
+
+
+def test_the_deferred_capability_catalog_is_routed_where_it_has_an_id():
+    from pydantic_ai.messages import InstructionPart
+    from pydantic_ai.models.test import TestModel
+
+    agent = Agent(
+        TestModel(call_tools=[]),
+        capabilities=[
+            Refunds(id='refunds', description='Refunds', defer_loading=True),
+            AppendInstructions(id='context', append_ids=HARNESS_BLOCKS),
+        ],
+    )
+    request = agent.run_sync('hi').all_messages()[0]
+    assert isinstance(request, ModelRequest)
+    instructions = request.instructions or ''
+    assert '- refunds: Refunds' in instructions
+    # From 2.59 the catalog is `capability:deferred_capabilities`; on 2.58 it has no id, so it stays as it was.
+    has_id = 'on_change' in InstructionPart.__dataclass_fields__
+    assert instructions.startswith('<context id="capability:deferred_capabilities">') == has_id
