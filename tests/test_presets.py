@@ -46,7 +46,7 @@ writer
 """)
 
 
-def test_preset_entries_that_match_nothing_are_not_warned_about_or_held():
+def test_preset_entries_that_match_nothing_are_not_warned_about():
     chat = ScriptedModel()
     agent = Agent(
         chat.model(),
@@ -55,7 +55,7 @@ def test_preset_entries_that_match_nothing_are_not_warned_about_or_held():
     )
     with pytest.warns(UnmatchedRouteWarning) as warned:
         agent.run_sync('one')
-    # Only the entry named directly is warned about, and only it is held in the window.
+    # Only the entry named directly is warned about.
     assert [str(warning.message) for warning in warned] == snapshot(
         [
             (
@@ -69,6 +69,23 @@ def test_preset_entries_that_match_nothing_are_not_warned_about_or_held():
 Be brief.
 
 A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.\
+""")
+
+
+def test_a_preset_block_that_appears_later_is_a_change_where_the_agent_has_a_window():
+    # The agent's own block opens a window on the first request; a routed block that appears in an open window is
+    # a change like any other, so the prefix is kept. (Only with no window yet does its appearance move the prefix.)
+    chat = ScriptedModel()
+    context = AppendInstructions[list[str]](id='context', append_ids=HARNESS_BLOCKS)
+    context.instructions(name='state')(lambda: 'working')
+    agent = Agent(chat.model(), deps_type=list[str], capabilities=[Listing(id='sub_agents'), context])
+    history = agent.run_sync('one', deps=[]).all_messages()
+    agent.run_sync('two', deps=['researcher'], message_history=history)
+    assert chat.last.instructions == chat.seen[0].instructions
+    assert chat.last.messages[-1] == snapshot("""\
+user: <system><context id="capability:sub_agents">
+researcher
+</context></system>\
 """)
 
 
