@@ -84,7 +84,8 @@ def build_agent(model: Model, workspace: Workspace) -> Agent[None, str]:
             # On 2.58 `RepoContext` gives its block an id only when built with one.
             RepoContext(id='repo_context'),
             SubAgents(agent_folders=['subagents']),
-            # Named as well as in the preset, so the window holds it while `AGENTS.md` doesn't exist yet.
+            # Named as well as in the preset, so it is warned about if it never matches. (`SubAgents` opens the window
+            # on the first request, so `AGENTS.md` appearing later is a change either way.)
             AppendInstructions(id='context', append_ids=[HARNESS_BLOCKS, 'capability:repo_context']),
         ],
     )
