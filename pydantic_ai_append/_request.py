@@ -163,7 +163,12 @@ class RequestSettings(Generic[AgentDepsT]):
 
     def routes(self, part_id: str) -> bool:
         """Whether another source's block with this id is routed through append mode."""
-        return any(part_id == routed or part_id.startswith(f'{routed}:') for routed in self.append_ids)
+        return any(_matches(part_id, routed) for routed in self.append_ids)
+
+
+def _matches(part_id: str, routed: str) -> bool:
+    """Whether the block `part_id` is what the `append_ids` entry `routed` names: that id, or a block of that source."""
+    return part_id == routed or part_id.startswith(f'{routed}:')
 
 
 class _StepClaims:
@@ -328,9 +333,7 @@ def _absent_routed_blocks(settings: RequestSettings[Any], parts: Sequence[Instru
     ids.extend(settings.block_id(name) for name in settings.blocks)
     absent: list[CurrentBlock] = []
     for routed in settings.append_ids:
-        if routed not in settings.named or any(
-            part_id == routed or part_id.startswith(f'{routed}:') for part_id in ids
-        ):
+        if routed not in settings.named or any(_matches(part_id, routed) for part_id in ids):
             continue
         if (parts or settings.blocks) and routed not in settings.warned:
             settings.warned.add(routed)
