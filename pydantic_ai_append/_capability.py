@@ -88,7 +88,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     An id you name yourself is held in the window from the first request even while its block is absent, so its
     appearance is delivered as a change; if it matches no block, an `UnmatchedRouteWarning` says so once. A
-    preset's ids are routed only while their blocks are present, and never warned about."""
+    preset's id is held that way only while the capability it names is on the agent, and warned about only when
+    that capability has no id (so its block has none either)."""
 
     _: KW_ONLY
 

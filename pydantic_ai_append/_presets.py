@@ -2,8 +2,8 @@
 
 A preset lets one option route every framework block that changes during a conversation, without the user
 knowing each id. It is a tuple of its own type so `AppendInstructions` can tell its entries from the ids a user
-named: a preset routes many blocks a given agent doesn't have, so its entries are never warned about when they
-match nothing, and they are routed only while present.
+named: a preset routes many blocks a given agent doesn't have, so an entry that matches nothing is held in the
+window only while the capability it names is on the agent, and warned about only when that capability has no id.
 """
 
 from __future__ import annotations

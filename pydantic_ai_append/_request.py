@@ -24,7 +24,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, Protocol, TypeAlias, cast
 
+from pydantic.alias_generators import to_snake
 from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     CapabilityInstructionSource,
@@ -78,29 +80,32 @@ class UnaddressableBlockWarning(UserWarning):
 
 
 class UnmatchedRouteWarning(UserWarning):
-    """An `append_ids` entry you named yourself matches no instruction block of a request.
+    """An `append_ids` entry matches no instruction block of a request, and something can be done about it.
 
-    Usually the source isn't on the agent, the id is misspelt, or the source gives its block no id: on
-    `pydantic-ai-slim` 2.58, `RepoContext` has none unless it is built as `RepoContext(id='repo_context')`, and
-    the deferred-capability catalog has none at all. A block that is only absent for now (a context file not
-    written yet) needs nothing: it is held in the window, withdrawn, and delivered as a change when it appears.
-    Warned once per `AppendInstructions` and entry; entries that come from a preset such as `HARNESS_BLOCKS`
-    are never warned about. Silence it with
+    Warned for an entry you named yourself: usually its source isn't on the agent or the id is misspelt. Warned
+    for any entry, a preset's included, whose source capability is on the agent without an id, so the block it
+    contributes has none and can't be routed: on `pydantic-ai-slim` 2.58, `RepoContext()` is such a capability,
+    and `RepoContext(id='repo_context')` gives its block the id `HARNESS_BLOCKS` routes. A block that is only
+    absent for now (a context file not written yet) needs nothing: it is held in the window, withdrawn, and
+    delivered as a change when it appears. Other preset entries (the blocks of capabilities the agent doesn't
+    have) are never warned about. Warned once per `AppendInstructions` and entry; silence it with
     `warnings.filterwarnings('ignore', category=UnmatchedRouteWarning)`.
     """
 
     @staticmethod
-    def about(routed: str) -> str:
-        """The warning's message for the entry `routed`."""
-        hint = (
-            " On pydantic-ai-slim 2.58, build `RepoContext(id='repo_context')` to give its block that id."
-            if routed.startswith('capability:repo_context')
-            else ''
-        )
+    def about(routed: str, anonymous: AbstractCapability[Any] | None = None) -> str:
+        """The warning's message for the entry `routed`, whose source is `anonymous`, present without an id."""
+        if anonymous is not None:
+            name = type(anonymous).__name__
+            return (
+                f"`append_ids` entry {routed!r} matches no instruction block of this request: the agent's `{name}` "
+                'has no id, so neither has the block it contributes, and that block is rewritten in the prefix '
+                f'instead. Build it as `{name}(id={_source_of(routed)!r})` to route it.'
+            )
         return (
             f'`append_ids` entry {routed!r} matches no instruction block of this request: check that its source is '
-            f'on the agent and gives its block that id, or remove the entry.{hint} If the block only appears later, '
-            'this is expected: it is delivered as a change when it does.'
+            'on the agent and gives its block that id, or remove the entry. If the block only appears later, this '
+            'is expected: it is delivered as a change when it does.'
         )
 
 
@@ -146,7 +151,8 @@ class RequestSettings(Generic[AgentDepsT]):
 
     named: frozenset[str]
     """The entries of `append_ids` the user named, rather than took from a preset: warned about when they match no
-    block, and held in the window while absent."""
+    block, and always held in the window while absent (a preset's only while the capability it names is on the
+    agent)."""
 
     warned: set[str]
     """The entries already warned about, shared by every request of the capability, so each is warned once."""
@@ -308,7 +314,7 @@ async def _current_blocks(
             continue
         target = rewriting if part.dynamic else literal
         target.append((CurrentBlock(part_id, part.content, 'rewrite' if part.dynamic else 'literal'), part))
-    appending.extend((block, None) for block in _absent_routed_blocks(settings, parts))
+    appending.extend((block, None) for block in _absent_routed_blocks(settings, ctx.capabilities, parts))
     for block in settings.blocks.values():
         content = await _call_block(block, ctx)
         block_id = settings.block_id(block.name)
@@ -321,25 +327,59 @@ async def _current_blocks(
     return [*literal, *appending, *native, *rewriting]
 
 
-def _absent_routed_blocks(settings: RequestSettings[Any], parts: Sequence[InstructionPart]) -> list[CurrentBlock]:
-    """The entries of `append_ids` the user named that no block of this request matches, as withdrawn blocks.
+def _absent_routed_blocks(
+    settings: RequestSettings[Any],
+    capabilities: Mapping[str, AbstractCapability[Any]],
+    parts: Sequence[InstructionPart],
+) -> list[CurrentBlock]:
+    """The entries of `append_ids` that no block of this request matches and that are held, as withdrawn blocks.
 
     Held in the window, withdrawn, so that a block appearing later is delivered as a change rather than moving the
-    prefix, as a block of the plugin's own that returns `None` is. A preset's entries aren't held: a preset names
-    many blocks a given agent never has. Each unmatched named entry is warned about once per capability, when the
-    request has instructions at all.
+    prefix, as a block of the plugin's own that returns `None` is. An entry the user named is held; a preset's
+    entry is held only while the capability it names is on the agent (`capabilities` is the run's, by id), since
+    a preset names many blocks a given agent never has. Unmatched entries are warned about once per capability,
+    when the request has instructions at all: one the user named, and any whose source is on the agent with no id.
     """
     ids = [str(part.id) for part in parts if part.id is not None]
     ids.extend(settings.block_id(name) for name in settings.blocks)
     absent: list[CurrentBlock] = []
     for routed in settings.append_ids:
-        if routed not in settings.named or any(_matches(part_id, routed) for part_id in ids):
+        if any(_matches(part_id, routed) for part_id in ids):
             continue
+        named = routed in settings.named
         if (parts or settings.blocks) and routed not in settings.warned:
-            settings.warned.add(routed)
-            warnings.warn(UnmatchedRouteWarning.about(routed), UnmatchedRouteWarning, stacklevel=4)
-        absent.append(CurrentBlock(routed, None, 'append'))
+            anonymous = _anonymous_source(routed, capabilities)
+            if named or anonymous is not None:
+                settings.warned.add(routed)
+                warnings.warn(UnmatchedRouteWarning.about(routed, anonymous), UnmatchedRouteWarning, stacklevel=4)
+        if named or _source_of(routed) in capabilities:
+            absent.append(CurrentBlock(routed, None, 'append'))
     return absent
+
+
+def _source_of(routed: str) -> str | None:
+    """The capability id an entry such as `'capability:repo_context'` names, if it names a capability's block."""
+    namespace, _, rest = routed.partition(':')
+    return (rest.partition(':')[0] or None) if namespace == 'capability' else None
+
+
+def _anonymous_source(
+    routed: str, capabilities: Mapping[str, AbstractCapability[Any]]
+) -> AbstractCapability[Any] | None:
+    """The capability of the run that the entry `routed` would name if it had an id, present without one.
+
+    A capability with no id is known by its class: `RepoContext` would be `repo_context`, as the framework's
+    own ids are the snake case of their class names.
+    """
+    source = _source_of(routed)
+    return next(
+        (
+            capability
+            for capability in capabilities.values()
+            if capability.id is None and to_snake(type(capability).__name__) == source
+        ),
+        None,
+    )
 
 
 def _record(

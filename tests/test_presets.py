@@ -89,6 +89,66 @@ researcher
 """)
 
 
+def test_a_preset_block_absent_from_the_first_request_is_held_while_its_capability_is_on_the_agent():
+    # No other block opens a window: the listing's capability being on the agent is what holds its entry, so the
+    # listing appearing later is delivered as a change and the prefix is kept.
+    chat = ScriptedModel()
+    agent = Agent(
+        chat.model(),
+        deps_type=list[str],
+        instructions='Be brief.',
+        capabilities=[Listing(id='sub_agents'), AppendInstructions(id='context', append_ids=HARNESS_BLOCKS)],
+    )
+    history = agent.run_sync('one', deps=[]).all_messages()
+    agent.run_sync('two', deps=['researcher'], message_history=history)
+    assert chat.last.instructions == chat.seen[0].instructions
+    assert chat.last.messages[-1] == snapshot("""\
+user: <system><context id="capability:sub_agents">
+researcher
+</context></system>\
+""")
+
+
+@dataclass
+class RepoContext(AbstractCapability[object]):
+    """Stands in for harness's `RepoContext` on pydantic-ai-slim 2.58, where it has no id unless given one."""
+
+    def get_instructions(self):  # pyright: ignore[reportIncompatibleMethodOverride]
+        return lambda: 'Run the tests with `make test`.'
+
+
+def test_a_preset_entry_whose_capability_has_no_id_is_warned_about_once():
+    chat = ScriptedModel()
+    agent = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[RepoContext(), AppendInstructions(id='context', append_ids=HARNESS_BLOCKS)],
+    )
+    history: list[ModelMessage] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for prompt in ['one', 'two']:
+            history = agent.run_sync(prompt, message_history=history).all_messages()
+    assert [str(warning.message) for warning in caught] == snapshot(
+        [
+            "`append_ids` entry 'capability:repo_context' matches no instruction block of this request: the agent's `RepoContext` has no id, so neither has the block it contributes, and that block is rewritten in the prefix instead. Build it as `RepoContext(id='repo_context')` to route it."
+        ]
+    )
+    # The block has no id, so it stays where Pydantic AI puts it: rewritten in the prefix.
+    assert 'make test' in (chat.last.instructions or '')
+
+
+def test_a_capability_with_an_id_of_its_own_is_not_taken_for_an_anonymous_source():
+    chat = ScriptedModel()
+    agent = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[RepoContext(id='repo'), AppendInstructions(id='context', append_ids=HARNESS_BLOCKS)],
+    )
+    agent.run_sync('one')  # `filterwarnings = error` fails this on any warning
+    assert 'make test' in (chat.last.instructions or '')
+
+
 def test_a_preset_alone_that_matches_nothing_changes_nothing():
     chat = ScriptedModel()
     agent = Agent(
@@ -112,10 +172,7 @@ def test_an_unmatched_entry_is_warned_about_once_per_capability():
     assert [str(warning.message) for warning in caught] == snapshot(
         [
             (
-                "`append_ids` entry 'capability:repo_context' matches no instruction block of this request: check that "
-                'its source is on the agent and gives its block that id, or remove the entry. On pydantic-ai-slim 2.58, '
-                "build `RepoContext(id='repo_context')` to give its block that id. If the block only appears later, this "
-                'is expected: it is delivered as a change when it does.'
+                "`append_ids` entry 'capability:repo_context' matches no instruction block of this request: check that its source is on the agent and gives its block that id, or remove the entry. If the block only appears later, this is expected: it is delivered as a change when it does."
             )
         ]
     )
