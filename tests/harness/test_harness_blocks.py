@@ -23,7 +23,16 @@ from pydantic_ai.models import Model
 
 from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
 from pydantic_ai_append import HARNESS_BLOCKS, AppendInstructions, UnmatchedRouteWarning, instruction_records
-from pydantic_ai_append.testing import Api, Segment, WireCapture, assert_prefix_stable
+from pydantic_ai_append.testing import (
+    API_PATHS,
+    Api,
+    Segment,
+    WireCapture,
+    WireConversation,
+    WireExchange,
+    assert_prefix_stable,
+    segments,
+)
 
 pytest.importorskip(
     'pydantic_ai_harness', reason='needs pydantic-ai-harness: run in an environment from .ci/harness-env'
@@ -38,8 +47,14 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:The model 'claude-sonnet-4-5' is deprecated:DeprecationWarning"),
 ]
 
-HISTORY_FIXTURE = Path(__file__).parent / 'fixtures' / 'history_slim_2.58.json'
+FIXTURES = Path(__file__).parent / 'fixtures'
+
+HISTORY_FIXTURE = FIXTURES / 'history_slim_2.58.json'
 """The history the 2.58 run of `openai-chat` ends with, continued by the newer release."""
+
+LAST_REQUEST_FIXTURE = FIXTURES / 'last_request_slim_2.58_openai-chat.json'
+"""The body of the last request the 2.58 run of `openai-chat` sent, exactly as sent: the prefix the newer release
+must reuse when it continues `HISTORY_FIXTURE`."""
 
 NEWER_RELEASE = 'on_change' in InstructionPart.__dataclass_fields__
 
@@ -108,7 +123,8 @@ def body_text(request: list[Segment]) -> str:
 
 async def converse(
     api: Api, files: Workspace, runs: range, history: list[ModelMessage], **run_options: Any
-) -> tuple[list[list[Segment]], list[ModelMessage]]:
+) -> tuple[list[WireExchange], list[ModelMessage]]:
+    """Run the agent once per run, returning the exchanges sent to `api` and the history the runs end with."""
     factory, model_name = MODELS[api]
     capture = WireCapture()
     with FakeProvider(script=[Text(f'ok {run}') for run in runs]) as server:
@@ -117,7 +133,12 @@ async def converse(
                 files.before_run(run)
                 agent = build_agent(factory(server.url, model_name, http_client=http_client), files)
                 history = await run_quietly(agent, f'run {run}', history, **run_options)
-    return capture.conversation(api).requests, history
+    return [exchange for exchange in capture.exchanges if exchange.path.endswith(API_PATHS[api])], history
+
+
+def request_segments(api: Api, exchanges: list[WireExchange]) -> list[list[Segment]]:
+    """Each request's cache-order segments, as the provider sees them."""
+    return WireConversation.from_exchanges(api, exchanges).requests
 
 
 @pytest.fixture
@@ -127,7 +148,8 @@ def workspace(tmp_path: Path) -> Workspace:
 
 @pytest.mark.parametrize('api', ['openai-chat', 'anthropic'])
 async def test_every_change_is_delivered_with_the_prefix_kept(api: Api, workspace: Workspace):
-    requests, history = await converse(api, workspace, range(6), [])
+    exchanges, history = await converse(api, workspace, range(6), [])
+    requests = request_segments(api, exchanges)
     assert len(requests) == 6
     assert_prefix_stable(requests)
     # One window: the baseline of the first request, then one change per edit.
@@ -137,9 +159,11 @@ async def test_every_change_is_delivered_with_the_prefix_kept(api: Api, workspac
     assert 'make test' not in first and 'writer' not in first
     for change in ['make test', 'make check', 'writer: Writes prose', 'withdrawn', 'make all']:
         assert change in last, change
-    if api == 'openai-chat' and not NEWER_RELEASE and not HISTORY_FIXTURE.exists():
-        # Recorded once, like a cassette, for the newer release to continue.
+    recorded = HISTORY_FIXTURE.exists() and LAST_REQUEST_FIXTURE.exists()
+    if api == 'openai-chat' and not NEWER_RELEASE and not recorded:
+        # Recorded once, like a cassette, for the newer release to continue; both from the same run.
         HISTORY_FIXTURE.write_bytes(ModelMessagesTypeAdapter.dump_json(history, indent=2) + b'\n')
+        LAST_REQUEST_FIXTURE.write_bytes(exchanges[-1].request_body)
 
 
 @pytest.mark.skipif(not NEWER_RELEASE, reason='continues the history the 2.58 run recorded, on the newer release')
@@ -149,9 +173,17 @@ async def test_a_history_from_the_older_release_continues_on_the_newer(workspace
     for run in range(6):
         workspace.before_run(run)
     # Newer releases record the workspace a history ran in; this one is another directory with the same files.
-    requests, history = await converse('openai-chat', workspace, range(6, 8), history, workspace='new')
+    exchanges, history = await converse('openai-chat', workspace, range(6, 8), history, workspace='new')
+    requests = request_segments('openai-chat', exchanges)
     assert len(requests) == 2
-    assert_prefix_stable(requests)
+    # Everything the older release last sent is where the newer one starts, every segment byte for byte: the
+    # `delegate_task` tool as harness 0.58 described it, then every message (the instructions and the changes among
+    # them) as Pydantic AI 2.58 serialized it.
+    older_last = segments('openai-chat', LAST_REQUEST_FIXTURE.read_bytes())
+    assert_prefix_stable([older_last, *requests])
+    # Not vacuous: the older request holds the tool and the whole older conversation, up to the last change it sent.
+    assert older_last[0].kind == 'tool' and 'make all' in older_last[-1].data.decode()
+    assert len(requests[0]) > len(older_last)
     kinds = [type(record).__name__ for record in instruction_records(history)]
     # The window the older release opened goes on: no new baseline.
     assert kinds == ['InstructionBaselinePart'] + ['InstructionDeltaPart'] * 6
