@@ -28,10 +28,12 @@ from temporalio.worker import Worker, WorkflowReplayResult
 from pydantic_ai_append import instruction_records
 from pydantic_ai_append.testing import assert_prefix_stable
 
+from . import conversation
 from .conversation import BLOCK_CALLS, OUTPUTS, PROMPTS, Project, Wire, between_runs, converse_plainly
 from .temporal_replay import (
     ScheduledActivity,
     assert_same_activity_inputs,
+    recorded_activities,
     replay_recording_activities,
 )
 from .temporal_workflows import WIRE, Conversation, Turn
@@ -139,6 +141,29 @@ async def test_a_conversation_sends_what_a_plain_run_sends_and_replays(temporal:
     assert len(WIRE.bodies) == 7
     # One model-request activity for each body sent (the tools ran in workflow code), so no input went unchecked.
     assert len(replayed) == len(WIRE.bodies)
+
+
+async def test_a_replay_whose_block_function_returns_other_text_is_caught(
+    temporal: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+):
+    _, _, (workflow_history,) = await converse_durably(temporal, 1)
+    result, scheduled = await replay(temporal, workflow_history)
+    assert result.replay_failure is None
+    assert_same_activity_inputs(workflow_history, scheduled)
+    # Not byte for byte as a whole: Pydantic AI's own timestamps and made-up capability ids differ on every replay
+    # (see `temporal_replay.py`), which is why the comparison masks those values.
+    assert scheduled != recorded_activities(workflow_history)
+
+    # The memory block function now returns another line: the replay schedules the same activities in the same
+    # order, so Temporal's replayer finds nothing wrong, but the model request's input holds the other text.
+    monkeypatch.setattr(conversation, 'REPLAY_DRIFTS', True)
+    result, scheduled = await replay(temporal, workflow_history)
+    assert result.replay_failure is None
+    with pytest.raises(AssertionError) as mismatch:
+        assert_same_activity_inputs(workflow_history, scheduled)
+    message = str(mismatch.value)
+    assert message.startswith(f"workflow 'conversation-0': activity 0 ({scheduled[0].activity_type}) was scheduled")
+    assert 'Read on replay.' in message
 
 
 async def test_a_tool_in_an_activity_changes_a_copy_of_the_deps(temporal: WorkflowEnvironment):
