@@ -33,8 +33,10 @@ HARNESS_BLOCKS = BlockPreset(
         'capability:repo_context',
         # `SubAgents` (harness): the list of agents a task can be delegated to, which grows with the agent folders.
         'capability:sub_agents',
-        # `LogfireMCP` (harness): the Logfire MCP server's instructions.
-        'capability:logfire_mcp',
+        # `LogfireMCP` (harness), whose id is `logfire-mcp`: its query guidance, the current UTC hour, and the
+        # hosted server's instructions. On 2.58 the guidance and the hour share the id, so they can't be told
+        # apart and are left where Pydantic AI puts them.
+        'capability:logfire-mcp',
         # Pydantic AI's catalog of capabilities that can be loaded on demand (`defer_loading=True`); from 2.59.
         # On 2.58 the catalog has no id, so it can't be routed.
         'capability:deferred_capabilities',
@@ -43,7 +45,7 @@ HARNESS_BLOCKS = BlockPreset(
 """The ids of the blocks Pydantic AI and Pydantic AI Harness compute and change during a conversation.
 
 `capability:repo_context` (`RepoContext`'s context files), `capability:sub_agents` (`SubAgents`' list of
-delegates), `capability:logfire_mcp` (`LogfireMCP`'s server instructions) and `capability:deferred_capabilities`
-(the catalog of capabilities loaded on demand). From pydantic-ai-slim 2.59 these blocks use Pydantic AI's own
+delegates), `capability:logfire-mcp` (`LogfireMCP`'s guidance, current hour and server instructions) and
+`capability:deferred_capabilities` (the catalog of capabilities loaded on demand). From pydantic-ai-slim 2.59 these blocks use Pydantic AI's own
 append mode; routed through `AppendInstructions`, the plugin owns them instead.
 """

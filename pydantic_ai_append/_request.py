@@ -303,12 +303,15 @@ async def _current_blocks(
                 # withdrawal can be recorded: empty means withdrawn.
                 appending.append((CurrentBlock(part_id, part.content or None, 'append'), part))
                 continue
-            warnings.warn(
-                f'Instruction block {part_id!r} is routed through append mode, but {counts[part_id]} blocks share '
-                "that id, so a change can't say which one it replaces; rewriting it instead.",
-                UnaddressableBlockWarning,
-                stacklevel=2,
-            )
+            # Left as Pydantic AI has them. Warned only if the user named them: blocks a preset reaches that share
+            # an id (`LogfireMCP`'s two on 2.58) are the framework's to fix, not the user's.
+            if any(_matches(part_id, named) for named in settings.named):
+                warnings.warn(
+                    f'Instruction block {part_id!r} is routed through append mode, but {counts[part_id]} blocks share '
+                    "that id, so a change can't say which one it replaces; rewriting it instead.",
+                    UnaddressableBlockWarning,
+                    stacklevel=2,
+                )
         if native_policy(part) == 'append':
             native.append((CurrentBlock(part_id, part.content, 'native') if part_id is not None else None, part))
             continue

@@ -10,9 +10,9 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage, ModelRequest
+from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest
 
-from pydantic_ai_append import HARNESS_BLOCKS, AppendInstructions, UnmatchedRouteWarning
+from pydantic_ai_append import HARNESS_BLOCKS, AppendInstructions, BlockPreset, UnmatchedRouteWarning
 
 from .conversation import ScriptedModel
 
@@ -208,7 +208,6 @@ class Refunds(AbstractCapability[object]):
 
 
 def test_the_deferred_capability_catalog_is_routed_where_it_has_an_id():
-    from pydantic_ai.messages import InstructionPart
     from pydantic_ai.models.test import TestModel
 
     agent = Agent(
@@ -225,3 +224,18 @@ def test_the_deferred_capability_catalog_is_routed_where_it_has_an_id():
     # From 2.59 the catalog is `capability:deferred_capabilities`; on 2.58 it has no id, so it stays as it was.
     has_id = 'on_change' in InstructionPart.__dataclass_fields__
     assert instructions.startswith('<context id="capability:deferred_capabilities">') == has_id
+
+
+def test_blocks_a_preset_reaches_that_share_an_id_are_left_in_place_without_a_warning():
+    # As `LogfireMCP`'s guidance and hour are on 2.58: the framework's to fix, so nothing is said to the user.
+    chat = ScriptedModel()
+    agent = Agent(
+        chat.model(),
+        instructions=[
+            InstructionPart('one', name='memory', dynamic=True),
+            InstructionPart('two', name='memory', dynamic=True),
+        ],
+        capabilities=[AppendInstructions(id='context', append_ids=BlockPreset(('agent:memory',)))],
+    )
+    agent.run_sync('hi')  # `filterwarnings = error` fails this on any warning
+    assert chat.last.instructions == 'one\n\ntwo'
