@@ -28,6 +28,16 @@ class Listing(AbstractCapability[list[str]]):
         return listing
 
 
+def warned_over_two_runs(agent: Agent[None, str]) -> list[str]:
+    """The messages of every warning two runs of one conversation give."""
+    history: list[ModelMessage] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for prompt in ['one', 'two']:
+            history = agent.run_sync(prompt, message_history=history).all_messages()
+    return [str(warning.message) for warning in caught]
+
+
 def test_the_preset_routes_framework_blocks_and_keeps_the_prefix():
     chat = ScriptedModel()
     agent = Agent(
@@ -124,12 +134,7 @@ def test_a_preset_entry_whose_capability_has_no_id_is_warned_about_once():
         instructions='Be brief.',
         capabilities=[RepoContext(), AppendInstructions(id='context', append_ids=HARNESS_BLOCKS)],
     )
-    history: list[ModelMessage] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter('always')
-        for prompt in ['one', 'two']:
-            history = agent.run_sync(prompt, message_history=history).all_messages()
-    assert [str(warning.message) for warning in caught] == snapshot(
+    assert warned_over_two_runs(agent) == snapshot(
         [
             "`append_ids` entry 'capability:repo_context' matches no instruction block of this request: the agent's `RepoContext` has no id, so neither has the block it contributes, and that block is rewritten in the prefix instead. Build it as `RepoContext(id='repo_context')` to route it."
         ]
@@ -164,12 +169,7 @@ def test_an_unmatched_entry_is_warned_about_once_per_capability():
     chat = ScriptedModel()
     context = AppendInstructions(id='context', append_ids=['capability:repo_context'])
     agent = Agent(chat.model(), instructions='Be brief.', capabilities=[context])
-    history: list[ModelMessage] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter('always')
-        for prompt in ['one', 'two']:
-            history = agent.run_sync(prompt, message_history=history).all_messages()
-    assert [str(warning.message) for warning in caught] == snapshot(
+    assert warned_over_two_runs(agent) == snapshot(
         [
             (
                 "`append_ids` entry 'capability:repo_context' matches no instruction block of this request: check that its source is on the agent and gives its block that id, or remove the entry. If the block only appears later, this is expected: it is delivered as a change when it does."
