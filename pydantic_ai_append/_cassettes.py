@@ -98,7 +98,9 @@ class Interaction:
         for name in reversed([part.strip().lower() for part in (encoding or '').split(',') if part.strip()]):
             decoder = _DECODERS.get(name)
             if decoder is None:
-                raise CassetteError(f'{self._where()}: the {what} body has content-encoding {name!r}, which the checker cannot decode')
+                raise CassetteError(
+                    f'{self._where()}: the {what} body has content-encoding {name!r}, which the checker cannot decode'
+                )
             try:
                 data = decoder(data)
             except zlib.error:

@@ -307,9 +307,8 @@ def _human(reports: Sequence[CassetteReport], out: TextIO) -> None:
             print(f'{report.file}: no requests to a provider API', file=out)
         for c in report.conversations:
             share = f'{c.reused_bytes / c.total_bytes:.0%}' if c.total_bytes else 'n/a'
-            count = len(c.interactions)
             head = (
-                f'{c.name}: {c.api} {c.model or "(no model)"}, {count} request{"s" if count != 1 else ""}, '
+                f'{c.name}: {c.api} {c.model or "(no model)"}, {_count(len(c.interactions), "request")}, '
                 f'{c.reused_bytes:,} of {c.total_bytes:,} bytes reused ({share})'
             )
             windows = f', new window at request {", ".join(map(str, c.new_windows))}' if c.new_windows else ''
@@ -325,8 +324,14 @@ def _human(reports: Sequence[CassetteReport], out: TextIO) -> None:
                 file=out,
             )
     broken = sum(not c.prefix_kept for c in conversations)
-    verdict = 'every one keeps its prefix' if not broken else f'{broken} break{"s" if broken == 1 else ""} its prefix'
-    print(f'{len(conversations)} conversations in {len(reports)} cassettes: {verdict}', file=out)
+    verdict = (
+        'every one keeps its prefix' if not broken else f'{broken} break{"s its" if broken == 1 else " their"} prefix'
+    )
+    print(f'{_count(len(conversations), "conversation")} in {_count(len(reports), "cassette")}: {verdict}', file=out)
+
+
+def _count(number: int, noun: str) -> str:
+    return f'{number} {noun}{"" if number == 1 else "s"}'
 
 
 def _document(reports: Sequence[CassetteReport], errors: Sequence[str]) -> dict[str, Any]:
