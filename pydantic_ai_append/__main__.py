@@ -8,4 +8,5 @@ import sys
 
 from ._check import main
 
-sys.exit(main())
+if __name__ == '__main__':  # not when imported, as the docs tests import every module
+    sys.exit(main())

@@ -143,7 +143,7 @@ def _load_yaml(file: Path, text: str) -> object:
     # The C loader when PyYAML was built with libyaml: about ten times faster on a large cassette.
     loader: Any = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
     try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader: plain data and `!!binary` only)
+        return yaml.load(text, Loader=loader)  # a safe loader: plain data and `!!binary`
     except yaml.constructor.ConstructorError as error:
         reason = ' '.join(str(error).split())
         raise CassetteError(f'{file}: holds YAML the safe loader does not build: {reason}') from None

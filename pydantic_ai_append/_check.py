@@ -24,7 +24,7 @@ import json
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -160,11 +160,11 @@ class _Conversation:
     new_windows: list[int] = field(default_factory=list[int])
     divergences: list[Divergence] = field(default_factory=list[Divergence])
 
-    def add(self, interaction: int, current: list[Segment], new_window: Callable[[int], bool]) -> None:
+    def add(self, interaction: int, current: list[Segment], new_windows: Collection[int]) -> None:
         index = len(self.interactions)
         shared = common_prefix_length(self.last, current)
         if shared < len(self.last):
-            if new_window(index):
+            if index in new_windows:
                 self.new_windows.append(index)
             else:
                 message = divergence_message(index, self.last, current, shared)
@@ -274,10 +274,8 @@ def check_cassette(
         if conversation is None:
             conversation = _Conversation(api, model, len(conversations))
             conversations.append(conversation)
-        number = conversation.number
-        conversation.add(
-            interaction.index, current, lambda index: any(w.applies(file, number, index) for w in new_windows)
-        )
+        allowed = {w.request for w in new_windows if w.applies(file, conversation.number, w.request)}
+        conversation.add(interaction.index, current, allowed)
         if api == 'openai-responses' and (reply := interaction.response_body()) is not None:
             resolver.add_response(current, reply)
     return CassetteReport(file, tuple(c.report(file) for c in conversations), other)

@@ -223,7 +223,7 @@ def test_a_cache_bust_fails_and_an_allowed_window_passes(
     file = build(Path('.')).name
     status, out, _ = run(capsys, file)
     assert status == 1
-    assert f'prefix broken at request 2\n  interaction 2: request 2 does not extend request 1 byte for byte' in out
+    assert 'prefix broken at request 2\n  interaction 2: request 2 does not extend request 1 byte for byte' in out
     assert f'({kind} in request 1, {kind} in request 2)' in out
     assert f"pass --allow-new-window '{file}#0:2')" in out
     for allowed in ('2', f'{file}:2', f'{file}#0:2'):
@@ -336,14 +336,19 @@ def test_a_cassette_shaped_like_a_real_openai_recording(tmp_path: Path, capsys: 
     # `openai_previous_response_id='auto'` looks like. The first reply is gzip-compressed JSON (kept as `!!binary`),
     # the second a server-sent event stream; each later request sends only its new input and names the reply before.
     headers = {'content-type': ['application/json'], 'authorization': ['DUMMY'], 'user-agent': ['OpenAI/Python']}
-    reply = {
+    message = {'type': 'message', 'role': 'assistant', 'content': [{'type': 'output_text', 'text': 'Hi.'}]}
+    reply: dict[str, Any] = {
         'id': 'resp_0001',
         'object': 'response',
         'model': 'gpt-5.2',
-        'output': [{'type': 'message', 'role': 'assistant', 'content': [{'type': 'output_text', 'text': 'Hi.'}]}],
+        'output': [message],
     }
-    streamed = {**reply, 'id': 'resp_0002', 'output': [{**reply['output'][0], 'content': [{'type': 'output_text'}]}]}
-    events = [
+    streamed: dict[str, Any] = {
+        **reply,
+        'id': 'resp_0002',
+        'output': [{**message, 'content': [{'type': 'output_text'}]}],
+    }
+    events: list[dict[str, Any]] = [
         {'type': 'response.created', 'response': {**streamed, 'output': []}},
         {'type': 'response.output_text.delta', 'delta': 'Hello'},
         {'type': 'response.completed', 'response': streamed},
@@ -414,7 +419,8 @@ def test_bodies_in_every_recorded_form(
     interactions = [
         interaction(CHAT, gzip.compress(json.dumps(first).encode()), request_headers={'Content-Encoding': ['gzip']}),
         interaction(CHAT, deflated, request_headers={'content-encoding': ['deflate']}),
-        interaction(CHAT, raw, request_headers={'content-encoding': 'deflate'}),
+        # A hand-written cassette may give a header as a plain string.
+        interaction(CHAT, raw, request_headers={'content-encoding': 'deflate'}),  # pyright: ignore[reportArgumentType]
         # A body kept decompressed though its header says gzip, as vcrpy tolerates.
         interaction(CHAT, json.dumps(second), request_headers={'content-encoding': ['x-gzip']}),
         interaction(CHAT, json.dumps(second), request_headers={'content-encoding': ['identity']}),
@@ -528,8 +534,10 @@ def test_an_empty_cassette_and_an_empty_directory(tmp_path: Path, capsys: pytest
     status, _, err = run(capsys, str(tmp_path / 'nothing'))
     assert (status, err) == (
         2,
-        f'pydantic-ai-append check: error: {tmp_path / "nothing"}: no cassettes (*.yaml, *.yml, *.json) in this '
-        'directory\n',
+        (
+            f'pydantic-ai-append check: error: {tmp_path / "nothing"}: no cassettes (*.yaml, *.yml, *.json) in this '
+            'directory\n'
+        ),
     )
 
 
@@ -547,8 +555,10 @@ def test_without_pyyaml(tmp_path: Path, capsys: pytest.CaptureFixture[str], monk
     status, _, err = run(capsys, str(yaml_file), str(json_file))
     assert (status, err) == (
         2,
-        f'pydantic-ai-append check: error: {yaml_file}: reading a YAML cassette needs PyYAML, which is not installed: '
-        "install it with `pip install 'pydantic-ai-append[testing]'`\n",
+        (
+            f'pydantic-ai-append check: error: {yaml_file}: reading a YAML cassette needs PyYAML, which is not installed: '
+            "install it with `pip install 'pydantic-ai-append[testing]'`\n"
+        ),
     )
 
 
@@ -576,8 +586,10 @@ def test_an_allowed_window_in_a_cassette_not_checked(tmp_path: Path, capsys: pyt
     status, _, err = run(capsys, str(file), '--allow-new-window', 'other.yaml:1')
     assert (status, err) == (
         2,
-        'pydantic-ai-append check: error: --allow-new-window names other.yaml, which is not one of the cassettes '
-        'checked\n',
+        (
+            'pydantic-ai-append check: error: --allow-new-window names other.yaml, which is not one of the cassettes '
+            'checked\n'
+        ),
     )
     status, _, err = run(capsys, str(file), '--allow-new-window', f'{file}#3:1')
     assert (status, err) == (
