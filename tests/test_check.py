@@ -448,6 +448,21 @@ empty-body.yaml#0: openai-chat (no model), 1 request, 0 of 0 bytes reused (n/a):
     )
 
 
+def test_responses_replies_in_older_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    # A reply kept as `content` (vcrpy's old httpx stubs), in a cassette whose headers are missing altogether.
+    reply = {'id': 'resp_1', 'output': [assistant('Hi.')]}
+    first = interaction(RESPONSES, {'model': 'm', 'input': [user('Hi?')]})
+    first['response'] = {'status_code': 200, 'content': json.dumps(reply)}
+    second = interaction(RESPONSES, {'model': 'm', 'previous_response_id': 'resp_1', 'input': [user('Bye?')]})
+    second['request']['headers'] = None
+    # A reply body as a bare string, as a hand-written cassette may have it.
+    second['response']['body'] = json.dumps({'id': 'resp_2', 'output': []})
+    third = interaction(RESPONSES, {'model': 'm', 'previous_response_id': 'resp_2', 'input': [user('Now?')]})
+    status, out, _ = run(capsys, '--json', str(write_cassette(tmp_path / 'old.yaml', [first, second, third])))
+    conversations = json.loads(out)['cassettes'][0]['conversations']
+    assert (status, [c['interactions'] for c in conversations]) == (0, [[0, 1, 2]])
+
+
 # --- unreadable input and bad usage ---
 
 
@@ -611,7 +626,8 @@ def test_python_dash_m(tmp_path: Path, capsys: pytest.CaptureFixture[str], monke
         '1 conversation in 1 cassette: 1 breaks its prefix',
         '',
     )
-    # The same module in this process, for coverage.
+    # The same module in this process, for coverage (the docs tests may have imported it already).
+    monkeypatch.delitem(sys.modules, 'pydantic_ai_append.__main__', raising=False)
     monkeypatch.setattr(sys, 'argv', ['pydantic_ai_append', 'check', str(file), '--allow-new-window', '2'])
     with pytest.raises(SystemExit) as exited:
         runpy.run_module('pydantic_ai_append', run_name='__main__')
