@@ -21,6 +21,7 @@ The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (th
 - `_compat`: the differences between the supported Pydantic AI releases.
 - `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, shared by `guard` and
   `testing`.
+- `_cassettes`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check` (`python -m pydantic_ai_append`).
 """
 
 from ._capability import AppendInstructions

@@ -20,6 +20,7 @@ __all__ = (
     'Api',
     'Segment',
     'common_prefix_length',
+    'divergence_message',
     'excerpt',
     'first_difference',
     'parse_body',
@@ -138,3 +139,33 @@ def excerpt(data: bytes, offset: int) -> str:
     start = max(0, offset - _EXCERPT_BEFORE)
     text = data[start : offset + _EXCERPT_AFTER].decode(errors='replace')
     return ('…' if start else '') + text + ('…' if offset + _EXCERPT_AFTER < len(data) else '')
+
+
+def divergence_message(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> str:
+    """Say how request `index` (segments `later`) breaks the prefix of request `index - 1` (segments `earlier`).
+
+    Args:
+        index: The later request's position in its conversation.
+        earlier: The previous request's segments.
+        later: The request's segments.
+        position: The first segment of `earlier` that `later` does not repeat, as `common_prefix_length` finds it.
+
+    Returns:
+        A message naming the first divergent segment's index and kind, with an excerpt of both sides from the
+        first differing byte, or of what `earlier` goes on with if `later` stops short.
+    """
+    head = f'request {index} does not extend request {index - 1} byte for byte: '
+    before = earlier[position]
+    if position >= len(later):
+        return (
+            f'{head}it ends after {len(later)} segments, where request {index - 1} goes on with segment {position} '
+            f'({before.kind}): {excerpt(before.data, 0)}'
+        )
+    after = later[position]
+    offset = first_difference(before.data, after.data)
+    return (
+        f'{head}first divergent segment is {position} ({before.kind} in request {index - 1}, {after.kind} in request '
+        f'{index}), at byte {offset} of it\n'
+        f'  request {index - 1}: {excerpt(before.data, offset)}\n'
+        f'  request {index}: {excerpt(after.data, offset)}'
+    )

@@ -5,28 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from .._segments import Segment, common_prefix_length, excerpt, first_difference
+from .._segments import Segment, common_prefix_length, divergence_message
 
 __all__ = ('PrefixReuse', 'assert_prefix_stable', 'prefix_reuse')
-
-
-def _divergence_message(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> str:
-    head = f'request {index} does not extend request {index - 1} byte for byte: '
-    hint = f'\n(if request {index} opens a new window, pass new_windows=({index},))'
-    before = earlier[position]
-    if position >= len(later):
-        return (
-            f'{head}it ends after {len(later)} segments, where request {index - 1} goes on with segment {position} '
-            f'({before.kind}): {excerpt(before.data, 0)}{hint}'
-        )
-    after = later[position]
-    offset = first_difference(before.data, after.data)
-    return (
-        f'{head}first divergent segment is {position} ({before.kind} in request {index - 1}, {after.kind} in request '
-        f'{index}), at byte {offset} of it\n'
-        f'  request {index - 1}: {excerpt(before.data, offset)}\n'
-        f'  request {index}: {excerpt(after.data, offset)}{hint}'
-    )
 
 
 def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: Collection[int] = ()) -> None:
@@ -46,7 +27,8 @@ def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: 
         earlier, later = requests[index - 1], requests[index]
         position = common_prefix_length(earlier, later)
         if position < len(earlier):
-            raise AssertionError(_divergence_message(index, earlier, later, position))
+            hint = f'(if request {index} opens a new window, pass new_windows=({index},))'
+            raise AssertionError(f'{divergence_message(index, earlier, later, position)}\n{hint}')
 
 
 @dataclass(frozen=True)

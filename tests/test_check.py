@@ -1,0 +1,669 @@
+"""`pydantic-ai-append check`: the cassette checker, on this package's own cassettes, on cassettes built here with a
+deliberate cache bust, on one shaped like a recording of the real OpenAI API, and on files that aren't cassettes.
+
+The command runs in-process through `main` (so its output is captured and covered); one test runs it as
+`python -m pydantic_ai_append` in a subprocess, to show the module entry works.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import runpy
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from inline_snapshot import snapshot
+
+from pydantic_ai_append._cassettes import read_cassette
+from pydantic_ai_append._check import main
+from pydantic_ai_append.testing import WireConversation, prefix_reuse
+
+from .wire import CASSETTES
+
+CHAT = 'https://api.openai.com/v1/chat/completions'
+RESPONSES = 'https://api.openai.com/v1/responses'
+MESSAGES = 'https://api.anthropic.com/v1/messages?beta=true'
+
+Body = dict[str, Any] | str | bytes | None
+
+
+def interaction(
+    uri: str,
+    body: Body,
+    response: Body = None,
+    *,
+    method: str = 'POST',
+    request_headers: dict[str, list[str]] | None = None,
+    response_headers: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
+    """One interaction as vcrpy's YAML serializer records it: bodies as text, or bytes where they aren't UTF-8."""
+
+    def encoded(value: Body) -> str | bytes | None:
+        return json.dumps(value) if isinstance(value, dict) else value
+
+    return {
+        'request': {'method': method, 'uri': uri, 'body': encoded(body), 'headers': request_headers or {}},
+        'response': {
+            'status': {'code': 200, 'message': 'OK'},
+            'headers': response_headers or {'content-type': ['application/json']},
+            'body': {'string': encoded(response if response is not None else {'ok': True})},
+        },
+    }
+
+
+def write_cassette(path: Path, interactions: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # `safe_dump` writes bytes as `!!binary`, as vcrpy's dumper does.
+    path.write_text(yaml.safe_dump({'interactions': interactions, 'version': 1}))
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = main(['check', *args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def user(text: str) -> dict[str, Any]:
+    return {'role': 'user', 'content': text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {'role': 'assistant', 'content': text}
+
+
+def tool(name: str) -> dict[str, Any]:
+    return {'type': 'function', 'function': {'name': name, 'parameters': {'type': 'object'}}}
+
+
+def chat_turns(systems: list[str], tools: list[list[str]], model: str = 'gpt-5.2') -> list[dict[str, Any]]:
+    """A three-turn OpenAI Chat conversation, with each request's system prompt and tool list as given."""
+    history: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    for index, (system, names) in enumerate(zip(systems, tools, strict=True)):
+        history.append(user(f'question {index}'))
+        body = {'model': model, 'messages': [{'role': 'system', 'content': system}, *history]}
+        body['tools'] = [tool(name) for name in names]
+        turns.append(interaction(CHAT, body))
+        history.append(assistant(f'answer {index}'))
+    return turns
+
+
+# --- this package's own cassettes ---
+
+
+def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(CASSETTES)
+    status, out, _ = run(capsys, '--json', '.')
+    document = json.loads(out)
+    verdicts = {
+        conversation['name']: [divergence['request'] for divergence in conversation['divergences']] or 'kept'
+        for cassette in document['cassettes']
+        for conversation in cassette['conversations']
+    }
+    # Each broken prefix is one its test makes on purpose, and asserts:
+    # - test_prefix_guard, without the guard: history processing orphans a tool result on request 2;
+    # - test_verifier_windows: a rewrite-mode block changes (request 1), a compaction (request 2), each opening the
+    #   verifier's window; without being told, the verifier refuses the second request, so only one was sent;
+    # - test_wire_engine: a rewrite-mode block changes before request 6 (`NEW_WINDOW`), passed as `new_windows`;
+    # - test_wire_verifier: observe sends changed instructions (request 3); enforce sends after `open_window()`
+    #   (request 1) and refuses otherwise (so 3 requests, kept); a regenerated reply is a shorter request (3);
+    #   new instructions for the Responses chain (3); two models taking turns, a window opened for gpt-5.2 only, so
+    #   both diverge (gpt-5-mini at its request 1, gpt-5.2 at its request 2), each a conversation of its own.
+    assert verdicts == snapshot(
+        {
+            'test_capture/test_recorded_anthropic_conversation.yaml#0': 'kept',
+            'test_capture/test_recorded_openai_chat_conversation.yaml#0': 'kept',
+            'test_capture/test_recorded_openai_responses_conversation.yaml#0': 'kept',
+            'test_harness_blocks/test_a_history_from_the_older_release_continues_on_the_newer.yaml#0': 'kept',
+            'test_harness_blocks/test_every_change_is_delivered_with_the_prefix_kept[anthropic].yaml#0': 'kept',
+            'test_harness_blocks/test_every_change_is_delivered_with_the_prefix_kept[openai-chat].yaml#0': 'kept',
+            'test_prefix_guard/test_with_the_guard_on_anthropic.yaml#0': 'kept',
+            'test_prefix_guard/test_with_the_guard_the_orphaning_request_never_goes_out.yaml#0': 'kept',
+            'test_prefix_guard/test_without_the_guard_the_request_orphans_a_tool_result.yaml#0': [2],
+            'test_verifier_windows/test_a_compaction_opens_the_verifiers_window.yaml#0': [2],
+            'test_verifier_windows/test_append_instructions_opens_the_verifiers_window.yaml#0': [1],
+            'test_verifier_windows/test_without_being_told_the_verifier_refuses_the_new_window.yaml#0': 'kept',
+            'test_wire_engine/test_a_resumed_turn_sends_the_suspended_requests_bytes[claude-opus-4-8].yaml#0': 'kept',
+            'test_wire_engine/test_a_resumed_turn_sends_the_suspended_requests_bytes[claude-sonnet-4-5].yaml#0': 'kept',
+            'test_wire_engine/test_anthropic_inline.yaml#0': [6],
+            'test_wire_engine/test_anthropic_wrapped.yaml#0': [6],
+            'test_wire_engine/test_openai_chat.yaml#0': [6],
+            'test_wire_engine/test_openai_responses.yaml#0': [6],
+            'test_wire_engine/test_openai_responses_with_previous_response_id.yaml#0': [6],
+            'test_wire_engine/test_streamed_runs_keep_the_prefix.yaml#0': 'kept',
+            'test_wire_verifier/test_a_verifier_joining_mid_conversation_checks_from_its_first_request.yaml#0': 'kept',
+            'test_wire_verifier/test_enforce_refuses_before_sending[anthropic].yaml#0': 'kept',
+            'test_wire_verifier/test_enforce_refuses_before_sending[openai-chat].yaml#0': 'kept',
+            'test_wire_verifier/test_enforce_refuses_before_sending[openai-responses].yaml#0': 'kept',
+            'test_wire_verifier/test_enforce_sends_a_request_after_an_opened_window[anthropic].yaml#0': [1],
+            'test_wire_verifier/test_enforce_sends_a_request_after_an_opened_window[openai-chat].yaml#0': [1],
+            'test_wire_verifier/test_enforce_sends_a_request_after_an_opened_window[openai-responses].yaml#0': [1],
+            'test_wire_verifier/test_observe_warns_and_sends_changed_instructions[anthropic].yaml#0': [3],
+            'test_wire_verifier/test_observe_warns_and_sends_changed_instructions[openai-chat].yaml#0': [3],
+            'test_wire_verifier/test_observe_warns_and_sends_changed_instructions[openai-responses].yaml#0': [3],
+            'test_wire_verifier/test_regenerating_a_reply_is_a_shorter_request.yaml#0': [3],
+            'test_wire_verifier/test_responses_previous_response_id_is_compared_after_resolving.yaml#0': [3],
+            'test_wire_verifier/test_spans_and_chains_per_model.yaml#0': [2],
+            'test_wire_verifier/test_spans_and_chains_per_model.yaml#1': [1],
+        }
+    )
+    assert status == 1
+    # The windows the tests open, allowed: every wire-engine conversation keeps its prefix past request 6.
+    status, out, _ = run(capsys, '--allow-new-window', '6', 'test_wire_engine')
+    assert (status, out.splitlines()[-1]) == (0, '8 conversations in 8 cassettes: every one keeps its prefix')
+
+
+def test_reuse_is_what_prefix_reuse_measures(capsys: pytest.CaptureFixture[str]):
+    # The checker counts reuse itself, one request at a time; it must agree with `prefix_reuse` on the same requests.
+    for file in sorted((CASSETTES / 'test_capture').glob('*.yaml')):
+        _, out, _ = run(capsys, '--json', str(file))
+        [conversation] = json.loads(out)['cassettes'][0]['conversations']
+        api = conversation['api']
+        wire = WireConversation(api)
+        for recorded in read_cassette(file):
+            wire.add(recorded.request_body(), recorded.response_body())
+        reuse = prefix_reuse(wire.requests)
+        assert (conversation['reused_bytes'], conversation['total_bytes']) == (
+            sum(row.reused_bytes for row in reuse),
+            sum(row.total_bytes for row in reuse),
+        )
+        assert conversation['reused_bytes'] > 0
+
+
+# --- deliberate cache busts ---
+
+
+def bust_instruction_rewritten(tmp: Path) -> Path:
+    # Anthropic: the second system block is rewritten in place on the third request.
+    turns: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    for index, todos in enumerate(['- [ ] tests', '- [ ] tests', '- [x] tests']):
+        history.append(user(f'question {index}'))
+        system = [{'type': 'text', 'text': 'Be brief.'}, {'type': 'text', 'text': f'<todos>\n{todos}\n</todos>'}]
+        turns.append(interaction(MESSAGES, {'model': 'claude-sonnet-4-6', 'system': system, 'messages': [*history]}))
+        history.append(assistant(f'answer {index}'))
+    return write_cassette(tmp / 'instruction.yaml', turns)
+
+
+def bust_tools_reordered(tmp: Path) -> Path:
+    return write_cassette(
+        tmp / 'tools.yaml',
+        chat_turns(['Be brief.'] * 3, [['search', 'fetch'], ['search', 'fetch'], ['fetch', 'search']]),
+    )
+
+
+def bust_timestamp(tmp: Path) -> Path:
+    # OpenAI Responses: the instructions carry the time, so every request's prefix moves.
+    turns: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    for index, clock in enumerate(['09:00:00', '09:00:00', '09:00:07']):
+        history.append(user(f'question {index}'))
+        body = {'model': 'gpt-5.2', 'instructions': f'Be brief. The time is {clock}.', 'input': [*history]}
+        turns.append(interaction(RESPONSES, body))
+        history.append(assistant(f'answer {index}'))
+    return write_cassette(tmp / 'timestamp.yaml', turns)
+
+
+@pytest.mark.parametrize(
+    ('build', 'kind'),
+    [(bust_instruction_rewritten, 'system'), (bust_tools_reordered, 'tool'), (bust_timestamp, 'instructions')],
+)
+def test_a_cache_bust_fails_and_an_allowed_window_passes(
+    build: Any, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    file = build(Path('.')).name
+    status, out, _ = run(capsys, file)
+    assert status == 1
+    assert 'prefix broken at request 2\n  interaction 2: request 2 does not extend request 1 byte for byte' in out
+    assert f'({kind} in request 1, {kind} in request 2)' in out
+    assert f"pass --allow-new-window '{file}#0:2')" in out
+    for allowed in ('2', f'{file}:2', f'{file}#0:2'):
+        status, out, _ = run(capsys, file, '--allow-new-window', allowed)
+        assert (status, out.splitlines()[0].endswith('prefix kept, new window at request 2')) == (0, True)
+    # Allowing another request, or another conversation, doesn't hide it.
+    assert run(capsys, file, '--allow-new-window', '1')[0] == 1
+    assert run(capsys, file, '--allow-new-window', f'{file}#1:2')[0] == 2
+
+
+def test_the_report_of_a_bust(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    bust_instruction_rewritten(Path('.'))
+    assert run(capsys, 'instruction.yaml') == snapshot(
+        (
+            1,
+            """\
+instruction.yaml#0: anthropic claude-sonnet-4-6, 3 requests, 161 of 618 bytes reused (26%): prefix broken at request 2
+  interaction 2: request 2 does not extend request 1 byte for byte: first divergent segment is 1 (system in request 1, system in request 2), at byte 35 of it
+    request 1: {"type":"text","text":"<todos>\\n- [ ] tests\\n</todos>"}
+    request 2: {"type":"text","text":"<todos>\\n- [x] tests\\n</todos>"}
+  (if request 2 opens a new window, pass --allow-new-window 'instruction.yaml#0:2')
+1 conversation in 1 cassette: 1 breaks its prefix
+""",
+            '',
+        )
+    )
+
+
+def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    bust_tools_reordered(Path('.'))
+    status, out, _ = run(capsys, '--json', 'tools.yaml')
+    assert (status, json.loads(out)) == snapshot(
+        (
+            1,
+            {
+                'format': 1,
+                'ok': False,
+                'errors': [],
+                'cassettes': [
+                    {
+                        'file': 'tools.yaml',
+                        'other_requests': 0,
+                        'conversations': [
+                            {
+                                'name': 'tools.yaml#0',
+                                'api': 'openai-chat',
+                                'model': 'gpt-5.2',
+                                'requests': 3,
+                                'interactions': [0, 1, 2],
+                                'reused_bytes': 234,
+                                'total_bytes': 939,
+                                'prefix_kept': False,
+                                'new_windows': [],
+                                'divergences': [
+                                    {
+                                        'request': 2,
+                                        'interaction': 2,
+                                        'segment': 0,
+                                        'kind': 'tool',
+                                        'message': """\
+request 2 does not extend request 1 byte for byte: first divergent segment is 0 (tool in request 1, tool in request 2), at byte 39 of it
+  request 1: {"type":"function","function":{"name":"search","parameters":{"type":"object"}}}
+  request 2: {"type":"function","function":{"name":"fetch","parameters":{"type":"object"}}}\
+""",
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+    )
+
+
+# --- conversations ---
+
+
+def test_two_conversations_with_one_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    # A parametrized run twice over, then a sub-agent's conversation interleaved with its parent's: a request that
+    # extends no conversation's last request and has no history starts a new conversation.
+    first = chat_turns(['Be brief.'] * 2, [['search']] * 2)
+    second = [interaction(CHAT, {**json.loads(turn['request']['body'])}) for turn in first]
+    for turn in second:
+        body = json.loads(turn['request']['body'])
+        body['messages'][1]['content'] += ' again'
+        turn['request']['body'] = json.dumps(body)
+    parent, child = chat_turns(['Plan.'] * 2, [[]] * 2), chat_turns(['Research.'] * 2, [[]] * 2)
+    file = write_cassette(tmp_path / 'runs.yaml', [*first, *second, parent[0], child[0], parent[1], child[1]])
+    status, out, _ = run(capsys, '--json', str(file))
+    conversations = json.loads(out)['cassettes'][0]['conversations']
+    assert (status, [c['interactions'] for c in conversations]) == (0, [[0, 1], [2, 3], [4, 6], [5, 7]])
+    # Negative control: a request that carries history but extends nothing breaks the conversation it shares the
+    # longest prefix with, rather than starting one of its own.
+    body = json.loads(child[1]['request']['body'])
+    body['messages'][1]['content'] = 'question 0, reworded'
+    file = write_cassette(tmp_path / 'runs.yaml', [parent[0], child[0], parent[1], interaction(CHAT, body)])
+    status, out, _ = run(capsys, '--json', str(file))
+    conversations = json.loads(out)['cassettes'][0]['conversations']
+    assert (status, [(c['interactions'], c['prefix_kept']) for c in conversations]) == (
+        1,
+        [([0, 2], True), ([1, 3], False)],
+    )
+
+
+def test_a_cassette_shaped_like_a_real_openai_recording(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    # Written for this test: what recording `OpenAIResponsesModel` against api.openai.com with
+    # `openai_previous_response_id='auto'` looks like. The first reply is gzip-compressed JSON (kept as `!!binary`),
+    # the second a server-sent event stream; each later request sends only its new input and names the reply before.
+    headers = {'content-type': ['application/json'], 'authorization': ['DUMMY'], 'user-agent': ['OpenAI/Python']}
+    message = {'type': 'message', 'role': 'assistant', 'content': [{'type': 'output_text', 'text': 'Hi.'}]}
+    reply: dict[str, Any] = {
+        'id': 'resp_0001',
+        'object': 'response',
+        'model': 'gpt-5.2',
+        'output': [message],
+    }
+    streamed: dict[str, Any] = {
+        **reply,
+        'id': 'resp_0002',
+        'output': [{**message, 'content': [{'type': 'output_text'}]}],
+    }
+    events: list[dict[str, Any]] = [
+        {'type': 'response.created', 'response': {**streamed, 'output': []}},
+        {'type': 'response.output_text.delta', 'delta': 'Hello'},
+        {'type': 'response.completed', 'response': streamed},
+    ]
+    stream = ''.join(f'event: {event["type"]}\ndata: {json.dumps(event)}\n\n' for event in events)
+    instructions = 'You answer in one line.'
+    tools = [{'type': 'function', 'name': 'search', 'parameters': {'type': 'object'}, 'strict': True}]
+    base = {'model': 'gpt-5.2', 'instructions': instructions, 'tools': tools}
+    interactions = [
+        interaction(
+            RESPONSES,
+            {**base, 'input': [user('Hello?')]},
+            gzip.compress(json.dumps(reply).encode()),
+            request_headers=headers,
+            response_headers={'content-type': ['application/json'], 'content-encoding': ['gzip']},
+        ),
+        interaction(
+            RESPONSES,
+            {**base, 'stream': True, 'previous_response_id': 'resp_0001', 'input': [user('And again?')]},
+            stream,
+            request_headers=headers,
+            response_headers={'content-type': ['text/event-stream; charset=utf-8']},
+        ),
+        interaction('https://api.openai.com/v1/models', None, {'data': []}, method='GET'),
+        interaction(
+            RESPONSES,
+            {**base, 'previous_response_id': 'resp_0002', 'input': [user('Thanks?')]},
+            reply,
+            request_headers=headers,
+        ),
+    ]
+    file = write_cassette(tmp_path / 'real.yaml', interactions)
+    assert '!!binary' in file.read_text()
+    status, out, _ = run(capsys, '--json', str(file))
+    [cassette] = json.loads(out)['cassettes']
+    summary = [(c['requests'], c['interactions'], c['prefix_kept']) for c in cassette['conversations']]
+    assert (status, cassette['other_requests'], summary) == (0, 1, [(3, [0, 1, 3], True)])
+    # Resolved, each request repeats the whole of the one before: its input, the reply's output, then more.
+    reused = cassette['conversations'][0]['reused_bytes']
+    # Negative control: without the first reply, the second request names a response the cassette doesn't hold, so
+    # it can't be compared and starts a conversation of its own.
+    interactions[0]['response']['body']['string'] = None
+    write_cassette(file, interactions)
+    status, out, _ = run(capsys, '--json', str(file))
+    [cassette] = json.loads(out)['cassettes']
+    assert (status, [c['interactions'] for c in cassette['conversations']]) == (0, [[0], [1, 3]])
+    assert sum(c['reused_bytes'] for c in cassette['conversations']) < reused
+    # The instructions rewritten on the last request: broken, even though the request carries only its new input.
+    interactions[0]['response']['body']['string'] = gzip.compress(json.dumps(reply).encode())
+    interactions[3]['request']['body'] = json.dumps(
+        {**base, 'instructions': 'You answer in two lines.', 'previous_response_id': 'resp_0002', 'input': []}
+    )
+    write_cassette(file, interactions)
+    status, out, _ = run(capsys, str(file))
+    assert (status, '(instructions in request 1, instructions in request 2)' in out) == (1, True)
+
+
+def test_bodies_in_every_recorded_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    tmp_path = Path('.')
+    first = {'model': 'm', 'messages': [user('a')]}
+    second = {'model': 'm', 'messages': [user('a'), assistant('b'), user('c')]}
+    deflated = zlib.compress(json.dumps(second).encode())
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    raw = raw_deflate.compress(json.dumps(second).encode()) + raw_deflate.flush()
+    interactions = [
+        interaction(CHAT, gzip.compress(json.dumps(first).encode()), request_headers={'Content-Encoding': ['gzip']}),
+        interaction(CHAT, deflated, request_headers={'content-encoding': ['deflate']}),
+        # A hand-written cassette may give a header as a plain string.
+        interaction(CHAT, raw, request_headers={'content-encoding': 'deflate'}),  # pyright: ignore[reportArgumentType]
+        # A body kept decompressed though its header says gzip, as vcrpy tolerates.
+        interaction(CHAT, json.dumps(second), request_headers={'content-encoding': ['x-gzip']}),
+        interaction(CHAT, json.dumps(second), request_headers={'content-encoding': ['identity']}),
+    ]
+    # vcrpy's old httpx stubs kept a response body as `content`.
+    interactions[0]['response'] = {'status_code': 200, 'headers': {}, 'content': '{}'}
+    file = write_cassette(tmp_path / 'forms.yml', interactions)
+    status, out, _ = run(capsys, str(file))
+    assert (status, out.splitlines()[0].split(': ')[-1]) == (0, 'prefix kept')
+    # vcrpy's JSON serializer: the same shape, as JSON.
+    json_file = tmp_path / 'forms.json'
+    json_file.write_text(json.dumps({'interactions': [interaction(CHAT, first), interaction(CHAT, second)]}))
+    no_model = tmp_path / 'empty-body.yaml'
+    write_cassette(no_model, [interaction(CHAT, {})])
+    status, out, _ = run(capsys, str(json_file), str(no_model), str(json_file))
+    assert (status, out) == snapshot(
+        (
+            0,
+            """\
+forms.json#0: openai-chat m, 2 requests, 29 of 121 bytes reused (24%): prefix kept
+empty-body.yaml#0: openai-chat (no model), 1 request, 0 of 0 bytes reused (n/a): prefix kept
+2 conversations in 2 cassettes: every one keeps its prefix
+""",
+        )
+    )
+
+
+def test_responses_replies_in_older_forms(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    # A reply kept as `content` (vcrpy's old httpx stubs), in a cassette whose headers are missing altogether.
+    reply = {'id': 'resp_1', 'output': [assistant('Hi.')]}
+    first = interaction(RESPONSES, {'model': 'm', 'input': [user('Hi?')]})
+    first['response'] = {'status_code': 200, 'content': json.dumps(reply)}
+    second = interaction(RESPONSES, {'model': 'm', 'previous_response_id': 'resp_1', 'input': [user('Bye?')]})
+    second['request']['headers'] = None
+    # A reply body as a bare string, as a hand-written cassette may have it.
+    second['response']['body'] = json.dumps({'id': 'resp_2', 'output': []})
+    third = interaction(RESPONSES, {'model': 'm', 'previous_response_id': 'resp_2', 'input': [user('Now?')]})
+    status, out, _ = run(capsys, '--json', str(write_cassette(tmp_path / 'old.yaml', [first, second, third])))
+    conversations = json.loads(out)['cassettes'][0]['conversations']
+    assert (status, [c['interactions'] for c in conversations]) == (0, [[0, 1, 2]])
+
+
+# --- unreadable input and bad usage ---
+
+
+@pytest.mark.parametrize(
+    ('content', 'message'),
+    [
+        ('interactions: [unclosed', 'not YAML: while parsing a flow sequence'),
+        ('', 'empty file, not a cassette'),
+        ('- request: {}\n', 'not a cassette: expected a mapping with an `interactions` list, found a list'),
+        ('version: 1\n', 'not a cassette: expected a mapping with an `interactions` list, found a mapping without'),
+        ('interactions: [7]\n', 'not a cassette: interaction 0 is not a `request` and a `response`'),
+        (
+            'interactions: [{request: {}, response: {}}]\n',
+            'not a cassette: the request of interaction 0 has no `method` and `uri`',
+        ),
+        ('interactions: [!!python/object:os.system {}]\n', 'holds YAML the safe loader does not build'),
+    ],
+)
+def test_a_file_that_is_not_a_cassette(
+    content: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    Path('bad.yaml').write_text(content)
+    status, _, err = run(capsys, 'bad.yaml')
+    assert status == 2
+    assert err.startswith(f'pydantic-ai-append check: error: bad.yaml: {message}')
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ('body', 'headers', 'message'),
+    [
+        ('Hello there', {}, "the request body is not a JSON object: b'Hello there'"),
+        ('[1, 2]', {}, "the request body is not a JSON object: b'[1, 2]'"),
+        (None, {}, 'the request has no body'),
+        (
+            '{}',
+            {'content-encoding': ['br']},
+            "the request body has content-encoding 'br', which the checker cannot decode",
+        ),
+    ],
+)
+def test_a_request_body_that_is_not_json(
+    body: str | None,
+    headers: dict[str, list[str]],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.chdir(tmp_path)
+    write_cassette(
+        Path('body.yaml'), [interaction(CHAT, {'messages': []}), interaction(CHAT, body, request_headers=headers)]
+    )
+    status, out, err = run(capsys, 'body.yaml', 'missing.yaml')
+    assert (status, out) == (2, '0 conversations in 0 cassettes: every one keeps its prefix\n')
+    assert err.splitlines() == [
+        'pydantic-ai-append check: error: missing.yaml: no such file or directory',
+        f'pydantic-ai-append check: error: body.yaml: interaction 1 (POST {CHAT}): {message}',
+    ]
+
+
+def test_a_body_that_is_neither_text_nor_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    cassette = {'interactions': [interaction(CHAT, {'messages': []})]}
+    cassette['interactions'][0]['request']['body'] = 42
+    file = tmp_path / 'number.json'
+    file.write_text(json.dumps(cassette))
+    assert 'the request body is a int, not text or bytes' in run(capsys, str(file))[2]
+    file.write_text('{"interactions": [}')
+    assert 'number.json: not JSON: Expecting value' in run(capsys, str(file))[2]
+    file.write_bytes(b'\xff\xfe interactions')
+    assert 'number.json: not a text file' in run(capsys, str(file))[2]
+
+
+def test_an_empty_cassette_and_an_empty_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    file = write_cassette(tmp_path / 'cassettes' / 'empty.yaml', [])
+    (tmp_path / 'cassettes' / 'notes.txt').write_text('not a cassette, and not read')
+    (tmp_path / 'nothing').mkdir()
+    assert run(capsys, str(tmp_path / 'cassettes')) == (
+        0,
+        f'{file}: no requests to a provider API\n0 conversations in 1 cassette: every one keeps its prefix\n',
+        '',
+    )
+    status, _, err = run(capsys, str(tmp_path / 'nothing'))
+    assert (status, err) == (
+        2,
+        (
+            f'pydantic-ai-append check: error: {tmp_path / "nothing"}: no cassettes (*.yaml, *.yml, *.json) in this '
+            'directory\n'
+        ),
+    )
+
+
+def test_a_directory_named_like_a_cassette_cannot_be_read(tmp_path: Path):
+    (tmp_path / 'dir.yaml').mkdir()
+    with pytest.raises(Exception, match=r'dir\.yaml: cannot be read: Is a directory'):
+        read_cassette(tmp_path / 'dir.yaml')
+
+
+def test_without_pyyaml(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    yaml_file = write_cassette(tmp_path / 'a.yaml', [interaction(CHAT, {'messages': []})])
+    json_file = tmp_path / 'b.json'
+    json_file.write_text(json.dumps({'interactions': [interaction(CHAT, {'messages': []})]}))
+    monkeypatch.setitem(sys.modules, 'yaml', None)
+    status, _, err = run(capsys, str(yaml_file), str(json_file))
+    assert (status, err) == (
+        2,
+        (
+            f'pydantic-ai-append check: error: {yaml_file}: reading a YAML cassette needs PyYAML, which is not installed: '
+            "install it with `pip install 'pydantic-ai-append[testing]'`\n"
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ('args', 'message'),
+    [
+        ([], 'the following arguments are required: PATH'),
+        (['x.yaml', '--allow-new-window', 'two'], "'two' is not N, FILE:N or FILE#K:N"),
+    ],
+)
+def test_bad_usage(args: list[str], message: str, capsys: pytest.CaptureFixture[str]):
+    status, out, err = run(capsys, *args)
+    assert (status, out, message in err, err.startswith('usage: pydantic-ai-append check')) == (2, '', True, True)
+
+
+def test_usage_without_a_command_and_help(capsys: pytest.CaptureFixture[str]):
+    assert main([]) == 2
+    assert 'the following arguments are required: COMMAND' in capsys.readouterr().err
+    assert main(['check', '--help']) == 0
+    assert '--allow-new-window [FILE[#K]:]N' in capsys.readouterr().out
+
+
+def test_an_allowed_window_in_a_cassette_not_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    file = write_cassette(tmp_path / 'a.yaml', chat_turns(['x'] * 2, [[]] * 2))
+    status, _, err = run(capsys, str(file), '--allow-new-window', 'other.yaml:1')
+    assert (status, err) == (
+        2,
+        (
+            'pydantic-ai-append check: error: --allow-new-window names other.yaml, which is not one of the cassettes '
+            'checked\n'
+        ),
+    )
+    status, _, err = run(capsys, str(file), '--allow-new-window', f'{file}#3:1')
+    assert (status, err) == (
+        2,
+        f'pydantic-ai-append check: error: --allow-new-window names conversation 3 of {file}, which has 1\n',
+    )
+
+
+# --- entry points and scale ---
+
+
+def test_python_dash_m(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    file = bust_tools_reordered(tmp_path)
+    result = subprocess.run(
+        [sys.executable, '-m', 'pydantic_ai_append', 'check', str(file)], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stdout.splitlines()[-1], result.stderr) == (
+        1,
+        '1 conversation in 1 cassette: 1 breaks its prefix',
+        '',
+    )
+    # The same module in this process, for coverage (the docs tests may have imported it already).
+    monkeypatch.delitem(sys.modules, 'pydantic_ai_append.__main__', raising=False)
+    monkeypatch.setattr(sys, 'argv', ['pydantic_ai_append', 'check', str(file), '--allow-new-window', '2'])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module('pydantic_ai_append', run_name='__main__')
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.endswith('every one keeps its prefix\n')
+
+
+def huge_cassette(path: Path, conversations: int, turns: int) -> int:
+    """Write a cassette of `conversations` conversations of `turns` requests with a long system prompt, by hand."""
+    system = 'You follow the house rules.\n' + ''.join(f'Rule {n}: keep the build green.\n' for n in range(300))
+    with path.open('w') as out:
+        out.write('interactions:\n')
+        for number in range(conversations):
+            messages: list[dict[str, Any]] = [{'role': 'system', 'content': system}]
+            for turn in range(turns):
+                messages.append(user(f'conversation {number}, question {turn}: ' + 'how? ' * 20))
+                body = json.dumps({'model': 'gpt-5.2', 'messages': messages})
+                # A JSON string is a YAML double-quoted scalar.
+                out.write(f'- request:\n    method: POST\n    uri: {CHAT}\n    body: {json.dumps(body)}\n')
+                out.write('    headers: {}\n  response:\n    status: {code: 200, message: OK}\n    headers: {}\n')
+                out.write(f'    body: {{string: {json.dumps(json.dumps({"choices": []}))}}}\n')
+                messages.append(assistant(f'answer {turn}'))
+    return path.stat().st_size
+
+
+def test_a_huge_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    # About 28 MB and 2,400 interactions: 100 conversations of one model, so each request is also matched against
+    # every open conversation. Measured on a 2-core machine: about 2 s (41 MB, 3,000 interactions: 3 s, 250 MB RSS).
+    conversations, turns = 100, 24
+    size = huge_cassette(tmp_path / 'huge.yaml', conversations, turns)
+    started = time.perf_counter()
+    status, out, _ = run(capsys, '--json', str(tmp_path / 'huge.yaml'))
+    elapsed = time.perf_counter() - started
+    reports = json.loads(out)['cassettes'][0]['conversations']
+    assert (status, len(reports), {report['requests'] for report in reports}) == (0, conversations, {turns})
+    print(f'huge cassette: {size / 1e6:.1f} MB, {conversations * turns} interactions, checked in {elapsed:.1f} s')
+    assert size > 20e6
+    # Generous for a shared machine running the suite in parallel; a quadratic slip would take minutes.
+    assert elapsed < 60
