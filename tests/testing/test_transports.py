@@ -13,11 +13,12 @@ import gzip
 import json
 import zlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx2
 import pytest
 from inline_snapshot import snapshot
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel, OpenAIResponsesModelSettings
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -55,7 +56,7 @@ async def two_runs_with_changed_instructions(transport: httpx2.AsyncBaseTranspor
         agent = Agent(model)
 
         @agent.instructions
-        def instructions(ctx: RunContext[None]) -> str:
+        def instructions() -> str:
             return tone[0]
 
         history = (await agent.run('Hello')).all_messages()
@@ -101,14 +102,14 @@ class GzipStream(httpx2.AsyncByteStream):
 
 def responses_reply(request: httpx2.Request) -> httpx2.Response:
     turn = len(json.loads(request.content).get('previous_response_id') or '')
-    message = {
+    message: dict[str, Any] = {
         'type': 'message',
         'id': f'msg_{turn}',
         'role': 'assistant',
         'status': 'completed',
         'content': [{'type': 'output_text', 'text': 'OK.', 'annotations': []}],
     }
-    body = {
+    body: dict[str, Any] = {
         'id': f'resp_{turn}',
         'object': 'response',
         'created_at': 0,
