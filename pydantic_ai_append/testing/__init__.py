@@ -29,6 +29,8 @@ from .._conversation import Exchange, WireConversation
 from .._segments import API_PATHS, CACHE_MARKER_KEYS, Api, Segment, common_prefix_length, segments
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
+from ._prompt_wire import PromptWire
+from ._transcript import transcript
 
 __all__ = (
     'API_PATHS',
@@ -36,6 +38,7 @@ __all__ = (
     'Api',
     'Exchange',
     'PrefixReuse',
+    'PromptWire',
     'Segment',
     'WireCapture',
     'WireConversation',
@@ -44,4 +47,5 @@ __all__ = (
     'common_prefix_length',
     'prefix_reuse',
     'segments',
+    'transcript',
 )
