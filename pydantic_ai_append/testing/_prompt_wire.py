@@ -78,6 +78,9 @@ class PromptWire:
         """The capture the clients and transports record into."""
         self._clients: list[httpx2.AsyncClient] = []
 
+    def __repr__(self) -> str:
+        return f'PromptWire({len(self.exchanges)} exchanges)'
+
     @property
     def exchanges(self) -> list[WireExchange]:
         """Every exchange recorded, in the order the requests were sent."""
@@ -159,6 +162,7 @@ class PromptWire:
                 sides from the first byte that differs (see
                 [`assert_prefix_stable`][pydantic_ai_append.testing.assert_prefix_stable]).
         """
+        __tracebackhide__ = True  # pytest shows the failure at the test's call, not inside this package
         assert_prefix_stable(self.requests(api), new_windows=new_windows)
 
     def prefix_reuse(self, api: Api | None = None) -> list[PrefixReuse]:
@@ -173,15 +177,25 @@ class PromptWire:
         return prefix_reuse(self.requests(api))
 
     def close(self) -> None:
-        """Close every client `http_client` made that is still open; the fixture calls it at teardown."""
-        open_clients = [client for client in self._clients if not client.is_closed]
-        if open_clients:
+        """Close every client `http_client` made that is still open; the fixture calls it at teardown.
 
-            async def close_all() -> None:
-                for client in open_clients:
-                    await client.aclose()
+        Raises:
+            UserError: If called while an event loop is running, where `await aclose()` is the way to close them.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self.aclose())
+            return
+        raise UserError(
+            'PromptWire.close() runs an event loop of its own; inside one, use `await prompt_wire.aclose()`'
+        )
 
-            asyncio.run(close_all())
+    async def aclose(self) -> None:
+        """Close every client `http_client` made that is still open."""
+        for client in self._clients:
+            if not client.is_closed:
+                await client.aclose()
 
     def _api(self, api: Api | None) -> Api:
         if api is not None:

@@ -1,0 +1,152 @@
+"""The `prompt_wire` fixture, as a user's suite meets it: registered by installing the package, readable when a
+prefix breaks, and what it records under pytest-recording.
+
+`pytester` runs a user's test file in a pytest session of its own (in this process, so coverage sees the fixture
+run), with no `conftest.py` and no `pytest_plugins`: the fixture is there only through the `pytest11` entry point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import runpy
+import subprocess
+import sys
+from importlib.metadata import entry_points
+
+import httpx2
+import pytest
+from inline_snapshot import snapshot
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+import pytest_pydantic_ai_append
+from pydantic_ai_append.testing import PromptWire
+
+pytest_plugins = ['pytester']
+
+USER_TEST = """
+import httpx2
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+TONES = {TONES!r}
+
+
+def openai(request: httpx2.Request) -> httpx2.Response:
+    choice = {{'index': 0, 'message': {{'role': 'assistant', 'content': 'OK.'}}, 'finish_reason': 'stop'}}
+    return httpx2.Response(200, json={{'id': 'c', 'object': 'chat.completion', 'created': 0, 'model': 'm', 'choices': [choice]}})
+
+
+@pytest.mark.anyio
+async def test_my_agent_keeps_its_prefix(prompt_wire):
+    http_client = prompt_wire.http_client(transport=httpx2.MockTransport(openai))
+    model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='offline', http_client=http_client))
+    tone = [TONES[0]]
+    agent = Agent(model, instructions=lambda: tone[0])
+    history = (await agent.run('Hello')).all_messages()
+    tone[0] = TONES[1]
+    await agent.run('Again', message_history=history)
+    prompt_wire.assert_prefix_stable()
+"""
+
+
+def test_the_fixture_is_registered_by_the_entry_point():
+    names = {entry.name: entry.value for entry in entry_points(group='pytest11')}
+    assert names['pydantic-ai-append'] == 'pytest_pydantic_ai_append'
+
+
+def test_a_users_test_gets_the_fixture_and_passes(pytester: pytest.Pytester):
+    pytester.makepyfile(test_user=USER_TEST.format(TONES=('Be brief.', 'Be brief.')))
+    result = pytester.runpytest_inprocess('-p', 'no:cacheprovider')
+    result.assert_outcomes(passed=1)
+
+
+def test_a_broken_prefix_fails_the_users_test_readably(pytester: pytest.Pytester):
+    pytester.makepyfile(test_user=USER_TEST.format(TONES=('Be brief.', 'Be very brief.')))
+    result = pytester.runpytest_inprocess('-p', 'no:cacheprovider')
+    result.assert_outcomes(failed=1)
+    # The failure points at the user's line; the package's own frames are hidden.
+    assert ['prompt_wire = PromptWire(2 exchanges)', '>       prompt_wire.assert_prefix_stable()'] == [
+        line for line in result.outlines if 'prompt_wire = ' in line or 'assert_prefix_stable' in line
+    ]
+    assert [line for line in result.outlines if 'pydantic_ai_append' in line] == []
+    failure = [line.removeprefix('E   ').strip() for line in result.outlines if line.startswith('E   ')]
+    assert failure == snapshot(
+        [
+            'AssertionError: request 1 does not extend request 0 byte for byte: first divergent segment is 0 (message in request 0, message in request 1), at byte 31 of it',
+            'request 0: {"role":"system","content":"Be brief."}',
+            'request 1: {"role":"system","content":"Be very brief."}',
+            '(if request 1 opens a new window, pass new_windows=(1,))',
+        ]
+    )
+
+
+def test_pytest_imports_the_plugin_without_the_package():
+    # pytest imports the plugin in every suite the package is installed in, before coverage starts; importing
+    # nothing of the package keeps those suites fast and this package's coverage honest.
+    code = 'import sys, pytest_pydantic_ai_append; print(sorted(m for m in sys.modules if m.startswith("pydantic_ai")))'
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    assert result.stdout == '[]\n'
+
+
+def test_the_plugin_module_defines_only_the_fixture():
+    # Run again here, under coverage, which had not started when pytest imported it.
+    namespace = runpy.run_path(pytest_pydantic_ai_append.__file__)
+    assert namespace['__all__'] == ('prompt_wire',)
+    assert type(namespace['prompt_wire']) is type(pytest_pydantic_ai_append.prompt_wire)
+
+
+def chat_reply(request: httpx2.Request) -> httpx2.Response:
+    choice = {'index': 0, 'message': {'role': 'assistant', 'content': 'OK.'}, 'finish_reason': 'stop'}
+    return httpx2.Response(
+        200, json={'id': 'c', 'object': 'chat.completion', 'created': 0, 'model': 'm', 'choices': [choice]}
+    )
+
+
+def test_the_fixture_closes_the_clients_the_test_left_open(prompt_wire: PromptWire):
+    async def run() -> tuple[httpx2.AsyncClient, httpx2.AsyncClient]:
+        left_open = prompt_wire.http_client(transport=httpx2.MockTransport(chat_reply))
+        async with prompt_wire.http_client(transport=httpx2.MockTransport(chat_reply)) as closed:
+            await closed.post('https://api.example/v1/chat/completions', json={'messages': []})
+        with pytest.raises(UserError) as inside_a_loop:
+            prompt_wire.close()
+        assert str(inside_a_loop.value) == (
+            'PromptWire.close() runs an event loop of its own; inside one, use `await prompt_wire.aclose()`'
+        )
+        return left_open, closed
+
+    left_open, closed = asyncio.run(run())
+    assert (left_open.is_closed, closed.is_closed) == (False, True)
+    prompt_wire.close()
+    assert left_open.is_closed
+
+
+@pytest.mark.anyio
+async def test_the_api_is_inferred_only_when_one_was_called(prompt_wire: PromptWire):
+    with pytest.raises(UserError) as nothing_sent:
+        prompt_wire.transcript()
+    async with httpx2.AsyncClient(transport=prompt_wire.transport(httpx2.MockTransport(chat_reply))) as client:
+        await client.get('https://api.example/v1/models')
+        with pytest.raises(UserError) as none_to_an_api:
+            prompt_wire.requests()
+        model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='offline', http_client=client))
+        await Agent(model).run('Hello')
+        assert [row.total_bytes > 0 for row in prompt_wire.prefix_reuse()] == [True]
+        await client.post('https://api.example/v1/messages', json={'messages': []})
+    with pytest.raises(UserError) as several:
+        prompt_wire.conversation()
+    with pytest.raises(UserError) as unknown:
+        prompt_wire.conversation('gemini')  # pyright: ignore[reportArgumentType]
+    assert [str(error.value) for error in (nothing_sent, none_to_an_api, several, unknown)] == snapshot(
+        [
+            'no request to a provider API was recorded (paths seen: []); give the provider a client from `http_client()` or a transport from `transport()`, or name the API',
+            "no request to a provider API was recorded (paths seen: ['/v1/models']); give the provider a client from `http_client()` or a transport from `transport()`, or name the API",
+            "requests went to several APIs, ['anthropic', 'openai-chat']; name the one to check, e.g. api='anthropic'",
+            "unknown API 'gemini': name one of ['anthropic', 'openai-chat', 'openai-responses']",
+        ]
+    )
+    assert [len(prompt_wire.requests(api)) for api in ('anthropic', 'openai-chat', 'openai-responses')] == [1, 1, 0]
