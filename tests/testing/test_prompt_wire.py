@@ -70,8 +70,9 @@ def test_a_broken_prefix_fails_the_users_test_readably(pytester: pytest.Pytester
     result = pytester.runpytest_inprocess('-p', 'no:cacheprovider')
     result.assert_outcomes(failed=1)
     # The failure points at the user's line; the package's own frames are hidden.
-    assert ['prompt_wire = PromptWire(2 exchanges)', '>       prompt_wire.assert_prefix_stable()'] == [
-        line for line in result.outlines if 'prompt_wire = ' in line or 'assert_prefix_stable' in line
+    assert [line for line in result.outlines if 'prompt_wire = ' in line or 'assert_prefix_stable' in line] == [
+        'prompt_wire = PromptWire(2 exchanges)',
+        '>       prompt_wire.assert_prefix_stable()',
     ]
     assert [line for line in result.outlines if 'pydantic_ai_append' in line] == []
     failure = [line.removeprefix('E   ').strip() for line in result.outlines if line.startswith('E   ')]

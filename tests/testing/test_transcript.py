@@ -36,7 +36,7 @@ def test_anthropic_blocks_server_tools_and_results():
         'role': 'user',
         'content': [{'type': 'text', 'text': 'Find it'}, {'type': 'image', 'source': {'data': 'x'}}],
     }
-    asked = {
+    asked: dict[str, object] = {
         'role': 'assistant',
         'content': [
             {'type': 'thinking', 'thinking': 'Search first.', 'signature': 'sig'},
@@ -142,8 +142,11 @@ request 1: reuses 186 of 496 bytes
 
 
 def test_openai_responses_items():
-    tools = [{'type': 'function', 'name': 'get_time', 'description': 'Now.', 'parameters': {}}, {'type': 'web_search'}]
-    first = {
+    tools: list[object] = [
+        {'type': 'function', 'name': 'get_time', 'description': 'Now.', 'parameters': {}},
+        {'type': 'web_search'},
+    ]
+    first: dict[str, object] = {
         'tools': tools,
         'instructions': 'Be brief.',
         'input': [
