@@ -12,17 +12,23 @@ import runpy
 import subprocess
 import sys
 from importlib.metadata import entry_points
+from typing import Any, Protocol
 
 import httpx2
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel, OpenAIResponsesModelSettings
+from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.settings import ModelSettings
 
 import pytest_pydantic_ai_append
 from pydantic_ai_append.testing import PromptWire
+
+from ..fake_models import get_time
 
 pytest_plugins = ['pytester']
 
@@ -151,3 +157,109 @@ async def test_the_api_is_inferred_only_when_one_was_called(prompt_wire: PromptW
         ]
     )
     assert [len(prompt_wire.requests(api)) for api in ('anthropic', 'openai-chat', 'openai-responses')] == [1, 1, 0]
+
+
+# --- Cassettes recorded against the real providers
+#
+# Written by hand in the shape real recordings have: `https://api.openai.com` and `https://api.anthropic.com` URIs,
+# the providers' headers, OpenAI's JSON replies gzip-encoded (a `!!binary` body: read one with
+# `gzip.decompress(base64.b64decode(...))`), Anthropic's as an event stream. They were "recorded" by a run whose
+# instructions were `Reply in one word.`; the test's agent has been edited since, as a user's agent is.
+
+
+class RecordedRequests(Protocol):
+    """The part of a vcrpy `Cassette` these tests read."""
+
+    @property
+    def requests(self) -> list[Any]: ...
+
+
+def recorded_bodies(vcr: RecordedRequests) -> list[bytes]:
+    return [request.body for request in vcr.requests]
+
+
+@pytest.mark.vcr
+@pytest.mark.anyio
+async def test_a_cassette_recorded_against_openai_replays_through_the_fixture(
+    prompt_wire: PromptWire, vcr: RecordedRequests
+):
+    provider = OpenAIProvider(api_key='sk-test', http_client=prompt_wire.http_client())
+    agent = Agent(
+        OpenAIResponsesModel('gpt-5.2', provider=provider), tools=[get_time], instructions='Answer in one word.'
+    )
+    settings = OpenAIResponsesModelSettings(openai_previous_response_id='auto')
+    result = await agent.run('What time is it?', model_settings=settings)
+    await agent.run('Thanks!', message_history=result.all_messages(), model_settings=settings)
+    assert result.output == 'Noon.'
+    # What is checked is what this run sent, with the replies' ids from the cassette resolved.
+    sent = [exchange.request_body for exchange in prompt_wire.exchanges]
+    assert [(b'Answer in one word.' in body, b'Reply in one word.' in body) for body in sent] == [(True, False)] * 3
+    assert [b'Reply in one word.' in body for body in recorded_bodies(vcr)] == [True] * 3
+    prompt_wire.assert_prefix_stable()
+    assert prompt_wire.transcript() == snapshot("""\
+request 0: reuses 0 of 231 bytes
++ tool get_time: Get the current time.
++     parameters: {"additionalProperties":false,"properties":{},"type":"object"}
++     strict: false
++ instructions: Answer in one word.
++ user: What time is it?
+
+request 1: reuses 231 of 488 bytes
+  tool get_time: Get the current time.
+      parameters: {"additionalProperties":false,"properties":{},"type":"object"}
+      strict: false
+  instructions: Answer in one word.
+  user: What time is it?
++ function_call (output): get_time({}) [call#1]
++     id: id#1
++     status: completed
++ function_call_output [call#1]: 12:00
+
+request 2: reuses 488 of 708 bytes
+  tool get_time: Get the current time.
+      parameters: {"additionalProperties":false,"properties":{},"type":"object"}
+      strict: false
+  instructions: Answer in one word.
+  user: What time is it?
+  function_call (output): get_time({}) [call#1]
+      id: id#1
+      status: completed
+  function_call_output [call#1]: 12:00
++ assistant (output): Noon.
++         annotations: []
++         logprobs: []
++     id: id#2
++     status: completed
++ user: Thanks!
+""")
+
+
+@pytest.mark.vcr
+@pytest.mark.anyio
+async def test_a_cassette_recorded_against_anthropic_replays_through_the_fixture(
+    prompt_wire: PromptWire, vcr: RecordedRequests
+):
+    provider = AnthropicProvider(api_key='sk-ant-test', http_client=prompt_wire.http_client())
+    agent = Agent(AnthropicModel('claude-sonnet-4-6', provider=provider), instructions='Answer in one word.')
+    # No framing text (2.68 adds it to the system prompt; 2.58 has none), so one transcript holds on both releases.
+    settings = ModelSettings(framing_announcement='never')
+    result = await agent.run('Hello!', model_settings=settings)
+    await agent.run('Bye!', message_history=result.all_messages(), model_settings=settings)
+    assert result.output == 'Hi.'
+    assert [b'Answer in one word.' in body for body in recorded_bodies(vcr)] == [False, False]
+    prompt_wire.assert_prefix_stable()
+    assert [(row.reused_bytes > 0, row.new_bytes > 0) for row in prompt_wire.prefix_reuse()] == [
+        (False, True),
+        (True, True),
+    ]
+    assert prompt_wire.transcript() == snapshot("""\
+request 0: reuses 0 of 103 bytes
++ system: Answer in one word.
++ user: Hello!
+
+request 1: reuses 103 of 221 bytes
+  system: Answer in one word.
+  user: Hello!
++ assistant: Hi.
++ user: Bye!
+""")
