@@ -8,10 +8,12 @@ run), with no `conftest.py` and no `pytest_plugins`: the fixture is there only t
 from __future__ import annotations
 
 import asyncio
+import re
 import runpy
 import subprocess
 import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx2
@@ -263,3 +265,17 @@ request 1: reuses 103 of 221 bytes
 + assistant: Hi.
 + user: Bye!
 """)
+
+
+def test_the_docs_test_passes_in_a_users_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    # The docs page's first example is a test file; run as one, with its empty snapshot filled in, as a user would.
+    # inline-snapshot writes no snapshot in an xdist worker, and this session may run in one; the inner session is no
+    # worker (inline-snapshot keeps a state per session, so this one's is left as it was).
+    monkeypatch.delenv('PYTEST_XDIST_WORKER', raising=False)
+    page = (Path(__file__).parents[2] / 'docs' / 'testing-prompts.md').read_text()
+    pytester.makepyfile(test_docs_page=re.findall(r'```python\n(.*?)```', page, re.DOTALL)[0])
+    pytester.runpytest_inprocess('-p', 'no:cacheprovider', '--inline-snapshot=create')
+    created = (pytester.path / 'test_docs_page.py').read_text()
+    assert '+ system: <context id="capability:todos:list">' in created
+    # Run again, the snapshot is what the agent sends.
+    pytester.runpytest_inprocess('-p', 'no:cacheprovider').assert_outcomes(passed=1)
