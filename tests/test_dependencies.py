@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / 'pydantic_ai_append'
+PLUGIN = ROOT / 'pytest_pydantic_ai_append'
 
 OPTIONAL_IMPORTS = {('pydantic_ai_append/guard/_wire.py', 'anthropic'), ('pydantic_ai_append/_cassettes.py', 'yaml')}
 """Third-party modules the package may import without declaring them, each only where its absence is handled.
@@ -122,6 +123,8 @@ def test_imports_are_read_as_python_reads_them():
             'pydantic_ai_append._segments',
             'pydantic_ai_append.testing._assertions',
             'pydantic_ai_append.testing._capture',
+            'pydantic_ai_append.testing._prompt_wire',
+            'pydantic_ai_append.testing._transcript',
         ]
     )
     wire = imports_of(PACKAGE / 'guard' / '_wire.py')
@@ -192,7 +195,14 @@ def test_no_code_reads_a_private_name_of_another_module_or_class():
     # Tests, benchmarks and examples are held to it too: they read what they test through names meant for it.
     offending = [
         f'{path.relative_to(ROOT).as_posix()}:{token.start[0]}: {token.string}'
-        for directory in (PACKAGE, ROOT / 'tests', ROOT / 'benchmarks', ROOT / 'examples', ROOT / 'fake_provider')
+        for directory in (
+            PACKAGE,
+            PLUGIN,
+            ROOT / 'tests',
+            ROOT / 'benchmarks',
+            ROOT / 'examples',
+            ROOT / 'fake_provider',
+        )
         for path in files_under(directory)
         for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
         if token.type == tokenize.COMMENT and PRIVATE_USAGE_IGNORE.search(token.string)

@@ -79,6 +79,7 @@ def test_the_public_names():
                 'Api',
                 'Exchange',
                 'PrefixReuse',
+                'PromptWire',
                 'Segment',
                 'WireCapture',
                 'WireConversation',
@@ -87,6 +88,7 @@ def test_the_public_names():
                 'common_prefix_length',
                 'prefix_reuse',
                 'segments',
+                'transcript',
             ],
         }
     )

@@ -23,7 +23,7 @@ from pydantic_ai.exceptions import UserError
 
 from .._conversation import WireConversation
 from .._segments import API_PATHS, Api, Segment, common_prefix_length, excerpt, first_difference, segments
-from .._transport import TeeStream
+from .._transport import TeeStream, decoded
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
 
 __all__ = ('VerifierMode', 'WireDivergence', 'WireVerifier')
@@ -103,6 +103,16 @@ class _Chain:
 
 
 @dataclass
+class _Reply:
+    """The reply to a Responses request, as the client reads it."""
+
+    chunks: list[bytes] = field(default_factory=list[bytes])
+    """The body's chunks, before `content_encoding` is undone."""
+    content_encoding: str | None = None
+    """The reply's `content-encoding` header, when its chunks are read off the wire rather than decoded already."""
+
+
+@dataclass
 class WireVerifier:
     """An HTTP client maker whose clients compare every provider request with the previous one before sending it.
 
@@ -177,8 +187,8 @@ class WireVerifier:
         default_factory=dict[Api, WireConversation], init=False, repr=False
     )
     """Per API, the replies a `previous_response_id` may name, to resolve it (only Responses keeps any)."""
-    _replies: dict[Api, tuple[list[Segment], list[bytes]]] = field(
-        default_factory=dict[Api, tuple[list[Segment], list[bytes]]], init=False, repr=False
+    _replies: dict[Api, tuple[list[Segment], _Reply]] = field(
+        default_factory=dict[Api, tuple[list[Segment], _Reply]], init=False, repr=False
     )
     """The last Responses request sent and its reply's chunks, read by the client after the request was checked."""
 
@@ -186,21 +196,36 @@ class WireVerifier:
         if self.mode not in _MODES:
             raise UserError(f"WireVerifier mode must be 'observe' or 'enforce', not {self.mode!r}")
 
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+        """Wrap a transport so that each provider request is checked before it goes through.
+
+        It composes the way httpx transports do: give it a transport of your own, or a
+        [`WireCapture.transport`][pydantic_ai_append.testing.WireCapture.transport] to keep only what the
+        verifier lets through; or give the capture this one to keep every request the client sends.
+
+        Args:
+            inner: The transport requests go through once checked, e.g. an `httpx2.MockTransport` standing in for
+                a provider; by default a new `httpx2.AsyncHTTPTransport`. Closing the wrapper closes it.
+
+        Returns:
+            A new transport, to give an `httpx2.AsyncClient`.
+        """
+        return _VerifyingTransport(self._check, inner if inner is not None else httpx2.AsyncHTTPTransport())
+
     def http_client(
         self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
     ) -> httpx2.AsyncClient:
         """Make an HTTP client that checks each provider request before sending it; the caller closes it.
 
         Args:
-            transport: The transport requests go through once checked, e.g. an `httpx2.MockTransport` standing in
-                for a provider; by default a new `httpx2.AsyncHTTPTransport`. Closing the client closes it.
+            transport: The transport requests go through once checked, as for `transport`; by default a new
+                `httpx2.AsyncHTTPTransport`. Closing the client closes it.
             **client_kwargs: Passed to `httpx2.AsyncClient`.
 
         Returns:
             A new client.
         """
-        inner = transport if transport is not None else httpx2.AsyncHTTPTransport()
-        return httpx2.AsyncClient(transport=_VerifyingTransport(self._check, inner), **client_kwargs)
+        return httpx2.AsyncClient(transport=self.transport(transport), **client_kwargs)
 
     def open_window(self, model: str | None = None) -> None:
         """Let the next request move the prefix: a new window opens (compaction, a new instruction window).
@@ -215,7 +240,7 @@ class WireVerifier:
             if model is None or chain_model == model:
                 chain.window_open = True
 
-    def _check(self, api: Api, body: bytes) -> list[bytes] | None:
+    def _check(self, api: Api, body: bytes) -> _Reply | None:
         """Check a request about to be sent, and note it as sent unless refused.
 
         Returns:
@@ -261,9 +286,9 @@ class WireVerifier:
             chain.last, chain.sent, chain.window_open = current, chain.sent + 1, False
         if api != 'openai-responses':
             return None
-        sink: list[bytes] = []
-        self._replies[api] = (current, sink)
-        return sink
+        reply = _Reply()
+        self._replies[api] = (current, reply)
+        return reply
 
     def _conversation(self, api: Api) -> WireConversation:
         """The API's conversation, with the reply to the last request sent to it added (the client has read it)."""
@@ -271,8 +296,8 @@ class WireVerifier:
         if conversation is None:
             conversation = self._conversations[api] = WireConversation(api)
         if (reply := self._replies.pop(api, None)) is not None:
-            request, chunks = reply
-            conversation.add_response(request, b''.join(chunks))
+            request, body = reply
+            conversation.add_response(request, decoded(b''.join(body.chunks), body.content_encoding))
         return conversation
 
 
@@ -324,7 +349,7 @@ def _anthropic_refusal_type(sdk_error: type[Exception]) -> type[WirePrefixDiverg
 class _VerifyingTransport(httpx2.AsyncBaseTransport):
     # Wrapping (not subclassing) `AsyncHTTPTransport` keeps vcrpy's class-level patch of it in the path, as in
     # `testing.WireCapture`, so cassettes record and replay what the verifier let through.
-    def __init__(self, check: Callable[[Api, bytes], list[bytes] | None], inner: httpx2.AsyncBaseTransport) -> None:
+    def __init__(self, check: Callable[[Api, bytes], _Reply | None], inner: httpx2.AsyncBaseTransport) -> None:
         self._check = check
         self._inner = inner
 
@@ -332,16 +357,17 @@ class _VerifyingTransport(httpx2.AsyncBaseTransport):
         api = _api_of(request)
         if api is None:
             return await self._inner.handle_async_request(request)
-        sink = self._check(api, await request.aread())
+        reply = self._check(api, await request.aread())
         response = await self._inner.handle_async_request(request)
-        if sink is None:
+        if reply is None:
             return response
         if response.is_stream_consumed:
             # A response built from bytes (as `httpx2.MockTransport` handlers build them) was read already.
-            sink.append(response.content)
+            reply.chunks.append(response.content)
         else:
             # Kept as the client reads it: reading it here would buffer a stream the SDK reads event by event.
-            response.stream = TeeStream(cast(httpx2.AsyncByteStream, response.stream), sink)
+            reply.content_encoding = response.headers.get('content-encoding')
+            response.stream = TeeStream(cast(httpx2.AsyncByteStream, response.stream), reply.chunks)
         return response
 
     async def aclose(self) -> None:

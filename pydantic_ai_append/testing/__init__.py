@@ -7,21 +7,25 @@ later keys). So this module splits each request body into its cache-order segmen
 canonically but keeping key order as sent, and checks that every request's segments start with the
 previous request's, byte for byte.
 
-`WireCapture` makes an HTTP client for a provider (all of Pydantic AI's `openai` and `anthropic` model
-classes take one) that keeps each request and response body; `WireConversation` turns them into segments,
-`assert_prefix_stable` checks them, and `prefix_reuse` measures the bytes each request reuses. Use them to
-test your own agent's prompts the way this package's own tests do:
+In a pytest suite, the `prompt_wire` fixture (installed with the package, a `PromptWire`) does it all: give its
+`http_client()` to the provider, run the agent, then pin `transcript()` as a snapshot and call
+`assert_prefix_stable()`. It is built of the pieces below, which work without pytest too. `WireCapture` records
+each request and response body through its HTTP clients or transport wrappers (all of Pydantic AI's `openai` and
+`anthropic` model classes take a client); `WireConversation` turns them into segments, `transcript` renders them
+for a snapshot, `assert_prefix_stable` checks them, and `prefix_reuse` measures the bytes each request reuses:
 
 ```python
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from pydantic_ai_append.testing import WireCapture, assert_prefix_stable
+from pydantic_ai_append.testing import PromptWire
 
-capture = WireCapture()
-model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='your-key', http_client=capture.http_client()))
-# ... run the agent over several turns ...
-assert_prefix_stable(capture.conversation('openai-chat').requests)
+
+def test_my_agent(prompt_wire: PromptWire):
+    provider = OpenAIProvider(api_key='your-key', http_client=prompt_wire.http_client())
+    model = OpenAIChatModel('gpt-5.2', provider=provider)
+    # ... run the agent over several turns ...
+    prompt_wire.assert_prefix_stable()
 ```
 """
 
@@ -29,6 +33,8 @@ from .._conversation import Exchange, WireConversation
 from .._segments import API_PATHS, CACHE_MARKER_KEYS, Api, Segment, common_prefix_length, segments
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
+from ._prompt_wire import PromptWire
+from ._transcript import transcript
 
 __all__ = (
     'API_PATHS',
@@ -36,6 +42,7 @@ __all__ = (
     'Api',
     'Exchange',
     'PrefixReuse',
+    'PromptWire',
     'Segment',
     'WireCapture',
     'WireConversation',
@@ -44,4 +51,5 @@ __all__ = (
     'common_prefix_length',
     'prefix_reuse',
     'segments',
+    'transcript',
 )

@@ -21,6 +21,7 @@ def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: 
         AssertionError: Naming the first request that breaks the prefix, its first divergent segment's index and
             kind, and an excerpt of both sides from the first differing byte.
     """
+    __tracebackhide__ = True  # pytest shows the failure at the test's call, not inside this package
     for index in range(1, len(requests)):
         if index in new_windows:
             continue

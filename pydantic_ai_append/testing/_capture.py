@@ -9,7 +9,7 @@ import httpx2
 
 from .._conversation import WireConversation
 from .._segments import API_PATHS, Api
-from .._transport import TeeStream
+from .._transport import TeeStream, decoded
 
 __all__ = ('WireCapture', 'WireExchange')
 
@@ -25,12 +25,15 @@ class WireExchange:
     request_body: bytes
     """The raw request body, exactly as sent."""
     response_chunks: list[bytes] = field(default_factory=list[bytes])
-    """The response body's chunks as the client consumed them; complete once the client has read it all."""
+    """The response body's chunks as the client consumed them, before `content_encoding` is undone; complete once
+    the client has read it all."""
+    content_encoding: str | None = None
+    """The response's `content-encoding` header, which `response_chunks` are encoded with; `None` if they are not."""
 
     @property
     def response_body(self) -> bytes:
-        """The response body read so far."""
-        return b''.join(self.response_chunks)
+        """The response body read so far, with a gzip or deflate `content_encoding` undone."""
+        return decoded(b''.join(self.response_chunks), self.content_encoding)
 
 
 class _CapturingTransport(httpx2.AsyncBaseTransport):
@@ -51,6 +54,7 @@ class _CapturingTransport(httpx2.AsyncBaseTransport):
             return response
         # The SDKs stream replies, so the body is kept as they read it rather than read here, which would
         # buffer the stream and change when the client sees each event.
+        exchange.content_encoding = response.headers.get('content-encoding')
         response.stream = TeeStream(cast(httpx2.AsyncByteStream, response.stream), exchange.response_chunks)
         return response
 
@@ -92,20 +96,37 @@ class WireCapture:
         self.exchanges: list[WireExchange] = []
         """Every exchange through this capture's clients, in the order the requests were sent."""
 
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+        """Wrap a transport so that every exchange through it is kept in `exchanges`.
+
+        It composes the way httpx transports do: wrap a
+        [`WireVerifier.transport`][pydantic_ai_append.guard.WireVerifier.transport] to keep every request the
+        client sends, refused ones included, or give the verifier this one to keep only what it lets through.
+
+        Args:
+            inner: The transport the exchanges go through, such as an `httpx2.MockTransport` standing in for a
+                provider, or a transport of your own; by default a new `httpx2.AsyncHTTPTransport`. Closing the
+                wrapper closes it.
+
+        Returns:
+            A new transport, to give an `httpx2.AsyncClient`.
+        """
+        return _CapturingTransport(self.exchanges, inner)
+
     def http_client(
         self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
     ) -> httpx2.AsyncClient:
         """Make an HTTP client whose exchanges are kept in `exchanges`; the caller closes it.
 
         Args:
-            transport: The transport the exchanges go through, such as an `httpx2.MockTransport` standing in
-                for a provider; by default a new `httpx2.AsyncHTTPTransport`. Closing the client closes it.
+            transport: The transport the exchanges go through, as for `transport`; by default a new
+                `httpx2.AsyncHTTPTransport`. Closing the client closes it.
             **client_kwargs: Passed to `httpx2.AsyncClient`.
 
         Returns:
             A new client.
         """
-        return httpx2.AsyncClient(transport=_CapturingTransport(self.exchanges, transport), **client_kwargs)
+        return httpx2.AsyncClient(transport=self.transport(transport), **client_kwargs)
 
     def conversation(self, api: Api) -> WireConversation:
         """The conversation made of the exchanges sent to one API, in order.

@@ -1,0 +1,216 @@
+"""What the `prompt_wire` pytest fixture gives a test: a capture of what its agent sends, and the checks on it.
+
+The fixture itself lives in the `pytest_pydantic_ai_append` plugin module, which pytest imports at start-up in every
+suite the package is installed in; this module holds everything else, and is imported only when a test asks for
+the fixture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from typing import Any
+
+import httpx2
+from pydantic_ai.exceptions import UserError
+
+from .._conversation import WireConversation
+from .._segments import API_PATHS, Api, Segment
+from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
+from ._capture import WireCapture, WireExchange
+from ._transcript import DEFAULT_FOLD, transcript
+
+__all__ = ('PromptWire',)
+
+
+class PromptWire:
+    """A record of every request a test's agent sends, with its transcript and prefix checks: the `prompt_wire` fixture.
+
+    Hand `http_client()` (or a client built on `transport()`) to the provider of a Pydantic AI model, run the
+    agent, then snapshot `transcript()` and call `assert_prefix_stable()`. With pytest-recording replaying a
+    cassette, what is recorded and checked is what the agent sends in this run, not the cassette's bodies. Where
+    every request went to one API, the `api` arguments can be left out.
+
+    ```python
+    import asyncio
+
+    import httpx2
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from pydantic_ai_append.testing import PromptWire
+
+
+    def openai(request: httpx2.Request) -> httpx2.Response:
+        choice = {'index': 0, 'message': {'role': 'assistant', 'content': 'OK.'}, 'finish_reason': 'stop'}
+        return httpx2.Response(200, json={'id': 'c1', 'object': 'chat.completion', 'created': 0, 'model': 'gpt-5.2', 'choices': [choice]})
+
+
+    async def main(prompt_wire: PromptWire) -> None:
+        http_client = prompt_wire.http_client(transport=httpx2.MockTransport(openai))
+        model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='offline', http_client=http_client))
+        agent = Agent(model, instructions='Be brief.')
+        result = await agent.run('Hello')
+        await agent.run('Again', message_history=result.all_messages())
+
+
+    prompt_wire = PromptWire()  # in a test: the `prompt_wire` fixture, which closes its clients at teardown
+    asyncio.run(main(prompt_wire))
+    prompt_wire.assert_prefix_stable()
+    print(prompt_wire.transcript(), end='')
+    #> request 0: reuses 0 of 72 bytes
+    #> + system: Be brief.
+    #> + user: Hello
+    #>
+    #> request 1: reuses 72 of 141 bytes
+    #>   system: Be brief.
+    #>   user: Hello
+    #> + assistant: OK.
+    #> + user: Again
+    prompt_wire.close()
+    ```
+    """
+
+    def __init__(self) -> None:
+        """Start with nothing recorded."""
+        self.capture = WireCapture()
+        """The capture the clients and transports record into."""
+        self._clients: list[httpx2.AsyncClient] = []
+
+    def __repr__(self) -> str:
+        return f'PromptWire({len(self.exchanges)} exchanges)'
+
+    @property
+    def exchanges(self) -> list[WireExchange]:
+        """Every exchange recorded, in the order the requests were sent."""
+        return self.capture.exchanges
+
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+        """Wrap a transport so that every exchange through it is recorded, as `WireCapture.transport` does.
+
+        Args:
+            inner: The transport the exchanges go through: an `httpx2.MockTransport`, a
+                [`WireVerifier.transport`][pydantic_ai_append.guard.WireVerifier.transport], one of your own; by
+                default a new `httpx2.AsyncHTTPTransport`, which pytest-recording replays and records through.
+
+        Returns:
+            A new transport, to give an `httpx2.AsyncClient`; closing that closes it.
+        """
+        return self.capture.transport(inner)
+
+    def http_client(
+        self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
+    ) -> httpx2.AsyncClient:
+        """Make an HTTP client whose exchanges are recorded, to hand to `OpenAIProvider` or `AnthropicProvider`.
+
+        The client is closed by `close`, which the fixture calls at teardown, unless the test closed it first.
+
+        Args:
+            transport: The transport the exchanges go through, as for `transport`. The default one keeps no idle
+                connections, so that nothing is left open when the test's event loop ends.
+            **client_kwargs: Passed to `httpx2.AsyncClient`.
+
+        Returns:
+            A new client.
+        """
+        if transport is None:
+            transport = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_keepalive_connections=0))
+        client = httpx2.AsyncClient(transport=self.transport(transport), **client_kwargs)
+        self._clients.append(client)
+        return client
+
+    def conversation(self, api: Api | None = None) -> WireConversation:
+        """The recorded requests to one API, as a `WireConversation` (with `previous_response_id` resolved).
+
+        Args:
+            api: `'openai-chat'`, `'openai-responses'` or `'anthropic'`; by default the only API requests went to.
+
+        Returns:
+            A new `WireConversation` of those exchanges.
+
+        Raises:
+            UserError: If `api` is not one of those, or is left out while requests went to no API or to several.
+        """
+        return self.capture.conversation(self._api(api))
+
+    def requests(self, api: Api | None = None) -> list[list[Segment]]:
+        """Each recorded request's cache-order segments, as `conversation(api).requests`."""
+        return self.conversation(api).requests
+
+    def transcript(self, api: Api | None = None, *, fold: int | None = DEFAULT_FOLD) -> str:
+        """The [`transcript`][pydantic_ai_append.testing.transcript] of the requests to one API, for a snapshot.
+
+        Args:
+            api: As for `conversation`.
+            fold: Texts longer than this many characters are shown as their length and hash; `None` shows all.
+
+        Returns:
+            The transcript.
+        """
+        return transcript(self.requests(api), fold=fold)
+
+    def assert_prefix_stable(self, api: Api | None = None, *, new_windows: Collection[int] = ()) -> None:
+        """Assert that each request to one API starts with the previous one's segments, byte for byte.
+
+        Args:
+            api: As for `conversation`.
+            new_windows: Indices of requests allowed to move the prefix, where a new window opens.
+
+        Raises:
+            AssertionError: Naming the first request that breaks the prefix, its first divergent segment, and both
+                sides from the first byte that differs (see
+                [`assert_prefix_stable`][pydantic_ai_append.testing.assert_prefix_stable]).
+        """
+        __tracebackhide__ = True  # pytest shows the failure at the test's call, not inside this package
+        assert_prefix_stable(self.requests(api), new_windows=new_windows)
+
+    def prefix_reuse(self, api: Api | None = None) -> list[PrefixReuse]:
+        """The bytes each request to one API reuses from the previous one, the new ones and the total.
+
+        Args:
+            api: As for `conversation`.
+
+        Returns:
+            One [`PrefixReuse`][pydantic_ai_append.testing.PrefixReuse] per request.
+        """
+        return prefix_reuse(self.requests(api))
+
+    def close(self) -> None:
+        """Close every client `http_client` made that is still open; the fixture calls it at teardown.
+
+        Raises:
+            UserError: If called while an event loop is running, where `await aclose()` is the way to close them.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self.aclose())
+            return
+        raise UserError(
+            'PromptWire.close() runs an event loop of its own; inside one, use `await prompt_wire.aclose()`'
+        )
+
+    async def aclose(self) -> None:
+        """Close every client `http_client` made that is still open."""
+        for client in self._clients:
+            if not client.is_closed:
+                await client.aclose()
+
+    def _api(self, api: Api | None) -> Api:
+        if api is not None:
+            if api not in API_PATHS:
+                raise UserError(f'unknown API {api!r}: name one of {sorted(API_PATHS)}')
+            return api
+        seen: list[Api] = sorted(
+            {name for exchange in self.exchanges for name, path in API_PATHS.items() if exchange.path.endswith(path)}
+        )
+        if len(seen) == 1:
+            return seen[0]
+        if not seen:
+            paths = [exchange.path for exchange in self.exchanges]
+            raise UserError(
+                f'no request to a provider API was recorded (paths seen: {paths}); give the provider a client from '
+                f'`http_client()` or a transport from `transport()`, or name the API'
+            )
+        raise UserError(f'requests went to several APIs, {seen}; name the one to check, e.g. api={seen[0]!r}')
