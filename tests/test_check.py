@@ -128,6 +128,8 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
             'test_prefix_guard/test_with_the_guard_on_anthropic.yaml#0': 'kept',
             'test_prefix_guard/test_with_the_guard_the_orphaning_request_never_goes_out.yaml#0': 'kept',
             'test_prefix_guard/test_without_the_guard_the_request_orphans_a_tool_result.yaml#0': [2],
+            'test_prompt_wire/test_a_cassette_recorded_against_anthropic_replays_through_the_fixture.yaml#0': 'kept',
+            'test_prompt_wire/test_a_cassette_recorded_against_openai_replays_through_the_fixture.yaml#0': 'kept',
             'test_verifier_windows/test_a_compaction_opens_the_verifiers_window.yaml#0': [2],
             'test_verifier_windows/test_append_instructions_opens_the_verifiers_window.yaml#0': [1],
             'test_verifier_windows/test_without_being_told_the_verifier_refuses_the_new_window.yaml#0': 'kept',
