@@ -151,7 +151,7 @@ def _decode_payload(payload: dict[str, Any]) -> InstructionRecord:
         items = cast(list[dict[str, Any]], payload['instructions'])
         return InstructionBaselinePart(
             instructions=tuple(
-                InstructionBlock(id=_str(item['id']), content=_optional_str(item['content']))
+                InstructionBlock(id=_block_id(item['id']), content=_optional_str(item['content']))
                 if 'content' in item
                 else InstructionDigest(
                     id=_optional_str(item['id']), dynamic=bool(item['dynamic']), content_hash=_str(item['hash'])
@@ -162,7 +162,7 @@ def _decode_payload(payload: dict[str, Any]) -> InstructionRecord:
         )
     if kind == 'delta':
         return InstructionDeltaPart(
-            id=_str(payload['id']),
+            id=_block_id(payload['id']),
             content=_optional_str(payload['content']),
             base_hash=_optional_str(payload['base_hash']),
             diff=_optional_str(payload['diff']),
@@ -174,6 +174,14 @@ def _str(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f'expected a string, got {value!r}')
     return value
+
+
+def _block_id(value: object) -> str:
+    # Every block this plugin appends has an id, and a change is delivered under it: an empty one names no block.
+    block_id = _str(value)
+    if not block_id:
+        raise ValueError('an append-mode block has an empty id')
+    return block_id
 
 
 def _optional_str(value: object) -> str | None:

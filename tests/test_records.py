@@ -77,6 +77,12 @@ def test_the_stored_shape():
         ),
         pytest.param(seal({'v': 1, 'kind': 'delta', 'id': 'x'}), id='missing-field'),
         pytest.param(seal({'v': 1, 'kind': 'other'}), id='unknown-kind'),
+        pytest.param(
+            seal({'v': 1, 'kind': 'delta', 'id': '', 'content': 'x', 'base_hash': None, 'diff': None}), id='empty-id'
+        ),
+        pytest.param(
+            seal({'v': 1, 'kind': 'baseline', 'instructions': [{'id': '', 'content': 'x'}]}), id='empty-block-id'
+        ),
     ],
 )
 def test_untrustworthy_records_are_unreadable(stored: object):
