@@ -236,10 +236,13 @@ async def handle_request(
         if plan.opened is not None and settings.verifier is not None:
             settings.verifier.open_window()
         new_deliveries = _record(settings, ctx, messages, plan, conversation_id)
-        request_context.messages = deliver(messages, [*plan.deliveries, *new_deliveries], renderer)
-        request_context.model_request_parameters = replace(
-            params, instruction_parts=_prefix(plan, ordered, renderer) or None
-        )
+        outgoing = deliver(messages, [*plan.deliveries, *new_deliveries], renderer)
+        prefix = _prefix(plan, ordered, renderer)
+        # An empty list, never `None`: models read `None` as unset and fall back to the instructions history
+        # recorded on an earlier request, which would tell the model a value this request no longer has. Some
+        # models of 2.58 fall back on an empty list too, so the requests sent carry no recorded instructions then.
+        request_context.messages = outgoing if prefix else _without_recorded_instructions(outgoing)
+        request_context.model_request_parameters = replace(params, instruction_parts=prefix)
     return request_context
 
 
@@ -425,6 +428,16 @@ def _prefix(
     prefix.extend(part for block, part in ordered if (block is None or block.mode == 'native') and part)
     prefix.extend(part for block, part in ordered if block and block.mode == 'rewrite' and part)
     return prefix
+
+
+def _without_recorded_instructions(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """Copies of `messages` whose requests record no instructions; the ones history keeps are left as they are."""
+    return [
+        replace(message, instructions=None)
+        if isinstance(message, ModelRequest) and message.instructions is not None
+        else message
+        for message in messages
+    ]
 
 
 def takes_run_context(function: Callable[..., Any]) -> bool:

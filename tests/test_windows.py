@@ -17,11 +17,14 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions, instruction_records, strip_records
 from pydantic_ai_append._encoding import seal
 from pydantic_ai_append._history import RECORD_KEY
+from pydantic_ai_append.testing import Api
 
 from .conversation import ScriptedModel
+from .fake_models import MODEL_FACTORIES, live_loopback
 
 
 def todo_agent(chat: ScriptedModel, **options: object) -> Agent[list[str], str]:
@@ -239,3 +242,26 @@ def test_a_prefix_that_must_move_opens_a_new_window(
     history = agent_with(chat, after + appending).run_sync('two', message_history=history).all_messages()
     assert kinds(history) == ['Baseline', 'Baseline']
     assert chat.last.instructions != chat.seen[0].instructions
+
+
+@live_loopback
+@pytest.mark.anyio
+@pytest.mark.parametrize('api', list(MODEL_FACTORIES))
+async def test_a_prefix_that_empties_in_a_tool_loop_sends_no_instructions(api: Api):
+    # With nothing left to send, the request says so: left unset, a model falls back to the instructions history
+    # recorded on the loop's first request, and the withdrawn block's value would be told again.
+    clock = ['now: 12:00']
+    context = AppendInstructions(id='context')
+    context.instructions(name='clock', on_change='rewrite')(lambda: clock[0])
+
+    def get_time() -> str:
+        """Get the current time."""
+        clock[0] = ''
+        return '12:00'
+
+    with FakeProvider(script=[ToolCalls([('get_time', {})]), Text('It is noon.')]) as server:
+        agent = Agent(MODEL_FACTORIES[api](server.url), tools=[get_time], capabilities=[context])
+        await agent.run('What time is it?')
+    first, second = server.requests
+    assert b'now: 12:00' in first
+    assert b'now: 12:00' not in second
