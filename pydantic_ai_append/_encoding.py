@@ -33,7 +33,10 @@ _Kind = Literal['baseline', 'delta']
 
 def _signature(payload: dict[str, Any], key: bytes | None) -> str:
     """The integrity check of a record: a keyed HMAC when a signing key is set, a plain digest otherwise."""
-    encoded = json.dumps(payload, sort_keys=True, separators=(',', ':'), ensure_ascii=False).encode()
+    # As in `content_hash`, a lone surrogate in a block's text is encoded as its code point rather than refused.
+    encoded = json.dumps(payload, sort_keys=True, separators=(',', ':'), ensure_ascii=False).encode(
+        'utf-8', 'surrogatepass'
+    )
     if key is None:
         return hashlib.sha256(encoded).hexdigest()[:32]
     return hmac.new(key, encoded, hashlib.sha256).hexdigest()

@@ -29,8 +29,12 @@ __all__ = (
 
 
 def content_hash(text: str) -> str:
-    """The digest records use to name a block's text: the first 32 hex digits of its SHA-256."""
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    """The digest records use to name a block's text: the first 32 hex digits of its SHA-256.
+
+    A lone surrogate, which a Python string can hold and UTF-8 can't, is hashed as its code point's bytes, so
+    every string has a digest; the digest of any other text is that of its UTF-8 bytes.
+    """
+    return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

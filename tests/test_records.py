@@ -6,14 +6,26 @@ without also forging their integrity check, which is what these tests do by hand
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
+from pydantic_ai import Agent
 
-from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest
+from pydantic_ai_append import (
+    AppendInstructions,
+    InstructionBaselinePart,
+    InstructionBlock,
+    InstructionDeltaPart,
+    InstructionDigest,
+    instruction_records,
+)
 from pydantic_ai_append._encoding import decode_record, encode_record, seal
-from pydantic_ai_append._records import UnreadableRecord
+from pydantic_ai_append._records import UnreadableRecord, content_hash
+
+from .conversation import ScriptedModel
 
 ids = st.sampled_from(['capability:todos:state', 'agent:memory', 'agent'])
 texts = st.none() | st.text(max_size=40)
@@ -109,3 +121,27 @@ def test_a_decoded_record_is_kept_by_identity_and_new_dicts_are_checked_again():
     assert isinstance(decode_record(tampered), UnreadableRecord)
     # A lookup with another key checks again.
     assert isinstance(decode_record(stored[2], key=b'k'), UnreadableRecord)
+
+
+@pytest.mark.parametrize('key', [None, b'k'])
+def test_a_lone_surrogate_is_kept_and_checked(key: bytes | None):
+    # A Python string can hold a lone surrogate, which UTF-8 can't encode; the record keeps it as it is.
+    record = InstructionDeltaPart(id='capability:todos:state', content='a\ud800b', base_hash=content_hash('\udfff'))
+    assert decode_record(encode_record(record, key=key), key=key) == record
+    assert isinstance(decode_record({**encode_record(record, key=key), 'content': 'a\ud801b'}), UnreadableRecord)
+
+
+@pytest.mark.parametrize('policy', ['append', 'rewrite'])
+def test_a_block_with_a_lone_surrogate_is_delivered_on_either_policy(policy: Literal['append', 'rewrite']):
+    chat = ScriptedModel()
+    value = ['a\ud800b']
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state', on_change=policy)(lambda: value[0])
+    agent = Agent(chat.model(), capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    value[0] = 'c\udfffd'
+    history = agent.run_sync('two', message_history=history).all_messages()
+    told = [chat.seen[0].instructions or '', chat.last.instructions or '', *chat.last.messages]
+    assert any('a\ud800b' in text for text in told)
+    assert any('c\udfffd' in text for text in told)
+    assert len(instruction_records(history)) == (2 if policy == 'append' else 0)
