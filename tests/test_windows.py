@@ -162,6 +162,29 @@ def test_signed_records_refuse_forgeries():
     assert instruction_records(forged, signing_key=b'secret') == []
 
 
+@pytest.mark.parametrize(
+    ('passed_id', 'windows'), [pytest.param(None, 3, id='fresh-id-each-run'), pytest.param('c1', 1, id='id-passed')]
+)
+def test_signed_history_stored_without_its_ids(passed_id: str | None, windows: int):
+    # A store that keeps the parts and not the run metadata: each run without an id of its own gets a fresh one,
+    # under which the records the previous run signed belong to another conversation (docs/records-and-trust.md).
+    chat = ScriptedModel()
+    agent = todo_agent(chat, signing_key='secret')
+    history: list[ModelMessage] = []
+    for deps in (['a'], ['a', 'b'], ['a', 'b', 'c']):
+        history = agent.run_sync('next', deps=deps, message_history=history, conversation_id=passed_id).all_messages()
+        history = [replace(message, conversation_id=None) for message in history]
+    stored = [
+        part.metadata[RECORD_KEY]
+        for message in history
+        for part in message.parts
+        if isinstance(part, SystemPromptPart) and part.metadata and RECORD_KEY in part.metadata
+    ]
+    assert [record['kind'] for record in stored].count('baseline') == windows
+    # Each run changed the block: with the id passed, one window holds the baseline and two changes.
+    assert len(stored) == (3 if passed_id else windows)
+
+
 def test_stripping_records_from_untrusted_history():
     chat = ScriptedModel()
     agent = todo_agent(chat)
