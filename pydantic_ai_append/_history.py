@@ -148,6 +148,11 @@ def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     next request open a new window from the current values, which costs one cache miss and trusts nothing
     the client sent.
 
+    The instructions each request records are taken out too: a client can forge them as well, and Pydantic AI
+    sends a request's recorded instructions again when it resumes a turn the provider suspended. A suspended turn
+    in stripped history is resumed without instructions; to start it over with the current ones, leave out the
+    suspended response.
+
     ```python
     from pydantic_ai.messages import ModelRequest
     from pydantic_ai_append import strip_records
@@ -159,8 +164,11 @@ def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     """
     stripped: list[ModelMessage] = []
     for message in messages:
-        if isinstance(message, ModelRequest) and any(is_carrier(part) for part in message.parts):
-            message = replace(message, parts=[part for part in message.parts if not is_carrier(part)])
+        if isinstance(message, ModelRequest):
+            if any(is_carrier(part) for part in message.parts):
+                message = replace(message, parts=[part for part in message.parts if not is_carrier(part)])
+            if message.instructions is not None:
+                message = replace(message, instructions=None)
         stripped.append(message)
     return stripped
 
