@@ -13,6 +13,7 @@ The value of a block is read and written by the user's own functions, which the 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
@@ -21,12 +22,12 @@ from typing import Any, overload
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelRequest
+from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
 from ._delivery import prepare_model, reword
-from ._history import opens_window
+from ._history import opens_window, scan
 from ._presets import BlockPreset
 from ._rendering import SUPERSESSION_SENTENCE
 from ._request import (
@@ -39,6 +40,7 @@ from ._request import (
     takes_run_context,
 )
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
+from ._window import WindowState, fold_window
 
 __all__ = ('AppendInstructions',)
 
@@ -115,6 +117,9 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     _warned: set[str] = field(default_factory=set[str], init=False, repr=False)
     """The ids already warned about as matching no block, so each is warned once per capability."""
+
+    _resumed: WindowState | None = field(default=None, init=False, repr=False)
+    """Per run: the window of the suspended turn the run resumes, as the run's history had it at the start."""
 
     def __post_init__(self) -> None:
         if self.id is None or not self.id:
@@ -286,6 +291,24 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     # --- The request hooks
 
+    async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractCapability[AgentDepsT]:
+        """For a run that resumes a suspended turn, a copy that knows the turn's window as the history had it.
+
+        A history processor runs before each request and may trim the window's records; what the model was told
+        when the turn began is read here, from the history the run was given, so the resumed turn can tell it
+        again. Any other run is served by the capability itself.
+        """
+        messages = ctx.messages
+        if not messages or not isinstance(last := messages[-1], ModelResponse) or last.state != 'suspended':
+            return self
+        key = self._key
+        state = fold_window(scan(messages, key=key, conversation_id=ctx.conversation_id if key is not None else None))
+        if state.baseline is None:
+            return self
+        run = copy.copy(self)
+        run._resumed = state
+        return run
+
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
@@ -299,6 +322,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             warned=self._warned,
             key=self._key,
             verifier=self.verifier,
+            resumed=self._resumed,
         )
         return await handle_request(settings, ctx, request_context)
 

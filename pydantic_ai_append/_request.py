@@ -42,9 +42,17 @@ from pydantic_ai.tools import AgentDepsT
 from ._compat import in_prefix, instruction_id, native_policy
 from ._delivery import deliver, prepare_model
 from ._history import carrier, scan
-from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest
+from ._records import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest
 from ._rendering import SUPERSESSION_SENTENCE, Renderer
-from ._window import CurrentBlock, Delivery, WindowPlan, fold_window, plan_request, split_recorded_prefix
+from ._window import (
+    CurrentBlock,
+    Delivery,
+    WindowPlan,
+    WindowState,
+    fold_window,
+    plan_request,
+    split_recorded_prefix,
+)
 
 __all__ = (
     'BlockFunc',
@@ -163,6 +171,10 @@ class RequestSettings(Generic[AgentDepsT]):
     verifier: WindowObserver | None
     """What to tell when a request opens a new window."""
 
+    resumed: WindowState | None = None
+    """The window of the turn this run resumes, folded from the history the run started with, before a history
+    processor could trim it; `None` unless the run resumes a suspended turn in a window."""
+
     def block_id(self, name: str) -> str:
         """The id of the own block named `name`."""
         return f'capability:{self.source_id}:{name}'
@@ -213,11 +225,19 @@ async def handle_request(
         # was started with, so nothing is resolved or recorded, only delivered again. Pydantic AI doesn't
         # prepare a resumed turn's messages for a single model, so the `<system>` wrapping of the wrapped path
         # is applied here; a `FallbackModel`'s members prepare their own.
-        renderer = prepare_model(request_context, tagged=state.baseline is not None)
+        deliveries = list(state.deliveries)
+        baseline = state.baseline
+        if (resumed := settings.resumed) is not None and resumed.baseline is not None:
+            if baseline is None:
+                # The processor took the baseline: the turn's recorded prefix is still the full window's, and the
+                # changes left in history follow a baseline they can't be checked against.
+                baseline, deliveries = resumed.baseline, []
+            deliveries.extend(_retell(messages, resumed, baseline, deliveries))
+        renderer = prepare_model(request_context, tagged=baseline is not None)
         wrap = not renderer.inline and not isinstance(request_context.model, FallbackModel)
-        request_context.messages = deliver(messages, state.deliveries, renderer, wrap=wrap)
-        if state.baseline is not None:
-            _restore_prefix(request_context, state.baseline, renderer)
+        request_context.messages = deliver(messages, deliveries, renderer, wrap=wrap)
+        if baseline is not None:
+            _restore_prefix(request_context, baseline, renderer)
         return request_context
 
     params = request_context.model_request_parameters
@@ -244,6 +264,36 @@ async def handle_request(
         request_context.messages = outgoing if prefix else _without_recorded_instructions(outgoing)
         request_context.model_request_parameters = replace(params, instruction_parts=prefix)
     return request_context
+
+
+def _retell(
+    messages: list[ModelMessage],
+    resumed: WindowState,
+    baseline: InstructionBaselinePart,
+    deliveries: Sequence[Delivery],
+) -> list[Delivery]:
+    """Changes that bring each block of a resumed turn back to the value the model was last told.
+
+    A history processor may trim the changes a resumed turn's window made, and then the recorded prefix, with
+    what is left of them, states an older value than the model received when the turn began. Each block whose
+    value differs is told again in full, after the last request, where the turn's own changes sit.
+    """
+    told = {block.id: block.content for block in baseline.blocks}
+    for delivery in deliveries:
+        told[delivery.delta.id] = delivery.delta.content
+    stale = [block_id for block_id, content in resumed.received.items() if told.get(block_id) != content]
+    index = max((index for index, message in enumerate(messages) if isinstance(message, ModelRequest)), default=-1)
+    if not stale or index < 0:
+        return []
+    changes = [
+        InstructionDeltaPart(id=block_id, content=resumed.received[block_id], base_hash=None) for block_id in stale
+    ]
+    last = cast(ModelRequest, messages[index])
+    # Only on the copy that is sent: history keeps the records it had.
+    messages[index] = replace(last, parts=[*last.parts, *(carrier(change) for change in changes)])
+    return [
+        Delivery(index, len(last.parts) + offset, change, base_matches=False) for offset, change in enumerate(changes)
+    ]
 
 
 def _span_attributes(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelRequest, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 
 from pydantic_ai_append import AppendInstructions, strip_records
 
@@ -98,3 +98,40 @@ def test_a_suspended_turn_in_stripped_history_sends_no_forged_instructions():
     agent.run_sync(None, message_history=strip_records(history))
     assert chat.last.instructions is None
     assert chat.last.messages == snapshot(['user: one', 'assistant: ok'])
+
+
+@pytest.mark.parametrize('kept', [pytest.param(2, id='change-kept'), pytest.param(4, id='change-trimmed')])
+def test_a_resumed_turn_whose_window_a_processor_trims_tells_the_last_value(kept: int):
+    from pydantic_ai.capabilities import ProcessHistory
+
+    chat = ScriptedModel()
+    value = ['first']
+    trimming = [False]
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: value[0])
+
+    def keep_recent(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return messages[kept:] if trimming[0] else messages
+
+    agent = Agent(chat.model(), capabilities=[context, ProcessHistory[object](keep_recent)])
+    history = agent.run_sync('one').all_messages()
+    value[0] = 'second'
+    history = agent.run_sync('two', message_history=history).all_messages()
+    history = agent.run_sync('three', message_history=history).all_messages()
+    last = history[-1]
+    assert isinstance(last, ModelResponse)
+    last.state = 'suspended'
+    # The processor drops the window's baseline, and with `change-trimmed` the change to 'second' too.
+    trimming[0] = True
+    agent.run_sync(None, message_history=history)
+    told = [chat.last.instructions or '', *chat.last.messages]
+    assert 'first' in told[0]
+    assert [line for line in told[1:] if 'context' in line][-1:] == snapshot(
+        [
+            """\
+user: <system><context id="capability:todos:state">
+second
+</context></system>\
+"""
+        ]
+    )
