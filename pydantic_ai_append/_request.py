@@ -215,7 +215,13 @@ async def handle_request(
         # is applied here; a `FallbackModel`'s members prepare their own.
         renderer = prepare_model(request_context, tagged=state.baseline is not None)
         wrap = not renderer.inline and not isinstance(request_context.model, FallbackModel)
-        request_context.messages = deliver(messages, state.deliveries, renderer, wrap=wrap)
+        request_context.messages = deliver(
+            messages,
+            state.deliveries,
+            renderer,
+            wrap=wrap,
+            escape_others=bool(state.baseline and state.baseline.blocks),
+        )
         if state.baseline is not None:
             _restore_prefix(request_context, state.baseline, renderer)
         return request_context
@@ -236,7 +242,9 @@ async def handle_request(
         if plan.opened is not None and settings.verifier is not None:
             settings.verifier.open_window()
         new_deliveries = _record(settings, ctx, messages, plan, conversation_id)
-        request_context.messages = deliver(messages, [*plan.deliveries, *new_deliveries], renderer)
+        request_context.messages = deliver(
+            messages, [*plan.deliveries, *new_deliveries], renderer, escape_others=plan.tagged
+        )
         request_context.model_request_parameters = replace(
             params, instruction_parts=_prefix(plan, ordered, renderer) or None
         )
