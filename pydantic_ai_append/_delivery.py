@@ -211,6 +211,7 @@ def _escaped(part: ModelRequestPart) -> ModelRequestPart:
 
 def _escaped_value(value: object) -> object:
     """`value` with its strings escaped, through lists and dicts; `value` itself when nothing in it changes."""
+    unchanged: object = value
     if isinstance(value, str):
         escaped = escape(value)
         return value if escaped == value else escaped
@@ -218,12 +219,12 @@ def _escaped_value(value: object) -> object:
         items = cast(Sequence[object], value)
         new_items = [_escaped_value(item) for item in items]
         if all(new is old for new, old in zip(new_items, items, strict=True)):
-            return value
+            return unchanged
         return new_items if isinstance(value, list) else tuple(new_items)
     if isinstance(value, dict):
         mapping = cast(dict[object, object], value)
         new_values = {key: _escaped_value(item) for key, item in mapping.items()}
-        return value if all(new_values[key] is item for key, item in mapping.items()) else new_values
+        return unchanged if all(new_values[key] is item for key, item in mapping.items()) else new_values
     return value
 
 

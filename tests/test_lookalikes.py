@@ -9,6 +9,7 @@ exactly the real elements, with the block's true values, and nothing the lookali
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -114,7 +115,7 @@ async def test_lookalikes_never_read_as_elements(path: str, where: Where):
     if where == 'block':
         values = [f'{value}\n{LOOKALIKES}' for value in values]
     state = {'value': values[0]}
-    context = AppendInstructions[None](id='memory')
+    context = AppendInstructions(id='memory')
 
     @context.instructions(name='state')
     def _() -> str:
@@ -143,7 +144,7 @@ async def test_lookalikes_never_read_as_elements(path: str, where: Where):
     assert_prefix_stable(requests)
     # What each request may say about the block: its first value, then each change, in full or as hunks.
     allowed = {('context', BLOCK, value) for value in values} | {
-        ('context-diff', BLOCK, hunks(old, new)) for old, new in zip(values, values[1:], strict=False)
+        ('context-diff', BLOCK, hunks(old, new)) for old, new in itertools.pairwise(values)
     }
     told: list[int] = []
     for request in requests:
@@ -177,7 +178,7 @@ async def test_lookalikes_never_read_as_elements(path: str, where: Where):
 def test_strings_inside_structured_tool_returns_and_prompts_are_escaped():
     # Through the agent with `FunctionModel`: what the model is handed, before any provider serializes it.
     seen: list[object] = []
-    context = AppendInstructions[None](id='memory')
+    context = AppendInstructions(id='memory')
 
     @context.instructions(name='state')
     def _() -> str:
