@@ -13,6 +13,9 @@ carries its wording for both paths in its (never sent) metadata, and whoever kno
 - On releases with a per-attempt hook (`prepare_model_request`), the capability picks the wording of the model
   about to serve the attempt, which the `ModelFallback` capability may have switched.
 
+Text that isn't the system's (user prompts and tool returns) is sent with the element syntax in it escaped, so
+that only the system's elements read as elements on either path; the stored history keeps what was written.
+
 Two more details keep the prefix byte-stable:
 
 - On releases that tell a non-inline model what `<system>` means only once a mid-conversation system
@@ -162,6 +165,9 @@ def deliver(
 ) -> list[ModelMessage]:
     """The outgoing messages: each record replaced by its change's text, or left out if it delivers nothing.
 
+    With `escape_others`, the text of user prompts and tool returns is escaped too (see `escape`). Only the copy
+    sent is changed, never the stored parts.
+
     Args:
         messages: The request's messages, records included.
         deliveries: The changes this request delivers, by position.
@@ -233,7 +239,7 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
 
     This is what `copy.copy` does for a dataclass, without the generic copy protocol, which costs more than the
     rest of a delivery; `dataclasses.replace` costs more still. The parts are `message`'s own (already checked when
-    it was built) with carriers taken out or replaced by system prompts, so the request's `__post_init__` check of
+    it was built) with carriers taken out or replaced by system prompts, or with their text escaped, so the request's `__post_init__` check of
     its parts has nothing to check and isn't run again.
     """
     fresh = object.__new__(type(message))

@@ -7,7 +7,7 @@ Once per model request, [`handle_request`][pydantic_ai_append._request.handle_re
    the open window or opens a new one,
 3. stores the new records on the request that goes into history,
 4. sends the window's prefix as the request's instructions and puts the rendered text of each change the window
-   has made in place of its record.
+   has made in place of its record, with the element syntax in user prompts and tool returns escaped.
 
 Everything it decides is derived from history and the blocks' current values, so it keeps no state between
 requests or runs: a fresh agent given serialized history continues the window from the records alone.
