@@ -79,7 +79,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     #> write tests
     #> </context>
     #>
-    #> A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.
+    #> Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
     ```
     """
 

@@ -13,6 +13,9 @@ carries its wording for both paths in its (never sent) metadata, and whoever kno
 - On releases with a per-attempt hook (`prepare_model_request`), the capability picks the wording of the model
   about to serve the attempt, which the `ModelFallback` capability may have switched.
 
+Text that isn't the system's (user prompts and tool returns) is sent with the element syntax in it escaped, so
+that only the system's elements read as elements on either path; the stored history keeps what was written.
+
 Two more details keep the prefix byte-stable:
 
 - On releases that tell a non-inline model what `<system>` means only once a mid-conversation system
@@ -30,7 +33,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import cast
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    SystemPromptPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.wrapper import WrapperModel
@@ -39,7 +49,7 @@ from ._cache import BoundedCache, size_of
 from ._compat import ask_for_framing_announcement
 from ._history import is_carrier
 from ._records import InstructionDeltaPart
-from ._rendering import InlineRenderer, Renderer, WrappedRenderer
+from ._rendering import InlineRenderer, Renderer, WrappedRenderer, escape
 from ._window import Delivery
 
 __all__ = (
@@ -146,36 +156,82 @@ def _with_path_wording(model: FallbackModel) -> FallbackModel:
 
 
 def deliver(
-    messages: list[ModelMessage], deliveries: Sequence[Delivery], renderer: Renderer, *, wrap: bool = False
+    messages: list[ModelMessage],
+    deliveries: Sequence[Delivery],
+    renderer: Renderer,
+    *,
+    wrap: bool = False,
+    escape_others: bool = False,
 ) -> list[ModelMessage]:
     """The outgoing messages: each record replaced by its change's text, or left out if it delivers nothing.
+
+    With `escape_others`, the text of user prompts and tool returns is escaped too (see `escape`). Only the copy
+    sent is changed, never the stored parts.
 
     Args:
         messages: The request's messages, records included.
         deliveries: The changes this request delivers, by position.
         renderer: The renderer of the request's delivery path.
         wrap: Whether to `<system>`-wrap each change here, because Pydantic AI won't prepare these messages.
+        escape_others: Whether to escape the element syntax in the text of user prompts and tool returns, so that
+            only the system's elements read as elements: set for a window whose prefix has tagged blocks.
     """
     by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
     path = renderer.path
     rendered = list(messages)
-    # This runs on every request over the whole history: one type check per part, and a new message only for a
-    # request that has a carrier, whose parts list is started at the first carrier.
+    # This runs on every request over the whole history: a type check or two per part, and a new message only for
+    # a request that has a carrier or a part to escape, whose parts list is started at the first such part.
     for index, message in enumerate(messages):
         if not isinstance(message, ModelRequest):
             continue
         parts: list[ModelRequestPart] | None = None
         for part_index, part in enumerate(message.parts):
             if isinstance(part, SystemPromptPart) and is_carrier(part):
-                if parts is None:
-                    parts = list(message.parts[:part_index])
-                if (delivery := by_position.get((index, part_index))) is not None:
-                    parts.append(_change_part(delivery, path, part, wrap=wrap))
-            elif parts is not None:
-                parts.append(part)
+                delivery = by_position.get((index, part_index))
+                sent = _change_part(delivery, path, part, wrap=wrap) if delivery is not None else None
+            elif escape_others:
+                sent = _escaped(part)
+            else:
+                sent = part
+            if sent is not part and parts is None:
+                parts = list(message.parts[:part_index])
+            if parts is not None and sent is not None:
+                parts.append(sent)
         if parts is not None:
             rendered[index] = _with_parts(message, parts)
     return rendered
+
+
+def _escaped(part: ModelRequestPart) -> ModelRequestPart:
+    """`part` with the element syntax in its text escaped, if it is a user prompt or tool return that has any.
+
+    The stored part is never changed: the history holds what the user and the tools wrote, and escaping the copy
+    sent on each request gives the same bytes every time, so what was sent stays a prefix of what is sent next.
+    """
+    if isinstance(part, UserPromptPart | ToolReturnPart):
+        content = _escaped_value(part.content)
+        if content is not part.content:
+            return replace(part, content=content)
+    return part
+
+
+def _escaped_value(value: object) -> object:
+    """`value` with its strings escaped, through lists and dicts; `value` itself when nothing in it changes."""
+    unchanged: object = value
+    if isinstance(value, str):
+        escaped = escape(value)
+        return value if escaped == value else escaped
+    if isinstance(value, list | tuple):
+        items = cast(Sequence[object], value)
+        new_items = [_escaped_value(item) for item in items]
+        if all(new is old for new, old in zip(new_items, items, strict=True)):
+            return unchanged
+        return new_items if isinstance(value, list) else tuple(new_items)
+    if isinstance(value, dict):
+        mapping = cast(dict[object, object], value)
+        new_values = {key: _escaped_value(item) for key, item in mapping.items()}
+        return unchanged if all(new_values[key] is item for key, item in mapping.items()) else new_values
+    return value
 
 
 def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRequest:
@@ -183,7 +239,7 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
 
     This is what `copy.copy` does for a dataclass, without the generic copy protocol, which costs more than the
     rest of a delivery; `dataclasses.replace` costs more still. The parts are `message`'s own (already checked when
-    it was built) with carriers taken out or replaced by system prompts, so the request's `__post_init__` check of
+    it was built) with carriers taken out or replaced by system prompts, or with their text escaped, so the request's `__post_init__` check of
     its parts has nothing to check and isn't run again.
     """
     fresh = object.__new__(type(message))

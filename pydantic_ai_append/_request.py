@@ -7,7 +7,7 @@ Once per model request, [`handle_request`][pydantic_ai_append._request.handle_re
    the open window or opens a new one,
 3. stores the new records on the request that goes into history,
 4. sends the window's prefix as the request's instructions and puts the rendered text of each change the window
-   has made in place of its record.
+   has made in place of its record, with the element syntax in user prompts and tool returns escaped.
 
 Everything it decides is derived from history and the blocks' current values, so it keeps no state between
 requests or runs: a fresh agent given serialized history continues the window from the records alone.
@@ -235,7 +235,9 @@ async def handle_request(
             deliveries.extend(_retell(messages, resumed, baseline, deliveries))
         renderer = prepare_model(request_context, tagged=baseline is not None)
         wrap = not renderer.inline and not isinstance(request_context.model, FallbackModel)
-        request_context.messages = deliver(messages, deliveries, renderer, wrap=wrap)
+        request_context.messages = deliver(
+            messages, deliveries, renderer, wrap=wrap, escape_others=bool(baseline and baseline.blocks)
+        )
         if baseline is not None:
             _restore_prefix(request_context, baseline, renderer)
         return request_context
@@ -256,7 +258,7 @@ async def handle_request(
         if plan.opened is not None and settings.verifier is not None:
             settings.verifier.open_window()
         new_deliveries = _record(settings, ctx, messages, plan, conversation_id)
-        outgoing = deliver(messages, [*plan.deliveries, *new_deliveries], renderer)
+        outgoing = deliver(messages, [*plan.deliveries, *new_deliveries], renderer, escape_others=plan.tagged)
         prefix = _prefix(plan, ordered, renderer)
         # An empty list, never `None`: models read `None` as unset and fall back to the instructions history
         # recorded on an earlier request, which would tell the model a value this request no longer has. Some

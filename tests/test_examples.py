@@ -50,11 +50,11 @@ Ticked off the tests. Left: update the changelog, then release 0.1.0.
 Bytes of each request in cache order (tools, then instructions and messages):
 
 request         reused    new  total  changes delivered
-      1              -    920    920  prefix: <context id="capability:todos:state">
-      2     920 (100%)    196   1116  -
-      3    1116 (100%)    428   1544  <context id="capability:todos:state">
-      4    1544 (100%)    344   1888  <context-diff id="capability:todos:state">
-      5    1888 (100%)    431   2319  <context id="capability:todos:state">
+      1              -    926    926  prefix: <context id="capability:todos:state">
+      2     926 (100%)    196   1122  -
+      3    1122 (100%)    428   1550  <context id="capability:todos:state">
+      4    1550 (100%)    344   1894  <context-diff id="capability:todos:state">
+      5    1894 (100%)    431   2325  <context id="capability:todos:state">
 
 Every request after the first reused 100% of the previous request's bytes.
 """)

@@ -78,7 +78,7 @@ def test_preset_entries_that_match_nothing_are_not_warned_about():
     assert chat.last.instructions == snapshot("""\
 Be brief.
 
-A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.\
+Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.\
 """)
 
 

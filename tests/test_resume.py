@@ -78,7 +78,7 @@ def test_a_resumed_turn_with_rewrite_blocks_keeps_its_parts():
 a
 </context>\
 """,
-            'A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.',
+            "Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.",
             'now: 12:00',
         ]
     )

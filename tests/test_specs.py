@@ -82,7 +82,7 @@ Be brief.
 likes tea
 </context>
 
-A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.\
+Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.\
 """)
     )
     assert chat.last.messages[-1] == snapshot("""\

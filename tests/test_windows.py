@@ -56,7 +56,7 @@ def test_compaction_opens_a_new_window():
 c
 </context>
 
-A later <context> element with the same id replaces the earlier one and stays in effect until replaced again.\
+Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.\
 """)
 
 
