@@ -278,15 +278,17 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             assert error is not None
             raise error
         outcome = 'Refused, the consumed prefix kept'
-        if self.on_defer == 'compact' and (start := _trimmed_from(kept, proposed)) is not None:
-            compacted = compact(kept, keep_from=start)
+        if self.on_defer == 'compact' and (replaced := _front_replacement(kept, proposed)) is not None:
+            summary, start = replaced
+            compacted = compact(kept, keep_from=start, summary=summary)
             opened = ConsumedHistory(consumed.messages, 0)
-            # Only a compaction that cut something and keeps every pair is sent.
+            # Only a compaction that shortens history and keeps every pair is sent.
             if len(compacted) < len(kept) and decide_rewrite(opened, compacted, sending=True).action == 'patch':
                 kept = compacted
                 self._opened = True
                 self._verified = 0
-                outcome = f'Applied as whole-pair compaction ({elided_count(compacted)} messages elided)'
+                elided = f'{elided_count(compacted)} messages elided'
+                outcome = f'Applied as whole-pair compaction ({elided}{", the summary kept" if summary else ""})'
         request_context.messages = kept
         ctx.messages[:] = kept
         _warn(conditions, outcome)
@@ -330,22 +332,45 @@ def _new_messages(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -
     return pending
 
 
-def _trimmed_from(full: Sequence[ModelMessage], proposed: Sequence[ModelMessage]) -> int | None:
-    """Where in `full` the proposed history starts, if it is `full` with messages dropped from the front.
+def _front_replacement(
+    full: Sequence[ModelMessage], proposed: Sequence[ModelMessage]
+) -> tuple[list[ModelMessage], int] | None:
+    """The messages the proposal puts in place of the front of `full`, and where in `full` what it keeps starts.
 
-    Of the places whose message matches the proposal's first, the one that matches the most messages after it
-    wins, so a prompt repeated earlier in the conversation doesn't move the cut.
+    A processor that trims old turns keeps a run of `full` from some message on (`([], start)`). One that
+    summarizes them sends new messages (the summary) and then a suffix of `full`, as long as at least the step's
+    new request. The summary must be new: a proposal that starts with a message of `full` and then skips some is a
+    cut from the middle, not a replacement of the front, and is left to the refusal. `None` if it is neither.
     """
     if not proposed:
         return None
     full_bytes = [message_bytes(message) for message in full]
     proposed_bytes = [message_bytes(message) for message in proposed]
+    start = _trimmed_from(full_bytes, proposed_bytes)
+    if start is not None:
+        return [], start
+    shared = 0
+    while shared < min(len(full), len(proposed)) and full_bytes[-1 - shared] == proposed_bytes[-1 - shared]:
+        shared += 1
+    head = len(proposed) - shared
+    start = len(full) - shared
+    if not shared or not start or any(sent in full_bytes for sent in proposed_bytes[:head]):
+        return None
+    return list(proposed[:head]), start
+
+
+def _trimmed_from(full: Sequence[bytes], proposed: Sequence[bytes]) -> int | None:
+    """Where in `full` the proposed history starts, if it is `full` with messages dropped from the front (as bytes).
+
+    Of the places whose message matches the proposal's first, the one that matches the most messages after it
+    wins, so a prompt repeated earlier in the conversation doesn't move the cut.
+    """
 
     def run_length(start: int) -> int:
-        pairs = zip(full_bytes[start:], proposed_bytes, strict=False)
+        pairs = zip(full[start:], proposed, strict=False)
         return next((count for count, (x, y) in enumerate(pairs) if x != y), min(len(full) - start, len(proposed)))
 
-    starts = [index for index in range(1, len(full)) if full_bytes[index] == proposed_bytes[0]]
+    starts = [index for index in range(1, len(full)) if full[index] == proposed[0]]
     return max(starts, key=run_length, default=None)
 
 
