@@ -9,7 +9,9 @@ as sent, with the reply).
 
 In `observe` mode it changes nothing: each condition is a warning of its own class and a span. In `enforce`
 mode a rewrite that is not a `patch` is refused: the request goes out with the consumed prefix as it was and
-the new messages after it, and the run's history is put back the same way. A tool that history still calls
+the new messages after it, and the run's history is put back the same way. With `on_defer='compact'`, a rewrite
+that replaces the front of history (dropped turns, or a summary in their place) is applied as whole-pair
+compaction instead. A tool that history still calls
 stays declared, with the definition it was last sent with, even after it leaves the agent's tools.
 
 Changes that the guard can only see once the request is final (the instructions as sent) are checked after
@@ -58,7 +60,7 @@ GuardMode: TypeAlias = Literal['observe', 'enforce']
 _MODES: tuple[GuardMode, ...] = ('observe', 'enforce')
 
 DeferPolicy: TypeAlias = Literal['keep', 'compact']
-"""What enforce mode does with a rewrite that trims consumed messages: keep the old prefix, or compact."""
+"""What enforce mode does with a rewrite that trims or summarizes consumed messages: keep the old prefix, or compact."""
 
 _DEFER_POLICIES: tuple[DeferPolicy, ...] = ('keep', 'compact')
 
@@ -95,10 +97,11 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     """`'observe'` to warn and record spans only, `'enforce'` to refuse rewrites as well."""
 
     on_defer: DeferPolicy = 'keep'
-    """In enforce mode, what becomes of a rewrite that drops consumed messages from the front (as a history
-    processor that trims old turns does): `'keep'` sends the consumed prefix as it was, `'compact'` applies the
-    rewrite as whole-pair compaction (the cut moved to where no tool pair is split, a marker at the frontier),
-    which opens a new window."""
+    """In enforce mode, what becomes of a rewrite that replaces consumed messages at the front (as a history
+    processor that trims old turns does, or one that summarizes them): `'keep'` sends the consumed prefix as it
+    was, `'compact'` applies the rewrite as whole-pair compaction, which opens a new window. The cut is moved to
+    where no tool pair is split (later for a trim, earlier for a summary, so nothing the summary leaves out is
+    lost), a marker stands at the frontier, and a summary is kept after it."""
 
     _: KW_ONLY
 

@@ -9,6 +9,7 @@ properties check the cut on the pure functions for any history, since no agent c
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -28,17 +29,20 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from fake_provider import FakeProvider, Text, ToolCalls, openai_chat_model
 from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
 from pydantic_ai_append.guard import (
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
     PrefixGuard,
+    WireVerifier,
     compact,
     tool_pair_problems,
     whole_pair_cut,
 )
 from pydantic_ai_append.guard._compaction import elided_count, elision_marker
 from pydantic_ai_append.guard._pairing import tool_pairs
+from pydantic_ai_append.testing import WireCapture
 
 from .test_decision_properties import histories
 
@@ -220,6 +224,62 @@ async def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_mark
     assert [type(message).__name__ for message in received[-1]] == ['ModelRequest', 'ModelResponse', 'ModelRequest']
     assert texts(received[-1])[1:] == ['We counted to two.', 'four']
     assert elided_count(received[-1]) == len(history)
+
+
+# --- On the wire
+
+
+def chat_pairs(body: bytes) -> tuple[list[str], list[tuple[str, str]]]:
+    """The ids of the assistant's tool calls, and the ids and contents of the tool messages, in an OpenAI Chat body.
+
+    Read from the JSON as the provider reads it, not through this package's code.
+    """
+    messages: list[dict[str, Any]] = json.loads(body)['messages']
+    calls = [call['id'] for message in messages for call in message.get('tool_calls') or []]
+    results = [(message['tool_call_id'], message['content']) for message in messages if message['role'] == 'tool']
+    return calls, results
+
+
+@pytest.mark.vcr
+async def test_on_the_wire_the_summary_goes_out_with_every_call_answered():
+    verifier = WireVerifier(mode='enforce')
+    capture = WireCapture()
+    script = [
+        ToolCalls([('query_db', {'sql': 'users'})]),
+        Text('42 users.'),
+        ToolCalls([('query_db', {'sql': 'admins'})]),
+        Text('7 admins.'),
+    ]
+
+    def query_db(sql: str) -> int:
+        """Run a query."""
+        return {'users': 42, 'admins': 7}[sql]
+
+    guard = PrefixGuard[None](on_defer='compact', verifier=verifier)
+    with FakeProvider(script=script) as server:
+        async with capture.http_client(transport=verifier.transport()) as http_client:
+            agent = Agent(
+                openai_chat_model(server.url, http_client=http_client),
+                deps_type=type(None),
+                tools=[query_db],
+                capabilities=[ProcessHistory(summarize_all_but_last), guard],
+            )
+            history = (await agent.run('How many users?')).all_messages()
+            with pytest.warns(OrphanedToolPairWarning), pytest.warns(ConsumedPrefixChangedWarning):
+                result = await agent.run('And admins?', message_history=history)
+    bodies = [exchange.request_body for exchange in capture.exchanges]
+    compacted = json.loads(bodies[3])['messages']
+    before = json.loads(bodies[2])['messages']
+    assert [message['role'] for message in compacted] == ['user', 'user', 'user', 'assistant', 'tool']
+    assert [message['content'] for message in compacted[:3]] == [elision_marker(len(history)), SUMMARY, 'And admins?']
+    # Every call on the wire has its result, with the tool's own value (not one made up for a dropped result).
+    call_ids, results = chat_pairs(bodies[3])
+    assert len(call_ids) == 1 and results == [(call_ids[0], '7')]
+    # Negative control: the request before carried the first pair, which the summary replaced; without it, this
+    # request would have sent those messages and the new pair.
+    assert len(chat_pairs(bodies[2])[0]) == 1 and chat_pairs(bodies[2])[0] != call_ids
+    assert len(compacted) < len(before) + 2
+    assert verifier.divergences == [] and result.output == '7 admins.'
 
 
 # --- Properties of the cut, for any history
