@@ -124,7 +124,14 @@ def compact(
     cut = whole_pair_cut(messages, keep_from, earlier=bool(summary))
     if cut is None or cut == 0:
         return list(messages)
-    kept = [*strip_records(summary), *strip_records(messages[cut:])]
+    head, kept = strip_records(summary), strip_records(messages[cut:])
+    if head and isinstance(last := head[-1], ModelRequest):
+        # Pydantic AI merges consecutive requests before history processors see them, while the guard takes what
+        # the model consumed as stored: one request keeps the two the same.
+        first_kept = kept[0]
+        assert isinstance(first_kept, ModelRequest), '`whole_pair_cut` only cuts at a request'
+        head, kept = head[:-1], [replace(first_kept, parts=[*last.parts, *first_kept.parts]), *kept[1:]]
+    kept = [*head, *kept]
     # A history compacted before counts the messages its own marker says were elided.
     marker = UserPromptPart(elision_marker(cut + (elided_count(messages) or 0)))
     first = kept[0]

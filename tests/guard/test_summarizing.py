@@ -9,11 +9,14 @@ properties check the cut on the pure functions for any history, since no agent c
 
 from __future__ import annotations
 
+import itertools
 import json
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
@@ -35,6 +38,7 @@ from pydantic_ai_append.guard import (
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
     PrefixGuard,
+    PrefixGuardWarning,
     WireVerifier,
     compact,
     tool_pair_problems,
@@ -76,6 +80,16 @@ def tool_ids(messages: list[ModelMessage]) -> tuple[list[str], list[tuple[str, A
     return calls, results
 
 
+@dataclass
+class WindowsOpened:
+    """Counts the windows the guard says requests open, as a `WireVerifier` is told them."""
+
+    count: int = 0
+
+    def open_window(self) -> None:
+        self.count += 1
+
+
 async def test_a_summarizing_processor_is_applied_as_whole_pair_compaction():
     received: list[tuple[str | None, list[ModelMessage]]] = []
     replies = [
@@ -90,6 +104,7 @@ async def test_a_summarizing_processor_is_applied_as_whole_pair_compaction():
         received.append((info.instructions, list(messages)))
         return replies.pop(0)
 
+    windows = WindowsOpened()
     state = {'plan': 'count users'}
     context = AppendInstructions[None](id='plan')
 
@@ -107,7 +122,11 @@ async def test_a_summarizing_processor_is_applied_as_whole_pair_compaction():
         FunctionModel(answer),
         deps_type=type(None),
         tools=[query_db],
-        capabilities=[ProcessHistory(summarize_all_but_last), PrefixGuard[None](on_defer='compact'), context],
+        capabilities=[
+            ProcessHistory(summarize_all_but_last),
+            PrefixGuard[None](on_defer='compact', verifier=windows),
+            context,
+        ],
     )
     history = (await agent.run('How many users?')).all_messages()
     state['plan'] = 'count admins'
@@ -136,7 +155,7 @@ async def test_a_summarizing_processor_is_applied_as_whole_pair_compaction():
     assert tool_pair_problems(result.all_messages()) == [] and elided_count(result.all_messages()) == len(history)
     # The first run's baseline was summarized away; the one left was recorded by the compacted request.
     baselines = [type(record) for record in instruction_records(result.all_messages())]
-    assert baselines == [InstructionBaselinePart]
+    assert baselines == [InstructionBaselinePart] and windows.count == 1
 
     # The next run continues the new window (the processor leaves the shorter history alone): the prefix is kept,
     # with no warning, and the plan's change is delivered after it.
@@ -146,7 +165,7 @@ async def test_a_summarizing_processor_is_applied_as_whole_pair_compaction():
     assert last_instructions == instructions
     assert texts(last_sent)[: len(texts(sent))] == texts(sent) and tool_ids(last_sent) == tool_ids(sent)
     assert 'say bye' in texts(last_sent)[-1]
-    assert tool_pair_problems(final.all_messages()) == []
+    assert tool_pair_problems(final.all_messages()) == [] and windows.count == 1
 
 
 async def test_a_summary_with_no_whole_pair_cut_before_it_keeps_the_consumed_prefix():
@@ -235,7 +254,8 @@ def chat_pairs(body: bytes) -> tuple[list[str], list[tuple[str, str]]]:
     Read from the JSON as the provider reads it, not through this package's code.
     """
     messages: list[dict[str, Any]] = json.loads(body)['messages']
-    calls = [call['id'] for message in messages for call in message.get('tool_calls') or []]
+    tool_calls: list[list[dict[str, Any]]] = [message.get('tool_calls') or [] for message in messages]
+    calls: list[str] = [call['id'] for made in tool_calls for call in made]
     results = [(message['tool_call_id'], message['content']) for message in messages if message['role'] == 'tool']
     return calls, results
 
@@ -296,8 +316,11 @@ def test_a_summarized_compaction_never_separates_a_tool_call_from_its_result(dat
         assert cut in (None, 0)
         return
     assert cut is not None and 0 < cut <= at
-    # What is kept is the summary, then the history from the cut on: every pair is on one side of the cut.
-    assert compacted[1:] == history[cut:] or compacted[1:] == [*summary[1:], *history[cut:]]
+    # What is kept is the marker and the summary, in the request the cut starts at, then the history after it.
+    first, kept = compacted[0], history[cut]
+    assert isinstance(first, ModelRequest) and isinstance(kept, ModelRequest)
+    assert first.parts[1:] == [*summary[0].parts, *kept.parts] and compacted[1:] == history[cut + 1 :]
+    # Every pair is on one side of the cut.
     assert all((call.message_index >= cut) == (result.message_index >= cut) for call, result in tool_pairs(history))
     assert tool_pair_problems(compacted) == []
     assert elided_count(compacted) == cut
@@ -349,3 +372,48 @@ async def test_a_rewrite_that_ends_with_an_old_message_keeps_no_suffix_and_is_re
     # It drops the step's new request as well, which no compaction can give back: refused, and the run fails.
     with pytest.warns(ConsumedPrefixChangedWarning), pytest.raises(UserError, match='must end with a `ModelRequest`'):
         await agent.run('two', message_history=history)
+
+
+def no_consecutive_requests(history: list[ModelMessage]) -> bool:
+    return not any(isinstance(a, ModelRequest) and isinstance(b, ModelRequest) for a, b in itertools.pairwise(history))
+
+
+def finished(history: list[ModelMessage]) -> bool:
+    last = history[-1]
+    return isinstance(last, ModelResponse) and not any(isinstance(part, ToolCallPart) for part in last.parts)
+
+
+@settings(max_examples=40)
+@given(st.data())
+def test_through_the_guard_a_summary_at_any_cut_never_separates_a_pair(data: st.DataObject):
+    # Pydantic AI merges consecutive requests before processors see them but not in the history the guard is given,
+    # so with those a processor's rewrite never matches what was consumed (a separate defect): left out here.
+    history = data.draw(histories(retries=False).filter(finished).filter(no_consecutive_requests))
+    at = data.draw(st.integers(1, len(history)))
+    # What the processor is given: Pydantic AI merges consecutive requests first, so `at` indexes these.
+    given_to_processor: list[ModelMessage] = []
+
+    def summarize_before(messages: list[ModelMessage]) -> list[ModelMessage]:
+        given_to_processor[:] = messages
+        return [ModelRequest(parts=[UserPromptPart(SUMMARY)]), *messages[min(at, len(messages) - 1) :]]
+
+    agent = Agent(
+        FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('ok')])),
+        capabilities=[ProcessHistory(summarize_before), PrefixGuard(on_defer='compact')],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', PrefixGuardWarning)
+        sent = agent.run_sync('next', message_history=history).all_messages()[:-1]
+    assert tool_pair_problems(sent, sending=True) == []
+    full = given_to_processor
+    cut = whole_pair_cut(full, min(at, len(full) - 1), earlier=True)
+    if elided_count(sent) is None:
+        # Refused: no cut at or before the summary's keeps every pair, so the consumed history went out as it was.
+        event('refused')
+        assert cut in (None, 0)
+        assert texts(sent) == texts(full)
+        return
+    event('compacted')
+    assert cut is not None and 0 < cut <= at and elided_count(sent) == cut and len(sent) == len(full) - cut
+    assert texts(sent) == [elision_marker(cut), SUMMARY, *texts(full[cut:])]
+    assert all((c.message_index >= cut) == (r.message_index >= cut) for c, r in tool_pairs(full))
