@@ -113,9 +113,9 @@ def compact(
         messages: The history.
         keep_from: The index of the first message to keep, if that splits no tool pair.
         summary: Messages that stand for the turns before `keep_from` (a summary of them), kept between the marker
-            and what is kept of `messages`. With a summary the cut moves earlier, not later: a turn it would drop
-            past `keep_from` is in neither the summary nor what is kept, while one kept before it is only told
-            twice.
+            and what is kept of `messages`; a last request of the summary is joined to the request the cut starts
+            at. With a summary the cut moves earlier, not later: a turn it would drop past `keep_from` is in
+            neither the summary nor what is kept, while one kept before it is only told twice.
 
     Returns:
         The kept messages, the first of them starting with the marker, and without this package's records. If no
