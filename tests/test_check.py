@@ -112,6 +112,7 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
     # - test_prefix_guard, without the guard: history processing orphans a tool result on request 2;
     # - test_verifier_windows: a rewrite-mode block changes (request 1), a compaction (request 2), each opening the
     #   verifier's window; without being told, the verifier refuses the second request, so only one was sent;
+    # - test_summarizing: a summarizing processor applied as compaction (request 3), which opens the verifier's window;
     # - test_wire_engine: a rewrite-mode block changes before request 6 (`NEW_WINDOW`), passed as `new_windows`;
     # - test_wire_verifier: observe sends changed instructions (request 3); enforce sends after `open_window()`
     #   (request 1) and refuses otherwise (so 3 requests, kept); a regenerated reply is a shorter request (3);
@@ -130,6 +131,7 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
             'test_prefix_guard/test_without_the_guard_the_request_orphans_a_tool_result.yaml#0': [2],
             'test_prompt_wire/test_a_cassette_recorded_against_anthropic_replays_through_the_fixture.yaml#0': 'kept',
             'test_prompt_wire/test_a_cassette_recorded_against_openai_replays_through_the_fixture.yaml#0': 'kept',
+            'test_summarizing/test_on_the_wire_the_summary_goes_out_with_every_call_answered.yaml#0': [3],
             'test_verifier_windows/test_a_compaction_opens_the_verifiers_window.yaml#0': [2],
             'test_verifier_windows/test_append_instructions_opens_the_verifiers_window.yaml#0': [1],
             'test_verifier_windows/test_without_being_told_the_verifier_refuses_the_new_window.yaml#0': 'kept',

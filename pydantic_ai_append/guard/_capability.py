@@ -9,7 +9,9 @@ as sent, with the reply).
 
 In `observe` mode it changes nothing: each condition is a warning of its own class and a span. In `enforce`
 mode a rewrite that is not a `patch` is refused: the request goes out with the consumed prefix as it was and
-the new messages after it, and the run's history is put back the same way. A tool that history still calls
+the new messages after it, and the run's history is put back the same way. With `on_defer='compact'`, a rewrite
+that replaces the front of history (dropped turns, or a summary in their place) is applied as whole-pair
+compaction instead. A tool that history still calls
 stays declared, with the definition it was last sent with, even after it leaves the agent's tools.
 
 Changes that the guard can only see once the request is final (the instructions as sent) are checked after
@@ -58,7 +60,7 @@ GuardMode: TypeAlias = Literal['observe', 'enforce']
 _MODES: tuple[GuardMode, ...] = ('observe', 'enforce')
 
 DeferPolicy: TypeAlias = Literal['keep', 'compact']
-"""What enforce mode does with a rewrite that trims consumed messages: keep the old prefix, or compact."""
+"""What enforce mode does with a rewrite that trims or summarizes consumed messages: keep the old prefix, or compact."""
 
 _DEFER_POLICIES: tuple[DeferPolicy, ...] = ('keep', 'compact')
 
@@ -95,10 +97,11 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     """`'observe'` to warn and record spans only, `'enforce'` to refuse rewrites as well."""
 
     on_defer: DeferPolicy = 'keep'
-    """In enforce mode, what becomes of a rewrite that drops consumed messages from the front (as a history
-    processor that trims old turns does): `'keep'` sends the consumed prefix as it was, `'compact'` applies the
-    rewrite as whole-pair compaction (the cut moved to where no tool pair is split, a marker at the frontier),
-    which opens a new window."""
+    """In enforce mode, what becomes of a rewrite that replaces consumed messages at the front (as a history
+    processor that trims old turns does, or one that summarizes them): `'keep'` sends the consumed prefix as it
+    was, `'compact'` applies the rewrite as whole-pair compaction, which opens a new window. The cut is moved to
+    where no tool pair is split (later for a trim, earlier for a summary, so nothing the summary leaves out is
+    lost), a marker stands at the frontier, and a summary is kept after it."""
 
     _: KW_ONLY
 
@@ -278,15 +281,17 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             assert error is not None
             raise error
         outcome = 'Refused, the consumed prefix kept'
-        if self.on_defer == 'compact' and (start := _trimmed_from(kept, proposed)) is not None:
-            compacted = compact(kept, keep_from=start)
+        if self.on_defer == 'compact' and (replaced := _front_replacement(kept, proposed)) is not None:
+            summary, start = replaced
+            compacted = compact(kept, keep_from=start, summary=summary)
             opened = ConsumedHistory(consumed.messages, 0)
-            # Only a compaction that cut something and keeps every pair is sent.
+            # Only a compaction that shortens history and keeps every pair is sent.
             if len(compacted) < len(kept) and decide_rewrite(opened, compacted, sending=True).action == 'patch':
                 kept = compacted
                 self._opened = True
                 self._verified = 0
-                outcome = f'Applied as whole-pair compaction ({elided_count(compacted)} messages elided)'
+                elided = f'{elided_count(compacted)} messages elided'
+                outcome = f'Applied as whole-pair compaction ({elided}{", the summary kept" if summary else ""})'
         request_context.messages = kept
         ctx.messages[:] = kept
         _warn(conditions, outcome)
@@ -330,22 +335,45 @@ def _new_messages(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -
     return pending
 
 
-def _trimmed_from(full: Sequence[ModelMessage], proposed: Sequence[ModelMessage]) -> int | None:
-    """Where in `full` the proposed history starts, if it is `full` with messages dropped from the front.
+def _front_replacement(
+    full: Sequence[ModelMessage], proposed: Sequence[ModelMessage]
+) -> tuple[list[ModelMessage], int] | None:
+    """The messages the proposal puts in place of the front of `full`, and where in `full` what it keeps starts.
 
-    Of the places whose message matches the proposal's first, the one that matches the most messages after it
-    wins, so a prompt repeated earlier in the conversation doesn't move the cut.
+    A processor that trims old turns keeps a run of `full` from some message on (`([], start)`). One that
+    summarizes them sends new messages (the summary) and then a suffix of `full`, as long as at least the step's
+    new request. The summary must be new: a proposal that starts with a message of `full` and then skips some is a
+    cut from the middle, not a replacement of the front, and is left to the refusal. `None` if it is neither.
     """
     if not proposed:
         return None
     full_bytes = [message_bytes(message) for message in full]
     proposed_bytes = [message_bytes(message) for message in proposed]
+    start = _trimmed_from(full_bytes, proposed_bytes)
+    if start is not None:
+        return [], start
+    shared = 0
+    while shared < min(len(full), len(proposed)) and full_bytes[-1 - shared] == proposed_bytes[-1 - shared]:
+        shared += 1
+    head = len(proposed) - shared
+    start = len(full) - shared
+    if not shared or not start or any(sent in full_bytes for sent in proposed_bytes[:head]):
+        return None
+    return list(proposed[:head]), start
+
+
+def _trimmed_from(full: Sequence[bytes], proposed: Sequence[bytes]) -> int | None:
+    """Where in `full` the proposed history starts, if it is `full` with messages dropped from the front (as bytes).
+
+    Of the places whose message matches the proposal's first, the one that matches the most messages after it
+    wins, so a prompt repeated earlier in the conversation doesn't move the cut.
+    """
 
     def run_length(start: int) -> int:
-        pairs = zip(full_bytes[start:], proposed_bytes, strict=False)
+        pairs = zip(full[start:], proposed, strict=False)
         return next((count for count, (x, y) in enumerate(pairs) if x != y), min(len(full) - start, len(proposed)))
 
-    starts = [index for index in range(1, len(full)) if full_bytes[index] == proposed_bytes[0]]
+    starts = [index for index in range(1, len(full)) if full[index] == proposed[0]]
     return max(starts, key=run_length, default=None)
 
 

@@ -3,7 +3,9 @@
 Dropping old messages changes the cached prefix, so it is a window boundary: the cache is paid for once, and
 it must not cost a tool call its result as well. [`compact`][pydantic_ai_append.guard.compact] cuts history
 only where no call is separated from its result (at the start of a request that answers nothing from before
-the cut), at or after the position asked for, and puts a marker at the start of what is kept. Records of
+the cut), and puts a marker at the start of what is kept. A plain cut moves later than the position asked for,
+as far as it takes; a cut whose dropped turns a summary replaces moves earlier instead, so a turn the summary
+doesn't cover is never lost. Records of
 [`AppendInstructions`][pydantic_ai_append.AppendInstructions] are taken out of what is kept, so the next request
 opens a new instruction window from the blocks' current values instead of continuing one whose baseline was
 cut off.
@@ -47,10 +49,18 @@ def elided_count(messages: Sequence[ModelMessage]) -> int | None:
     return int(match.group(1)) if match is not None else None
 
 
-def whole_pair_cut(messages: Sequence[ModelMessage], at: int) -> int | None:
+def whole_pair_cut(messages: Sequence[ModelMessage], at: int, *, earlier: bool = False) -> int | None:
     """The first index at or after `at` where history can be cut without separating a tool call from its result.
 
-    That is a request that answers no call made before it. Returns `None` if there is no such request.
+    That is a request that answers no call made before it.
+
+    Args:
+        messages: The history.
+        at: Where the cut is wanted.
+        earlier: Find the last such index at or before `at` instead, keeping more than asked rather than less.
+
+    Returns:
+        The index, or `None` if there is no such request.
     """
     # A pair whose call and result are in different messages forbids every cut after the call, up to the result.
     forbidden = [0] * (len(messages) + 1)
@@ -65,15 +75,20 @@ def whole_pair_cut(messages: Sequence[ModelMessage], at: int) -> int | None:
             forbidden[call.message_index + 1] += 1
             forbidden[result.message_index + 1] -= 1
     covered = 0
+    cuts: list[int] = []
     for index, message in enumerate(messages):
         covered += forbidden[index]
-        if index >= at and not covered and isinstance(message, ModelRequest):
-            return index
-    return None
+        if not covered and isinstance(message, ModelRequest):
+            cuts.append(index)
+    if earlier:
+        return max((index for index in cuts if index <= at), default=None)
+    return min((index for index in cuts if index >= at), default=None)
 
 
-def compact(messages: Sequence[ModelMessage], *, keep_from: int) -> list[ModelMessage]:
-    """`messages` without the turns before `keep_from` (moved later as far as it takes to keep every tool pair).
+def compact(
+    messages: Sequence[ModelMessage], *, keep_from: int, summary: Sequence[ModelMessage] = ()
+) -> list[ModelMessage]:
+    """`messages` without the turns before `keep_from` (the cut moved as far as it takes to keep every tool pair).
 
     ```python
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -97,18 +112,31 @@ def compact(messages: Sequence[ModelMessage], *, keep_from: int) -> list[ModelMe
     Args:
         messages: The history.
         keep_from: The index of the first message to keep, if that splits no tool pair.
+        summary: Messages that stand for the turns before `keep_from` (a summary of them), kept between the marker
+            and what is kept of `messages`; a last request of the summary is joined to the request the cut starts
+            at. With a summary the cut moves earlier, not later: a turn it would drop past `keep_from` is in
+            neither the summary nor what is kept, while one kept before it is only told twice.
 
     Returns:
         The kept messages, the first of them starting with the marker, and without this package's records. If no
         cut keeps every pair, or nothing would be elided, `messages` as they are.
     """
-    cut = whole_pair_cut(messages, keep_from)
+    cut = whole_pair_cut(messages, keep_from, earlier=bool(summary))
     if cut is None or cut == 0:
         return list(messages)
-    kept = strip_records(messages[cut:])
-    first = kept[0]
-    assert isinstance(first, ModelRequest), '`whole_pair_cut` only cuts at a request'
+    head, kept = strip_records(summary), strip_records(messages[cut:])
+    if head and isinstance(last := head[-1], ModelRequest):
+        # Pydantic AI merges consecutive requests before history processors see them, while the guard takes what
+        # the model consumed as stored: one request keeps the two the same.
+        first_kept = kept[0]
+        assert isinstance(first_kept, ModelRequest), '`whole_pair_cut` only cuts at a request'
+        head, kept = head[:-1], [replace(first_kept, parts=[*last.parts, *first_kept.parts]), *kept[1:]]
+    kept = [*head, *kept]
     # A history compacted before counts the messages its own marker says were elided.
-    elided = cut + (elided_count(messages) or 0)
-    parts: list[ModelRequestPart] = [UserPromptPart(elision_marker(elided)), *first.parts]
+    marker = UserPromptPart(elision_marker(cut + (elided_count(messages) or 0)))
+    first = kept[0]
+    if not isinstance(first, ModelRequest):
+        # A summary that starts with a response (the reply of a summarizing model) gets a request of its own.
+        return [ModelRequest(parts=[marker]), *kept]
+    parts: list[ModelRequestPart] = [marker, *first.parts]
     return [replace(first, parts=parts), *kept[1:]]

@@ -1,0 +1,419 @@
+"""Summarizing history processors under `PrefixGuard(on_defer='compact')`: applied as whole-pair compaction.
+
+A processor that replaces old turns with a summary (Pydantic AI's documented pattern: summarize the older
+messages, return the summary and the recent ones) changes the consumed prefix, like one that trims. The guard
+applies it as a compaction: the cut where the kept messages start moves earlier to a whole-pair boundary, the
+summary is kept after the marker, and a new window opens. The agent tests show it through `Agent.run`; the
+properties check the cut on the pure functions for any history, since no agent conversation reaches every shape.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from fake_provider import FakeProvider, Text, ToolCalls, openai_chat_model
+from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
+from pydantic_ai_append.guard import (
+    ConsumedPrefixChangedWarning,
+    OrphanedToolPairWarning,
+    PrefixGuard,
+    PrefixGuardWarning,
+    WireVerifier,
+    compact,
+    tool_pair_problems,
+    whole_pair_cut,
+)
+from pydantic_ai_append.guard._compaction import elided_count, elision_marker
+from pydantic_ai_append.guard._pairing import tool_pairs
+from pydantic_ai_append.testing import WireCapture
+
+from .test_decision_properties import histories
+
+pytestmark = [pytest.mark.anyio]
+
+SUMMARY = 'Summary of earlier turns: the user asked how many users there are (42).'
+
+
+def summarize_all_but_last(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """Pydantic AI's documented pattern, without the model call: a summary, then the latest message."""
+    if len(messages) <= 5:
+        return messages
+    return [ModelRequest(parts=[UserPromptPart(SUMMARY)]), messages[-1]]
+
+
+def texts(messages: list[ModelMessage]) -> list[str]:
+    return [
+        part.content
+        for message in messages
+        for part in message.parts
+        if isinstance(part, UserPromptPart | TextPart) and isinstance(part.content, str)
+    ]
+
+
+def tool_ids(messages: list[ModelMessage]) -> tuple[list[str], list[tuple[str, Any]]]:
+    """The ids of the calls, and the ids and contents of the results, in what the model received."""
+    calls = [part.tool_call_id for m in messages for part in m.parts if isinstance(part, ToolCallPart)]
+    results = [
+        (part.tool_call_id, part.content) for m in messages for part in m.parts if isinstance(part, ToolReturnPart)
+    ]
+    return calls, results
+
+
+@dataclass
+class WindowsOpened:
+    """Counts the windows the guard says requests open, as a `WireVerifier` is told them."""
+
+    count: int = 0
+
+    def open_window(self) -> None:
+        self.count += 1
+
+
+async def test_a_summarizing_processor_is_applied_as_whole_pair_compaction():
+    received: list[tuple[str | None, list[ModelMessage]]] = []
+    replies = [
+        ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'users'}, tool_call_id='c1')]),
+        ModelResponse(parts=[TextPart('42 users.')]),
+        ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'admins'}, tool_call_id='c2')]),
+        ModelResponse(parts=[TextPart('7 admins.')]),
+        ModelResponse(parts=[TextPart('Bye.')]),
+    ]
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        received.append((info.instructions, list(messages)))
+        return replies.pop(0)
+
+    windows = WindowsOpened()
+    state = {'plan': 'count users'}
+    context = AppendInstructions[None](id='plan')
+
+    @context.instructions(name='state')
+    def plan(ctx: RunContext[None]) -> str:
+        return state['plan']
+
+    counts = {'users': 42, 'admins': 7}
+
+    def query_db(sql: str) -> int:
+        """Run a query."""
+        return counts[sql]
+
+    agent = Agent(
+        FunctionModel(answer),
+        deps_type=type(None),
+        tools=[query_db],
+        capabilities=[
+            ProcessHistory(summarize_all_but_last),
+            PrefixGuard[None](on_defer='compact', verifier=windows),
+            context,
+        ],
+    )
+    history = (await agent.run('How many users?')).all_messages()
+    state['plan'] = 'count admins'
+    # The second request of this run is the result of `c2`: the processor keeps it and summarizes its call away.
+    with (
+        pytest.warns(
+            OrphanedToolPairWarning,
+            match=rf'whole-pair compaction \({len(history)} messages elided, the summary kept\)',
+        ),
+        pytest.warns(ConsumedPrefixChangedWarning, match='whole-pair compaction'),
+    ):
+        result = await agent.run('And admins?', message_history=history)
+    instructions, sent = received[3]
+    # The cut moved earlier, to the prompt that made the call: the pair `c2` is kept whole, the summary before it.
+    assert texts(sent) == [
+        elision_marker(len(history)),
+        SUMMARY,
+        'And admins?',
+    ]
+    assert tool_ids(sent) == (['c2'], [('c2', 7)])
+    # Pydantic AI merges the summary's request with the prompt's; without the summary there would be three more.
+    assert len(sent) == 3 and len(received[2][1]) == len(history) + 1
+    # A new window: the prefix states the current plan, no change is delivered, and a baseline is recorded.
+    assert instructions is not None and 'count admins' in instructions and 'count users' not in instructions
+    assert not any('<context' in text for text in texts(sent))
+    assert tool_pair_problems(result.all_messages()) == [] and elided_count(result.all_messages()) == len(history)
+    # The first run's baseline was summarized away; the one left was recorded by the compacted request.
+    baselines = [type(record) for record in instruction_records(result.all_messages())]
+    assert baselines == [InstructionBaselinePart] and windows.count == 1
+
+    # The next run continues the new window (the processor leaves the shorter history alone): the prefix is kept,
+    # with no warning, and the plan's change is delivered after it.
+    state['plan'] = 'say bye'
+    final = await agent.run('Thanks.', message_history=result.all_messages())
+    last_instructions, last_sent = received[4]
+    assert last_instructions == instructions
+    assert texts(last_sent)[: len(texts(sent))] == texts(sent) and tool_ids(last_sent) == tool_ids(sent)
+    assert 'say bye' in texts(last_sent)[-1]
+    assert tool_pair_problems(final.all_messages()) == [] and windows.count == 1
+
+
+async def test_a_summary_with_no_whole_pair_cut_before_it_keeps_the_consumed_prefix():
+    # Inside the first turn's tool loop the only whole-pair boundary is the start: nothing can be replaced.
+    replies = [
+        ModelResponse(parts=[ToolCallPart('query_any', {'sql': 'a'}, tool_call_id=f'c{n}')]) for n in range(3)
+    ] + [ModelResponse(parts=[TextPart('done')])]
+    agent = Agent(
+        FunctionModel(lambda messages, info: replies.pop(0)),
+        deps_type=type(None),
+        tools=[query_any],
+        capabilities=[ProcessHistory(summarize_all_but_last), PrefixGuard[None](on_defer='compact')],
+    )
+    with (
+        pytest.warns(OrphanedToolPairWarning, match='Refused, the consumed prefix kept'),
+        pytest.warns(ConsumedPrefixChangedWarning, match='Refused, the consumed prefix kept'),
+    ):
+        result = await agent.run('Query three times.')
+    assert elided_count(result.all_messages()) is None and len(result.all_messages()) == 8
+    assert tool_pair_problems(result.all_messages()) == []
+
+
+def query_any(sql: str) -> int:
+    """Run a query."""
+    return 1
+
+
+async def test_a_processor_that_keeps_the_first_message_and_skips_some_is_refused():
+    # Not a replacement of the front: the first message is the history's own, so it is a cut from the middle.
+    replies = [ModelResponse(parts=[TextPart(str(n))]) for n in range(4)]
+    guard = PrefixGuard[None](on_defer='compact')
+    agent = Agent(FunctionModel(lambda messages, info: replies.pop(0)), deps_type=type(None), capabilities=[guard])
+    history: list[ModelMessage] = []
+    for prompt in ['one', 'two', 'three']:
+        history = (await agent.run(prompt, message_history=history)).all_messages()
+
+    def keep_first_and_last(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [messages[0], messages[-1]]
+
+    middle = Agent(
+        FunctionModel(lambda messages, info: replies.pop(0)),
+        deps_type=type(None),
+        capabilities=[ProcessHistory(keep_first_and_last), guard],
+    )
+    with pytest.warns(ConsumedPrefixChangedWarning, match='Refused, the consumed prefix kept'):
+        result = await middle.run('four', message_history=history)
+    assert len(result.all_messages()) == 8 and elided_count(result.all_messages()) is None
+
+
+async def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_marker():
+    # A summarizing model's reply, as `summary.new_messages()` of a summarizer agent gives it.
+    replies = [ModelResponse(parts=[TextPart(str(n))]) for n in range(4)]
+    received: list[list[ModelMessage]] = []
+    prompts = ['one', 'two', 'three', 'four']
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        received.append(list(messages))
+        return replies.pop(0)
+
+    def summarize(messages: list[ModelMessage]) -> list[ModelMessage]:
+        if len(messages) <= 5:
+            return messages
+        return [ModelResponse(parts=[TextPart('We counted to two.')]), messages[-1]]
+
+    agent = Agent(
+        FunctionModel(answer),
+        deps_type=type(None),
+        capabilities=[ProcessHistory(summarize), PrefixGuard[None](on_defer='compact')],
+    )
+    history: list[ModelMessage] = []
+    for prompt in prompts[:-1]:
+        history = (await agent.run(prompt, message_history=history)).all_messages()
+    with pytest.warns(ConsumedPrefixChangedWarning, match=rf'\({len(history)} messages elided, the summary kept\)'):
+        await agent.run(prompts[-1], message_history=history)
+    assert [type(message).__name__ for message in received[-1]] == ['ModelRequest', 'ModelResponse', 'ModelRequest']
+    assert texts(received[-1])[1:] == ['We counted to two.', 'four']
+    assert elided_count(received[-1]) == len(history)
+
+
+# --- On the wire
+
+
+def chat_pairs(body: bytes) -> tuple[list[str], list[tuple[str, str]]]:
+    """The ids of the assistant's tool calls, and the ids and contents of the tool messages, in an OpenAI Chat body.
+
+    Read from the JSON as the provider reads it, not through this package's code.
+    """
+    messages: list[dict[str, Any]] = json.loads(body)['messages']
+    tool_calls: list[list[dict[str, Any]]] = [message.get('tool_calls') or [] for message in messages]
+    calls: list[str] = [call['id'] for made in tool_calls for call in made]
+    results = [(message['tool_call_id'], message['content']) for message in messages if message['role'] == 'tool']
+    return calls, results
+
+
+@pytest.mark.vcr
+async def test_on_the_wire_the_summary_goes_out_with_every_call_answered():
+    verifier = WireVerifier(mode='enforce')
+    capture = WireCapture()
+    script = [
+        ToolCalls([('query_db', {'sql': 'users'})]),
+        Text('42 users.'),
+        ToolCalls([('query_db', {'sql': 'admins'})]),
+        Text('7 admins.'),
+    ]
+
+    def query_db(sql: str) -> int:
+        """Run a query."""
+        return {'users': 42, 'admins': 7}[sql]
+
+    guard = PrefixGuard[None](on_defer='compact', verifier=verifier)
+    with FakeProvider(script=script) as server:
+        async with capture.http_client(transport=verifier.transport()) as http_client:
+            agent = Agent(
+                openai_chat_model(server.url, http_client=http_client),
+                deps_type=type(None),
+                tools=[query_db],
+                capabilities=[ProcessHistory(summarize_all_but_last), guard],
+            )
+            history = (await agent.run('How many users?')).all_messages()
+            with pytest.warns(OrphanedToolPairWarning), pytest.warns(ConsumedPrefixChangedWarning):
+                result = await agent.run('And admins?', message_history=history)
+    bodies = [exchange.request_body for exchange in capture.exchanges]
+    compacted = json.loads(bodies[3])['messages']
+    before = json.loads(bodies[2])['messages']
+    assert [message['role'] for message in compacted] == ['user', 'user', 'user', 'assistant', 'tool']
+    assert [message['content'] for message in compacted[:3]] == [elision_marker(len(history)), SUMMARY, 'And admins?']
+    # Every call on the wire has its result, with the tool's own value (not one made up for a dropped result).
+    call_ids, results = chat_pairs(bodies[3])
+    assert len(call_ids) == 1 and results == [(call_ids[0], '7')]
+    # Negative control: the request before carried the first pair, which the summary replaced; without it, this
+    # request would have sent those messages and the new pair.
+    assert len(chat_pairs(bodies[2])[0]) == 1 and chat_pairs(bodies[2])[0] != call_ids
+    assert len(compacted) < len(before) + 2
+    assert verifier.divergences == [] and result.output == '7 admins.'
+
+
+# --- Properties of the cut, for any history
+
+
+@given(st.data())
+def test_a_summarized_compaction_never_separates_a_tool_call_from_its_result(data: st.DataObject):
+    history = data.draw(histories())
+    at = data.draw(st.integers(0, len(history)))
+    summary = [ModelRequest(parts=[UserPromptPart('summary')])]
+    compacted = compact(history, keep_from=at, summary=summary)
+    cut = whole_pair_cut(history, at, earlier=True)
+    if compacted == history:
+        assert cut in (None, 0)
+        return
+    assert cut is not None and 0 < cut <= at
+    # What is kept is the marker and the summary, in the request the cut starts at, then the history after it.
+    first, kept = compacted[0], history[cut]
+    assert isinstance(first, ModelRequest) and isinstance(kept, ModelRequest)
+    assert first.parts[1:] == [*summary[0].parts, *kept.parts] and compacted[1:] == history[cut + 1 :]
+    # Every pair is on one side of the cut.
+    assert all((call.message_index >= cut) == (result.message_index >= cut) for call, result in tool_pairs(history))
+    assert tool_pair_problems(compacted) == []
+    assert elided_count(compacted) == cut
+
+
+@given(st.data())
+def test_the_earlier_cut_is_the_last_whole_pair_boundary_before_the_position(data: st.DataObject):
+    history = data.draw(histories())
+    at = data.draw(st.integers(0, len(history)))
+    earlier = whole_pair_cut(history, at, earlier=True)
+    later = whole_pair_cut(history, at)
+    # Every boundary is where no pair straddles; the earlier and later cuts bracket `at` with none between.
+    boundaries = [index for index in range(len(history)) if whole_pair_cut(history, index) == index]
+    for index in boundaries:
+        assert all((c.message_index >= index) == (r.message_index >= index) for c, r in tool_pairs(history))
+    assert earlier == max((index for index in boundaries if index <= at), default=None)
+    assert later == min((index for index in boundaries if index >= at), default=None)
+
+
+async def test_a_rewrite_that_adds_before_the_whole_history_is_refused():
+    replies = [ModelResponse(parts=[TextPart(str(n))]) for n in range(2)]
+    guard = PrefixGuard[None](on_defer='compact')
+    plain = Agent(FunctionModel(lambda messages, info: replies.pop(0)), deps_type=type(None), capabilities=[guard])
+    history = (await plain.run('one')).all_messages()
+
+    def prepend(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [ModelRequest(parts=[UserPromptPart('A note.')]), *messages]
+
+    agent = Agent(
+        FunctionModel(lambda messages, info: replies.pop(0)),
+        deps_type=type(None),
+        capabilities=[ProcessHistory(prepend), guard],
+    )
+    # It replaces nothing: the consumed history is sent as it was, without the note.
+    with pytest.warns(ConsumedPrefixChangedWarning, match='Refused, the consumed prefix kept'):
+        result = await agent.run('two', message_history=history)
+    assert texts(result.all_messages()) == ['one', '0', 'two', '1']
+
+
+async def test_a_rewrite_that_ends_with_an_old_message_keeps_no_suffix_and_is_refused():
+    guard = PrefixGuard[None](on_defer='compact')
+    model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('0')]))
+    history = (await Agent(model, deps_type=type(None), capabilities=[guard]).run('one')).all_messages()
+
+    def summarize_into_the_first(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [ModelRequest(parts=[UserPromptPart('A summary.')]), messages[0]]
+
+    agent = Agent(model, deps_type=type(None), capabilities=[ProcessHistory(summarize_into_the_first), guard])
+    # It drops the step's new request as well, which no compaction can give back: refused, and the run fails.
+    with pytest.warns(ConsumedPrefixChangedWarning), pytest.raises(UserError, match='must end with a `ModelRequest`'):
+        await agent.run('two', message_history=history)
+
+
+def no_consecutive_requests(history: list[ModelMessage]) -> bool:
+    return not any(isinstance(a, ModelRequest) and isinstance(b, ModelRequest) for a, b in itertools.pairwise(history))
+
+
+def finished(history: list[ModelMessage]) -> bool:
+    last = history[-1]
+    return isinstance(last, ModelResponse) and not any(isinstance(part, ToolCallPart) for part in last.parts)
+
+
+@settings(max_examples=40)
+@given(st.data())
+def test_through_the_guard_a_summary_at_any_cut_never_separates_a_pair(data: st.DataObject):
+    # Pydantic AI merges consecutive requests before processors see them but not in the history the guard is given,
+    # so with those a processor's rewrite never matches what was consumed (a separate defect): left out here.
+    history = data.draw(histories(retries=False).filter(finished).filter(no_consecutive_requests))
+    at = data.draw(st.integers(1, len(history)))
+    # What the processor is given: Pydantic AI merges consecutive requests first, so `at` indexes these.
+    given_to_processor: list[ModelMessage] = []
+
+    def summarize_before(messages: list[ModelMessage]) -> list[ModelMessage]:
+        given_to_processor[:] = messages
+        return [ModelRequest(parts=[UserPromptPart(SUMMARY)]), *messages[min(at, len(messages) - 1) :]]
+
+    agent = Agent(
+        FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('ok')])),
+        capabilities=[ProcessHistory(summarize_before), PrefixGuard(on_defer='compact')],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', PrefixGuardWarning)
+        sent = agent.run_sync('next', message_history=history).all_messages()[:-1]
+    assert tool_pair_problems(sent, sending=True) == []
+    full = given_to_processor
+    cut = whole_pair_cut(full, min(at, len(full) - 1), earlier=True)
+    if elided_count(sent) is None:
+        # Refused: no cut at or before the summary's keeps every pair, so the consumed history went out as it was.
+        event('refused')
+        assert cut in (None, 0)
+        assert texts(sent) == texts(full)
+        return
+    event('compacted')
+    assert cut is not None and 0 < cut <= at and elided_count(sent) == cut and len(sent) == len(full) - cut
+    assert texts(sent) == [elision_marker(cut), SUMMARY, *texts(full[cut:])]
+    assert all((c.message_index >= cut) == (r.message_index >= cut) for c, r in tool_pairs(full))
