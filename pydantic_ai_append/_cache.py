@@ -91,8 +91,6 @@ class BoundedCache(Generic[KeyT, ValueT]):
             make: Makes the value when none is kept; called under the cache's lock, so it must be quick.
             size: The bytes a new value takes; a value larger than `max_bytes` is returned but not kept.
         """
-        if (entry := self._entries.get(key)) is not None:
-            return entry[0]
         with self._lock:
             if (entry := self._entries.get(key)) is not None:
                 return entry[0]

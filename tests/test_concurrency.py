@@ -19,10 +19,9 @@ import threading
 import time
 import tracemalloc
 from collections import defaultdict
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 import pytest
@@ -36,6 +35,8 @@ from pydantic_ai_append import AppendInstructions, InstructionDeltaPart, instruc
 from pydantic_ai_append._cache import BoundedCache, process_caches
 from pydantic_ai_append.guard import PrefixGuard, WireVerifier
 from pydantic_ai_append.testing import assert_prefix_stable, segments
+
+T = TypeVar('T')
 
 CHAT_URL = 'http://fake-provider.invalid/v1'
 TAG = re.compile(r'conv-\d+')
@@ -174,6 +175,30 @@ def converse_sync(agent: Agent[Session, str], number: int) -> None:
 # --- Threads and the process-wide caches
 
 
+def in_threads(work: Callable[[int], T], count: int) -> list[T]:
+    """`work(0)` to `work(count - 1)`, each in a thread of its own, all at once; the first error is raised here."""
+    results: dict[int, T] = {}
+    errors: list[Exception] = []
+
+    def run(number: int) -> None:
+        try:
+            results[number] = work(number)
+        except Exception as error:  # noqa: BLE001 (re-raised below)  # pragma: no cover - only a failing test gets here
+            errors.append(error)
+        finally:
+            # `run_sync` made this thread an event loop, which outlives the thread unless closed.
+            asyncio.get_event_loop().close()
+
+    threads = [threading.Thread(target=run, args=(number,)) for number in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:  # pragma: no cover - only a failing test gets here
+        raise errors[0]
+    return [results[number] for number in range(count)]
+
+
 def instruction_record_count(stored: bytes) -> int:
     """How many changes a stored history records."""
     history = ModelMessagesTypeAdapter.validate_json(stored)
@@ -221,8 +246,7 @@ def test_threads_reading_a_reloaded_long_history_share_the_caches(small_caches: 
             agent.run_sync(f'conv-0: where are we? (thread {thread})', deps=session, message_history=history)
         return session.value
 
-    with ThreadPoolExecutor(8) as pool:
-        values = list(pool.map(read, range(8)))
+    values = in_threads(read, 8)
     for cache in small_caches.values():
         assert len(cache) <= cache.max_entries
     # Each thread's last request told the model its own thread's latest value.
@@ -314,8 +338,7 @@ def test_one_agent_serves_16_threads_with_run_sync():
     provider = ChatProvider()
     agent = build_agent(provider.model(verifier), verifier=verifier)
     started = time.perf_counter()
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda number: converse_sync(agent, number), range(16)))
+    in_threads(lambda number: converse_sync(agent, number), 16)
     print(f'16 threads: {time.perf_counter() - started:.2f}s')
     provider.check(16, REQUESTS_PER_CONVERSATION)
     assert verifier.divergences == []

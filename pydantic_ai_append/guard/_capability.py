@@ -206,7 +206,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         """A guard for one run, starting from the history the run is given, with its conversation's tool memory."""
         run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, verifier=self.verifier)
         run._memories = self._memories
-        if ctx.conversation_id is not None:
+        # Pydantic AI resolves every run's `conversation_id` (given, from history, or new) before `for_run`.
+        if ctx.conversation_id is not None:  # pragma: no branch
             run._memory = self._memories.setdefault(ctx.conversation_id, _ToolMemory, size=1)
         run._consumed = ConsumedHistory.of(list(ctx.messages))
         run._instructions = _last_instructions(ctx.messages)
