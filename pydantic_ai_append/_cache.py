@@ -9,7 +9,9 @@ Each cache holds at most `max_entries` entries and about `max_bytes` of the valu
 them alive). When either bound is passed, the entries inserted first are dropped first (a hit doesn't renew an
 entry: a window delivers all of its changes on every request, so use order and insertion order agree); a value
 larger than `max_bytes` on its own is computed every time and never kept.
-Lookups take no lock (a `dict` read is atomic); insertions and evictions take one.
+Lookups take no lock (a `dict` read is atomic); insertions and evictions take one, so two threads evicting at once
+never drop the same entry twice. Every cache made with a `name` is listed by `process_caches`, so a test (or an
+operator) can see what the process holds.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
-__all__ = ('BoundedCache', 'size_of')
+__all__ = ('BoundedCache', 'process_caches', 'size_of')
 
 KeyT = TypeVar('KeyT')
 ValueT = TypeVar('ValueT')
@@ -45,12 +47,13 @@ class BoundedCache(Generic[KeyT, ValueT]):
     ```
     """
 
-    def __init__(self, *, max_entries: int, max_bytes: int) -> None:
+    def __init__(self, *, max_entries: int, max_bytes: int, name: str | None = None) -> None:
         """Make an empty cache.
 
         Args:
             max_entries: The most entries it holds.
             max_bytes: The most bytes of values it holds, by the sizes given to `put`.
+            name: The name `process_caches` lists it by, for a cache kept for the whole process.
         """
         self.max_entries = max_entries
         """The most entries the cache holds."""
@@ -59,6 +62,8 @@ class BoundedCache(Generic[KeyT, ValueT]):
         self._entries: OrderedDict[KeyT, tuple[ValueT, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        if name is not None:
+            _PROCESS_CACHES[name] = self
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -68,10 +73,31 @@ class BoundedCache(Generic[KeyT, ValueT]):
         """The bytes of values held now, by the sizes given to `put`."""
         return self._bytes
 
+    def items(self) -> list[tuple[KeyT, ValueT]]:
+        """Every entry's key and value, oldest first."""
+        with self._lock:
+            return [(key, value) for key, (value, _) in self._entries.items()]
+
     def get(self, key: KeyT) -> ValueT | None:
         """The value kept for `key`, or `None`."""
         entry = self._entries.get(key)
         return entry[0] if entry is not None else None
+
+    def setdefault(self, key: KeyT, make: Callable[[], ValueT], *, size: int) -> ValueT:
+        """The value kept for `key`, or a new one from `make`, kept; two threads asking at once get the same value.
+
+        Args:
+            key: The key.
+            make: Makes the value when none is kept; called under the cache's lock, so it must be quick.
+            size: The bytes a new value takes; a value larger than `max_bytes` is returned but not kept.
+        """
+        with self._lock:
+            if (entry := self._entries.get(key)) is not None:
+                return entry[0]
+            value = make()
+            if size <= self.max_bytes:
+                self._keep(key, value, size)
+        return value
 
     def put(self, key: KeyT, value: ValueT, *, size: int) -> None:
         """Keep `value` for `key`, dropping the oldest entries until both bounds hold again.
@@ -84,11 +110,23 @@ class BoundedCache(Generic[KeyT, ValueT]):
         if size > self.max_bytes:
             return
         with self._lock:
-            previous = self._entries.pop(key, None)
-            if previous is not None:
-                self._bytes -= previous[1]
-            self._entries[key] = (value, size)
-            self._bytes += size
-            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self._bytes -= dropped
+            self._keep(key, value, size)
+
+    def _keep(self, key: KeyT, value: ValueT, size: int) -> None:
+        # Called with the lock held.
+        previous = self._entries.pop(key, None)
+        if previous is not None:
+            self._bytes -= previous[1]
+        self._entries[key] = (value, size)
+        self._bytes += size
+        while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self._bytes -= dropped
+
+
+_PROCESS_CACHES: dict[str, BoundedCache[Any, Any]] = {}
+
+
+def process_caches() -> dict[str, BoundedCache[Any, Any]]:
+    """Every process-wide cache the package keeps, by name."""
+    return dict(_PROCESS_CACHES)

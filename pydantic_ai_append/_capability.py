@@ -19,8 +19,14 @@ from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 from typing import Any, overload
 
-from pydantic_ai import RunContext
-from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
+from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai.capabilities import (
+    AbstractCapability,
+    CapabilityOrdering,
+    ProcessHistory,
+    SelectModel,
+    WrapRunHandler,
+)
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models import ModelRequestContext
@@ -40,6 +46,7 @@ from ._request import (
     takes_run_context,
 )
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
+from ._transport import conversation_scope
 from ._window import WindowState, fold_window
 
 __all__ = ('AppendInstructions',)
@@ -308,6 +315,11 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         run = copy.copy(self)
         run._resumed = state
         return run
+
+    async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
+        """Name the run's conversation to the HTTP transports it sends through, such as a shared `WireVerifier`."""
+        with conversation_scope(ctx.conversation_id):
+            return await handler()
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._cassettes import CASSETTE_SUFFIXES, CassetteError, Interaction, read_cassette
-from ._conversation import WireConversation
+from ._conversation import WireConversation, has_history
 from ._segments import API_PATHS, Api, Segment, common_prefix_length, divergence_message, parse_body, segments
 
 __all__ = (
@@ -188,26 +188,6 @@ class _Conversation:
         )
 
 
-_HISTORY_FREE_ROLES = frozenset({'user', 'system', 'developer'})
-
-
-def _has_history(request: dict[str, Any]) -> bool:
-    """Whether a request carries a conversation's history: a reply, a tool call or result, a previous response."""
-    if request.get('previous_response_id') is not None:
-        return True
-    for key in ('messages', 'input'):
-        items: object = request.get(key)
-        if not isinstance(items, list):
-            continue
-        for item in items:  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(item, dict) and (
-                item.get('role') not in _HISTORY_FREE_ROLES  # pyright: ignore[reportUnknownMemberType]
-                or item.get('type', 'message') != 'message'  # pyright: ignore[reportUnknownMemberType]
-            ):
-                return True
-    return False
-
-
 def _api(interaction: Interaction) -> Api | None:
     if interaction.method != 'POST':
         return None
@@ -269,7 +249,7 @@ def check_cassette(
         model = request.get('model')
         model = model if isinstance(model, str) else ''
         conversation = _conversation_for(
-            conversations, api, model, current, fresh=resolved is None or not _has_history(request)
+            conversations, api, model, current, fresh=resolved is None or not has_history(request)
         )
         if conversation is None:
             conversation = _Conversation(api, model, len(conversations))

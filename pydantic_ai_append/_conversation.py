@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from ._segments import CACHE_MARKER_KEYS, Api, Segment, parse_body, pieces, segments
 
-__all__ = ('Exchange', 'WireConversation')
+__all__ = ('Exchange', 'WireConversation', 'has_history')
 
 
 class Exchange(Protocol):
@@ -152,7 +152,7 @@ class WireConversation:
         head = [segment for segment in own if segment.kind in ('tool', 'instructions')]
         return head + self._contexts[previous] + [segment for segment in own if segment.kind == 'input']
 
-    def add_response(self, request: Sequence[Segment], response_body: bytes) -> None:
+    def add_response(self, request: Sequence[Segment], response_body: bytes) -> bool:
         """Remember the response a request got, so that later requests naming it by `previous_response_id` resolve.
 
         Only Responses replies are kept; a body that carries no response id and output items (an error, a stream
@@ -161,9 +161,33 @@ class WireConversation:
         Args:
             request: The full segments of the request the response answered, as `resolve` returned them.
             response_body: The raw response body, JSON or the whole event stream.
+
+        Returns:
+            Whether the response was kept.
         """
         if self.api != 'openai-responses' or (reply := _responses_reply(response_body)) is None:
-            return
+            return False
         response_id, output = reply
         full_input = [segment for segment in request if segment.kind in ('input', 'output')]
         self._contexts[response_id] = full_input + pieces('output', output, CACHE_MARKER_KEYS[self.api])
+        return True
+
+
+_HISTORY_FREE_ROLES = frozenset({'user', 'system', 'developer'})
+
+
+def has_history(request: dict[str, Any]) -> bool:
+    """Whether a request carries a conversation's history: a reply, a tool call or result, a previous response."""
+    if request.get('previous_response_id') is not None:
+        return True
+    for key in ('messages', 'input'):
+        items: object = request.get(key)
+        if not isinstance(items, list):
+            continue
+        for item in items:  # pyright: ignore[reportUnknownVariableType]
+            if isinstance(item, dict) and (
+                item.get('role') not in _HISTORY_FREE_ROLES  # pyright: ignore[reportUnknownMemberType]
+                or item.get('type', 'message') != 'message'  # pyright: ignore[reportUnknownMemberType]
+            ):
+                return True
+    return False

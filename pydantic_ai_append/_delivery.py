@@ -257,7 +257,7 @@ def _change_part(delivery: Delivery, path: str, carrier: SystemPromptPart, *, wr
 
 
 _WORDINGS = BoundedCache[int, tuple[InstructionDeltaPart, bool, dict[str, str]]](
-    max_entries=16_384, max_bytes=64 * 1024 * 1024
+    max_entries=16_384, max_bytes=64 * 1024 * 1024, name='change wordings'
 )
 """Each change's text on both paths, keyed by path name, by the identity of the change's record.
 

@@ -87,7 +87,7 @@ def encode_record(
 
 
 _DECODED = BoundedCache[int, tuple[object, bytes | None, str | None, InstructionRecord | UnreadableRecord]](
-    max_entries=16_384, max_bytes=64 * 1024 * 1024
+    max_entries=16_384, max_bytes=64 * 1024 * 1024, name='decoded records'
 )
 """Records already decoded, by the identity of the stored dict they were read from.
 

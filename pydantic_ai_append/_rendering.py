@@ -170,7 +170,9 @@ class WrappedRenderer(Renderer):
     inline: ClassVar[bool] = False
 
 
-_CHANGE_TEXTS = BoundedCache[tuple[bool, InstructionDeltaPart, bool], str](max_entries=8192, max_bytes=64 * 1024 * 1024)
+_CHANGE_TEXTS = BoundedCache[tuple[bool, InstructionDeltaPart, bool], str](
+    max_entries=8192, max_bytes=64 * 1024 * 1024, name='change texts'
+)
 """Each change's text per path, by the change's value: every request of a window delivers all of the window's
 changes again, and rendering each once keeps a request's cost from growing with the text of the changes before it."""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import reprlib
+import threading
 import warnings
 import weakref
 from collections import Counter
@@ -194,20 +195,23 @@ class _StepClaims:
 
     Two would nest one window inside another. The request is known by its `ModelRequestContext`, the one object
     every capability's hook of a request receives; it is unhashable, so it is held by `id()` with a weak
-    reference that tells a live entry from a reused id.
+    reference that tells a live entry from a reused id. Requests of every conversation, in every thread, claim
+    here, so claims take a lock: pruning iterates the entries, which another thread's claim would change midway.
     """
 
     def __init__(self) -> None:
         self._owners: dict[int, tuple[weakref.ref[ModelRequestContext], object, str]] = {}
+        self._lock = threading.Lock()
 
     def claim(self, request_context: ModelRequestContext, owner: object, owner_id: str) -> str | None:
         """Claim the request for `owner`; the id of the capability that has it already, if another one does."""
-        entry = self._owners.get(id(request_context))
-        if entry is not None and entry[0]() is request_context:
-            return None if entry[1] is owner else entry[2]
-        self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
-        self._owners[id(request_context)] = (weakref.ref(request_context), owner, owner_id)
-        return None
+        with self._lock:
+            entry = self._owners.get(id(request_context))
+            if entry is not None and entry[0]() is request_context:
+                return None if entry[1] is owner else entry[2]
+            self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
+            self._owners[id(request_context)] = (weakref.ref(request_context), owner, owner_id)
+            return None
 
 
 _CLAIMS = _StepClaims()

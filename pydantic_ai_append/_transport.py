@@ -5,16 +5,22 @@ when the client sees each event. So a wrapper that needs the reply's bytes (to r
 `previous_response_id`, or to show it in a test) tees the stream instead. A teed stream is the body as it came
 over the wire, before the client undoes its `content-encoding` (real providers gzip their JSON replies), so
 `decoded` undoes it again for the wrappers.
+
+A transport is shared by every conversation a client sends for, and sees only bytes; the capabilities on the agent
+know which conversation a request is for. They name it in `conversation_scope` around each run, and the transport,
+called inside the run's context, reads it with `current_conversation`.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import httpx2
 
-__all__ = ('TeeStream', 'decoded')
+__all__ = ('TeeStream', 'conversation_scope', 'current_conversation', 'decoded')
 
 
 class TeeStream(httpx2.AsyncByteStream):
@@ -51,3 +57,21 @@ def decoded(body: bytes, content_encoding: str | None) -> bytes:
         elif coding not in ('', 'identity'):
             return body
     return body
+
+
+_CONVERSATION = ContextVar[str | None]('pydantic_ai_append.conversation', default=None)
+
+
+@contextmanager
+def conversation_scope(conversation_id: str | None) -> Generator[None]:
+    """Name the conversation that requests sent within this block are for."""
+    token = _CONVERSATION.set(conversation_id)
+    try:
+        yield
+    finally:
+        _CONVERSATION.reset(token)
+
+
+def current_conversation() -> str | None:
+    """The conversation a request sent now is for, as a capability on the agent named it, or `None`."""
+    return _CONVERSATION.get()

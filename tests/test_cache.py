@@ -62,3 +62,11 @@ def test_threads_evicting_at_once_keep_the_bounds():
         thread.join()
     assert len(cache) <= 50
     assert cache.size == 100 * len(cache) <= 10_000
+
+
+def test_setdefault_keeps_the_first_value_and_never_one_over_the_byte_bound():
+    cache = BoundedCache[str, list[str]](max_entries=100, max_bytes=100)
+    first = cache.setdefault('a', list, size=10)
+    assert cache.setdefault('a', list, size=10) is first
+    huge = cache.setdefault('huge', list, size=101)
+    assert (huge, cache.get('huge'), len(cache)) == snapshot(([], None, 1))

@@ -21,23 +21,32 @@ bytes on the wire and can refuse them.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
-from pydantic_ai import RunContext
-from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
+from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai.capabilities import (
+    AbstractCapability,
+    CapabilityOrdering,
+    ProcessHistory,
+    SelectModel,
+    WrapRunHandler,
+)
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
+from .._cache import BoundedCache
 from .._capability import AppendInstructions
 from .._request import WindowObserver
 from .._spec import refuse_options
+from .._transport import conversation_scope
 from ._bytes import message_bytes
 from ._compaction import compact, elided_count
 from ._consumed import ConsumedHistory
@@ -63,6 +72,23 @@ DeferPolicy: TypeAlias = Literal['keep', 'compact']
 """What enforce mode does with a rewrite that trims or summarizes consumed messages: keep the old prefix, or compact."""
 
 _DEFER_POLICIES: tuple[DeferPolicy, ...] = ('keep', 'compact')
+
+_CONVERSATIONS_KEPT = 4096
+"""How many conversations' tool memories a guard keeps; a conversation forgotten and taken up again declares only
+the agent's current tools, so a retired tool its history calls is warned about and sent as it is."""
+
+
+@dataclass
+class _ToolMemory:
+    """The tools one conversation has declared, kept across its runs."""
+
+    seen: set[str] = field(default_factory=set[str])
+    """The name of every tool (function or output) the conversation declared: only those can be retired; a name
+    the model made up never was."""
+
+    definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition])
+    """Every tool definition the conversation declared, by name: how a retired tool that its history still calls is
+    declared again."""
 
 
 class PrefixGuardSpecOptions(BaseModel):
@@ -127,13 +153,18 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     _verified: int = field(default=0, init=False, repr=False)
     """How many leading messages the current request sends with the bytes the model consumed."""
 
-    _seen: set[str] = field(default_factory=set[str], init=False, repr=False)
-    """The name of every tool (function or output) this guard has seen declared, shared by its runs: only those
-    can be retired; a name the model made up never was."""
+    _memory: _ToolMemory = field(default_factory=lambda: _ToolMemory(), init=False, repr=False, compare=False)
+    """The tools this run's conversation has declared: its own, never another conversation's."""
 
-    _definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition], init=False, repr=False)
-    """Every tool definition this guard has seen declared, by name, shared by its runs: how a retired tool that
-    history still calls is declared again."""
+    _memories: BoundedCache[str, _ToolMemory] = field(
+        default_factory=lambda: BoundedCache[str, _ToolMemory](max_entries=_CONVERSATIONS_KEPT, max_bytes=sys.maxsize),
+        init=False,
+        repr=False,
+        compare=False,
+    )
+    """Each conversation's tool memory, by `conversation_id`, shared by the runs of this guard: a later run of a
+    conversation declares a retired tool as that conversation last sent it. Concurrent conversations on one agent
+    each have their own; the least recently started are forgotten past `_CONVERSATIONS_KEPT`."""
 
     def __post_init__(self) -> None:
         if self.mode not in _MODES:
@@ -175,17 +206,26 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         return CapabilityOrdering(wrapped_by=(ProcessHistory, SelectModel), wraps=(AppendInstructions,))
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> PrefixGuard[AgentDepsT]:
-        """A guard for one run, starting from the history the run is given; tool definitions stay shared."""
+        """A guard for one run, starting from the history the run is given, with its conversation's tool memory."""
         run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, verifier=self.verifier)
-        run._definitions = self._definitions
-        run._seen = self._seen
+        run._memories = self._memories
+        # Pydantic AI resolves every run's `conversation_id` (given, from history, or new) before `for_run`.
+        if ctx.conversation_id is not None:  # pragma: no branch
+            run._memory = self._memories.setdefault(ctx.conversation_id, _ToolMemory, size=1)
         run._consumed = ConsumedHistory.of(list(ctx.messages))
         run._instructions = _last_instructions(ctx.messages)
         return run
 
+    async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
+        """Name the run's conversation to the HTTP transports it sends through, so a shared `WireVerifier` keeps
+        each conversation's requests apart (and `open_window` opens only this one's).
+        """
+        with conversation_scope(ctx.conversation_id):
+            return await handler()
+
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
         """In enforce mode, keep each tool that history calls declared after it leaves the agent's tools."""
-        return RetiredTools(toolset, self._definitions) if self.mode == 'enforce' else None
+        return RetiredTools(toolset, self._memory.definitions) if self.mode == 'enforce' else None
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -198,7 +238,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         judged = ConsumedHistory(consumed.messages, 0) if self._opened else consumed
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
-        decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=self._seen)
+        decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=self._memory.seen)
         # How many leading messages are sent with the bytes the model consumed: all of the consumed prefix, unless
         # a divergent rewrite goes out as it is.
         self._verified = consumed.boundary
@@ -221,7 +261,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         if self._opened and self.verifier is not None:
             self.verifier.open_window()
         self._tools = declared
-        self._seen.update(declared)
+        self._memory.seen.update(declared)
         self._sent = list(request_context.messages)
         return request_context
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
@@ -21,9 +22,10 @@ import httpx2
 import logfire_api
 from pydantic_ai.exceptions import UserError
 
-from .._conversation import WireConversation
+from .._cache import BoundedCache
+from .._conversation import WireConversation, has_history
 from .._segments import API_PATHS, Api, Segment, common_prefix_length, excerpt, first_difference, segments
-from .._transport import TeeStream, decoded
+from .._transport import TeeStream, current_conversation, decoded
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
 
 __all__ = ('VerifierMode', 'WireDivergence', 'WireVerifier')
@@ -92,7 +94,7 @@ class WireDivergence:
 
 @dataclass
 class _Chain:
-    """The requests sent so far to one API and model."""
+    """The requests one conversation sent so far to one API and model."""
 
     last: list[Segment]
     """The full segments of the last request sent."""
@@ -124,9 +126,14 @@ class WireVerifier:
     full input, and compared byte for byte with the previous request to the same API and model. Other requests
     pass through untouched.
 
-    A verifier is meant for one conversation: its requests to each model form a chain, and the first request of
-    each chain is never compared. Make a new verifier (and client) for each conversation, or call `open_window`
-    before the first request of the next one.
+    One verifier (and one client) serves every conversation of an agent, concurrently, in tasks and threads: each
+    conversation's requests to each model form a chain, and the first request of each chain is never compared.
+    `AppendInstructions` and `PrefixGuard` name each run's conversation (its `conversation_id`) to the transport;
+    without either on the agent, a request joins the most recent chain of its API and model whose last request it
+    extends byte for byte, a request with no history (no reply, tool call or tool result, no known
+    `previous_response_id`) starts a new chain, and any other request is compared with the chain it shares the
+    longest prefix with. It keeps the last request of the most recent `4096` chains (and at most `256 MiB` of
+    them); the request after a chain was forgotten starts a new one.
 
     A divergence is added to `divergences` and recorded on the request's span. In `'observe'` mode the request
     is sent and a [`WirePrefixDivergenceWarning`][pydantic_ai_append.guard.WirePrefixDivergenceWarning] is
@@ -158,8 +165,9 @@ class WireVerifier:
         async with verifier.http_client(transport=httpx2.MockTransport(provider)) as client:
             await client.post(url, json={'model': 'gpt-5.2', 'messages': [hello]})
             await client.post(url, json={'model': 'gpt-5.2', 'messages': [hello, {'role': 'assistant', 'content': 'Hi'}]})
+            hi = {'role': 'user', 'content': 'Hi'}
             try:
-                await client.post(url, json={'model': 'gpt-5.2', 'messages': [{'role': 'user', 'content': 'Hi'}]})
+                await client.post(url, json={'model': 'gpt-5.2', 'messages': [hi, {'role': 'assistant', 'content': 'Hi'}]})
             except WirePrefixDivergenceError as error:
                 print(error)
         print(len(sent), [divergence.segment for divergence in verifier.divergences])
@@ -179,18 +187,28 @@ class WireVerifier:
     _: KW_ONLY
     divergences: list[WireDivergence] = field(default_factory=list[WireDivergence], init=False)
     """Every divergence found, in the order the requests were checked, including the ones refused."""
-    _chains: dict[tuple[Api, str], _Chain] = field(
-        default_factory=dict[tuple[Api, str], _Chain], init=False, repr=False
+    _chains: BoundedCache[tuple[str | int, Api, str], _Chain] = field(
+        default_factory=lambda: BoundedCache[tuple[str | int, Api, str], _Chain](
+            max_entries=_CHAINS_KEPT, max_bytes=_CHAIN_BYTES_KEPT
+        ),
+        init=False,
+        repr=False,
     )
-    """The requests sent so far, per API and model."""
+    """The requests sent so far, per conversation, API and model: a conversation is its `conversation_id` when a
+    capability on the agent names it, or a number for one told apart by its bytes."""
+    _unnamed: int = field(default=0, init=False, repr=False)
+    """How many conversations were told apart by their bytes: the next one's number."""
     _conversations: dict[Api, WireConversation] = field(
         default_factory=dict[Api, WireConversation], init=False, repr=False
     )
     """Per API, the replies a `previous_response_id` may name, to resolve it (only Responses keeps any)."""
-    _replies: dict[Api, tuple[list[Segment], _Reply]] = field(
-        default_factory=dict[Api, tuple[list[Segment], _Reply]], init=False, repr=False
+    _replies: list[tuple[list[Segment], _Reply]] = field(
+        default_factory=list[tuple[list[Segment], _Reply]], init=False, repr=False
     )
-    """The last Responses request sent and its reply's chunks, read by the client after the request was checked."""
+    """Responses requests sent and their replies' chunks, until a reply is read whole; the client reads each after
+    its request was checked, and concurrent conversations' replies may still be streaming."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    """Held while a request is checked: one verifier serves every conversation, in every thread."""
 
     def __post_init__(self) -> None:
         if self.mode not in _MODES:
@@ -232,13 +250,18 @@ class WireVerifier:
 
         The next request of each chain affected is not compared, and the requests after it are compared with it.
 
+        Called within a run of an agent whose `AppendInstructions` or `PrefixGuard` names its conversation, it opens
+        the window of that conversation's chains only; otherwise, of every chain.
+
         Args:
             model: The model name as the request body has it, to open a window for that model's chain only; by
                 default every chain's.
         """
-        for (_, chain_model), chain in self._chains.items():
-            if model is None or chain_model == model:
-                chain.window_open = True
+        conversation = current_conversation()
+        with self._lock:
+            for (chain_conversation, _, chain_model), chain in self._chains.items():
+                if (model is None or chain_model == model) and conversation in (None, chain_conversation):
+                    chain.window_open = True
 
     def _check(self, api: Api, body: bytes) -> _Reply | None:
         """Check a request about to be sent, and note it as sent unless refused.
@@ -255,50 +278,100 @@ class WireVerifier:
             return None
         model = request.get('model')
         model = model if isinstance(model, str) else ''
-        conversation = self._conversation(api)
-        resolved = conversation.resolve(body)
-        # A `previous_response_id` this verifier never saw (the conversation began before it) leaves only the
-        # request's own segments: nothing to compare them with, but the requests after it are compared with them.
-        current = resolved if resolved is not None else segments(api, body)
-        chain = self._chains.get((api, model))
-        index = chain.sent if chain is not None else 0
-        with logfire_api.span(
-            'wire prefix {api} {model} request {request_index}', api=api, model=model, request_index=index
-        ) as span:
-            previous = chain.last if chain is not None and resolved is not None else []
-            reused = common_prefix_length(previous, current)
-            compared = chain is not None and resolved is not None and not chain.window_open
-            span.set_attribute('segments', len(current))
-            span.set_attribute('reused_segments', reused)
-            span.set_attribute('compared', compared)
-            if compared and reused < len(previous):
-                divergence = _divergence(api, model, index, previous, current, reused)
-                self.divergences.append(divergence)
-                span.set_attribute('divergent_segment', divergence.segment)
-                span.set_attribute('divergent_kind', divergence.kind)
-                if self.mode == 'enforce':
-                    raise _refusal_type(api)(f'{divergence.message}\nNot sent. {_WINDOW_HINT}')
-                span.set_level('warn')
-                warnings.warn(f'{divergence.message}\n{_WINDOW_HINT}', WirePrefixDivergenceWarning, stacklevel=2)
-        if chain is None:
-            self._chains[(api, model)] = _Chain(current)
-        else:
-            chain.last, chain.sent, chain.window_open = current, chain.sent + 1, False
-        if api != 'openai-responses':
-            return None
-        reply = _Reply()
-        self._replies[api] = (current, reply)
-        return reply
+        with self._lock:
+            resolver = self._resolver(api)
+            resolved = resolver.resolve(body)
+            # A `previous_response_id` this verifier never saw (the conversation began before it) leaves only the
+            # request's own segments: nothing to compare them with, but the requests after it are compared with them.
+            current = resolved if resolved is not None else segments(api, body)
+            key, chain = self._chain_for(api, model, current, known=resolved is not None, request=request)
+            index = chain.sent if chain is not None else 0
+            with logfire_api.span(
+                'wire prefix {api} {model} request {request_index}', api=api, model=model, request_index=index
+            ) as span:
+                previous = chain.last if chain is not None and resolved is not None else []
+                reused = common_prefix_length(previous, current)
+                compared = chain is not None and resolved is not None and not chain.window_open
+                span.set_attribute('segments', len(current))
+                span.set_attribute('reused_segments', reused)
+                span.set_attribute('compared', compared)
+                if compared and reused < len(previous):
+                    divergence = _divergence(api, model, index, previous, current, reused)
+                    self.divergences.append(divergence)
+                    span.set_attribute('divergent_segment', divergence.segment)
+                    span.set_attribute('divergent_kind', divergence.kind)
+                    if self.mode == 'enforce':
+                        raise _refusal_type(api)(f'{divergence.message}\nNot sent. {_WINDOW_HINT}')
+                    span.set_level('warn')
+                    warnings.warn(f'{divergence.message}\n{_WINDOW_HINT}', WirePrefixDivergenceWarning, stacklevel=2)
+            sent = chain.sent + 1 if chain is not None else 1
+            # Put again, so a chain in use stays among the kept, with the size of its new last request.
+            self._chains.put(key, _Chain(current, sent), size=_chain_size(current))
+            if api != 'openai-responses':
+                return None
+            reply = _Reply()
+            self._replies.append((current, reply))
+            del self._replies[:-_PENDING_REPLIES_KEPT]
+            return reply
 
-    def _conversation(self, api: Api) -> WireConversation:
-        """The API's conversation, with the reply to the last request sent to it added (the client has read it)."""
-        conversation = self._conversations.get(api)
-        if conversation is None:
-            conversation = self._conversations[api] = WireConversation(api)
-        if (reply := self._replies.pop(api, None)) is not None:
-            request, body = reply
-            conversation.add_response(request, decoded(b''.join(body.chunks), body.content_encoding))
-        return conversation
+    def _chain_for(
+        self, api: Api, model: str, current: list[Segment], *, known: bool, request: dict[str, Any]
+    ) -> tuple[tuple[str | int, Api, str], _Chain | None]:
+        """The chain a request belongs to (its key, and the chain if it has one yet), with the lock held."""
+        conversation = current_conversation()
+        if conversation is not None:
+            key = (conversation, api, model)
+            return key, self._chains.get(key)
+        candidates = [
+            (key, chain)
+            for key, chain in reversed(self._chains.items())
+            if isinstance(key[0], int) and key[1:] == (api, model)
+        ]
+        shared = [common_prefix_length(chain.last, current) for _, chain in candidates]
+        extended = next(
+            (candidate for candidate, count in zip(candidates, shared, strict=True) if count == len(candidate[1].last)),
+            None,
+        )
+        if extended is not None:
+            return extended
+        if known and candidates and has_history(request):
+            return candidates[shared.index(max(shared))]
+        self._unnamed += 1
+        return (self._unnamed, api, model), None
+
+    def _resolver(self, api: Api) -> WireConversation:
+        """The API's resolver, with every Responses reply the client has read whole since added, with the lock held."""
+        if self._replies:
+            responses = self._resolver_of(_RESPONSES)
+            # A reply not whole yet (another conversation's, still streaming) is tried again at the next request.
+            self._replies = [
+                (request, reply)
+                for request, reply in self._replies
+                if not responses.add_response(request, decoded(b''.join(reply.chunks), reply.content_encoding))
+            ]
+        return self._resolver_of(api)
+
+    def _resolver_of(self, api: Api) -> WireConversation:
+        resolver = self._conversations.get(api)
+        if resolver is None:
+            resolver = self._conversations[api] = WireConversation(api)
+        return resolver
+
+
+_RESPONSES: Api = 'openai-responses'
+
+_CHAINS_KEPT = 4096
+"""How many chains (conversation, API and model) a verifier keeps the last request of."""
+
+_CHAIN_BYTES_KEPT = 256 * 1024 * 1024
+"""How many bytes of last requests a verifier keeps."""
+
+_PENDING_REPLIES_KEPT = 256
+"""How many Responses replies a verifier waits for to be read whole (an error reply never is)."""
+
+
+def _chain_size(current: list[Segment]) -> int:
+    return sum(len(segment.data) + 64 for segment in current) + 128
 
 
 _WINDOW_HINT = 'If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.'

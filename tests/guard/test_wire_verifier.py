@@ -16,6 +16,7 @@ import json
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import httpx2
@@ -32,13 +33,15 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 
 from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
+from pydantic_ai_append._cassettes import Interaction
+from pydantic_ai_append._check import check_cassette
 from pydantic_ai_append.guard import (
     WireDivergence,
     WirePrefixDivergenceError,
     WirePrefixDivergenceWarning,
     WireVerifier,
 )
-from pydantic_ai_append.testing import API_PATHS, Api, assert_prefix_stable, common_prefix_length, segments
+from pydantic_ai_append.testing import API_PATHS, Api
 
 pytestmark = pytest.mark.anyio
 
@@ -325,7 +328,7 @@ async def test_other_requests_pass_through_unchecked(capfire: CaptureLogfire):
         # No model in the body: a chain of its own, keyed by the empty name.
         await client.post('https://api.example/v1/chat/completions', json={'messages': [{'role': 'user'}]})
         with pytest.raises(WirePrefixDivergenceError, match="to model '' does not extend"):
-            await client.post('https://api.example/v1/chat/completions', json={'messages': []})
+            await client.post('https://api.example/v1/chat/completions', json={'messages': [{'role': 'assistant'}]})
     assert [(method, path) for method, path, _ in seen] == [
         ('GET', '/v1/models'),
         ('POST', '/v1/embeddings'),
@@ -355,7 +358,8 @@ async def test_without_the_anthropic_sdk_the_refusal_is_the_plain_error(monkeypa
     async with verifier.http_client(transport=httpx2.MockTransport(reply)) as client:
         await client.post(url, json={'model': 'm', 'system': 'Be brief.', 'messages': []})
         with pytest.raises(WirePrefixDivergenceError) as raised:
-            await client.post(url, json={'model': 'm', 'system': 'Terse.', 'messages': []})
+            # It carries history, so it continues the conversation rather than starting one.
+            await client.post(url, json={'model': 'm', 'system': 'Terse.', 'messages': [{'role': 'assistant'}]})
     assert type(raised.value) is WirePrefixDivergenceError
 
 
@@ -364,28 +368,38 @@ def test_an_unknown_mode_is_refused():
         WireVerifier(mode=cast(Any, 'strict'))
 
 
-@given(st.lists(st.lists(st.sampled_from(['a', 'b', 'ab']), max_size=4), min_size=1, max_size=5))
-def test_the_verifier_flags_what_the_test_checker_rejects(conversation: list[list[str]]):
-    # Hand-written bodies: the property needs far more conversations than recorded agent runs can give.
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(['user', 'assistant']), st.sampled_from(['a', 'b', 'ab'])), max_size=4),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_verifier_flags_what_the_test_checker_rejects(conversation: list[list[tuple[str, str]]]):
+    # Hand-written bodies: the property needs far more conversations than recorded agent runs can give. Without a
+    # capability naming the conversation, the verifier tells conversations apart by the cassette checker's rule.
+    url = 'https://api.example/v1/chat/completions'
     bodies = [
-        json.dumps({'model': 'm', 'messages': [{'role': 'user', 'content': text} for text in texts]}).encode()
-        for texts in conversation
+        json.dumps({'model': 'm', 'messages': [{'role': role, 'content': text} for role, text in messages]})
+        for messages in conversation
     ]
     verifier = WireVerifier()
 
     async def send() -> None:
         async with verifier.http_client(transport=httpx2.MockTransport(reply)) as client:
             for body in bodies:
-                await client.post('https://api.example/v1/chat/completions', content=body)
+                await client.post(url, content=body)
 
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', WirePrefixDivergenceWarning)
         asyncio.run(send())
-    requests = [segments('openai-chat', body) for body in bodies]
-    rejected: list[tuple[int, int]] = []
-    for index in range(1, len(requests)):
-        try:
-            assert_prefix_stable(requests[index - 1 : index + 1])
-        except AssertionError:
-            rejected.append((index, common_prefix_length(requests[index - 1], requests[index])))
-    assert [(divergence.request, divergence.segment) for divergence in verifier.divergences] == rejected
+    interactions = [
+        Interaction(Path('c.yaml'), index, 'POST', url, {'body': body}, {}) for index, body in enumerate(bodies)
+    ]
+    report = check_cassette(Path('c.yaml'), interactions)
+    rejected = sorted(
+        ((d.interaction, d.request, d.segment) for c in report.conversations for d in c.divergences),
+    )
+    assert [(divergence.request, divergence.segment) for divergence in verifier.divergences] == [
+        (request, segment) for _, request, segment in rejected
+    ]
