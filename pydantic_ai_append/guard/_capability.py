@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse
+from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse, repair_messages
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
@@ -179,7 +179,10 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, verifier=self.verifier)
         run._definitions = self._definitions
         run._seen = self._seen
-        run._consumed = ConsumedHistory.of(list(ctx.messages))
+        # The run starts from the history as given, but Pydantic AI repairs it before anything reads it (merging
+        # consecutive requests, dropping orphaned tool results), and before sending it: the consumed history is
+        # taken in that shape, which is both what history processors see and what the model was sent.
+        run._consumed = ConsumedHistory.of(repair_messages(ctx.messages, repair_last_response=False))
         run._instructions = _last_instructions(ctx.messages)
         return run
 
