@@ -37,7 +37,7 @@ from pydantic_ai.capabilities import (
     WrapRunHandler,
 )
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse
+from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse, repair_messages
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
@@ -212,7 +212,10 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         # Pydantic AI resolves every run's `conversation_id` (given, from history, or new) before `for_run`.
         if ctx.conversation_id is not None:  # pragma: no branch
             run._memory = self._memories.setdefault(ctx.conversation_id, _ToolMemory, size=1)
-        run._consumed = ConsumedHistory.of(list(ctx.messages))
+        # The run starts from the history as given, but Pydantic AI repairs it before anything reads it (merging
+        # consecutive requests, dropping orphaned tool results), and before sending it: the consumed history is
+        # taken in that shape, which is both what history processors see and what the model was sent.
+        run._consumed = ConsumedHistory.of(repair_messages(ctx.messages, repair_last_response=False))
         run._instructions = _last_instructions(ctx.messages)
         return run
 
