@@ -63,8 +63,12 @@ _NOT_CARRIED = object()
 def _stored(part: SystemPromptPart) -> object:
     """What a carrier stores (`None` for a remnant), or `_NOT_CARRIED` if `part` is not a carrier."""
     metadata = part.metadata
+    if part.content:
+        # A carrier is empty: a system prompt with text of its own is the user's, kept as it is, whatever its
+        # metadata says (a record planted on it is not read).
+        return _NOT_CARRIED
     if metadata is None or RECORD_KEY not in metadata:
-        return None if not part.content and not metadata else _NOT_CARRIED
+        return None if not metadata else _NOT_CARRIED
     return metadata[RECORD_KEY]
 
 
