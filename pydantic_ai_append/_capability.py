@@ -308,8 +308,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         messages = ctx.messages
         if not messages or not isinstance(last := messages[-1], ModelResponse) or last.state != 'suspended':
             return self
-        key = self._key
-        state = fold_window(scan(messages, key=key, conversation_id=ctx.conversation_id if key is not None else None))
+        state = fold_window(scan(messages, key=self._key, conversation_id=ctx.conversation_id))
         if state.baseline is None:
             return self
         run = copy.copy(self)

@@ -100,7 +100,13 @@ class Compaction:
 def scan(
     messages: Sequence[ModelMessage], *, key: bytes | None = None, conversation_id: str | None = None
 ) -> Iterator[Located | Compaction]:
-    """Every record and compaction in `messages`, in history order, in one pass without rendering."""
+    """Every record and compaction in `messages`, in history order, in one pass without rendering.
+
+    Records are checked against `conversation_id` only when they are signed (`key` given): an unsigned record could
+    be rewritten whole, so binding it to a conversation would prove nothing.
+    """
+    if key is None:
+        conversation_id = None
     # This runs on every request over the whole history: one type check for each part, and work only for system
     # prompts and compactions. Records are yielded rather than listed, so each is dropped as soon as it is folded.
     for message_index, message in enumerate(messages):
@@ -140,7 +146,7 @@ def instruction_records(
     key = signing_key.encode() if isinstance(signing_key, str) else signing_key
     return [
         found.record
-        for found in scan(messages, key=key, conversation_id=conversation_id if key is not None else None)
+        for found in scan(messages, key=key, conversation_id=conversation_id)
         if isinstance(found, Located) and not isinstance(found.record, UnreadableRecord)
     ]
 
