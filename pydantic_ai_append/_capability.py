@@ -105,7 +105,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     signing_key: str | bytes | None = field(default=None, repr=False)
     """A secret to sign records with, so records forged in history that came from a client are told apart from
     genuine ones. A signed record is bound to its conversation (`conversation_id`), so it can't be replayed into
-    another. A record that fails the check opens a new window; it is never delivered."""
+    another. A record that fails the check opens a new window; it is never delivered. A resumed suspended turn
+    whose recorded instructions its signed window doesn't vouch for is refused with a `UserError`."""
 
     verifier: WindowObserver | None = field(default=None, repr=False)
     """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] (or anything with `open_window()`) to tell when a

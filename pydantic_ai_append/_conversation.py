@@ -8,12 +8,14 @@ replies seen earlier. The test-time checker and the runtime verifier both rebuil
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, cast
 
+from ._cache import BoundedCache
 from ._segments import CACHE_MARKER_KEYS, Api, Segment, parse_body, pieces, segments
 
-__all__ = ('Exchange', 'WireConversation', 'has_history')
+__all__ = ('BoundedWireConversation', 'Exchange', 'WireConversation', 'has_history', 'segments_size')
 
 
 class Exchange(Protocol):
@@ -87,7 +89,9 @@ class WireConversation:
         """The provider API every request of the conversation goes to."""
         self.requests: list[list[Segment]] = []
         """Each request's full segments, in the order added."""
-        self._contexts: dict[str, list[Segment]] = {}
+        # Unbounded here: a test's or a cassette's conversation is short, and a reply forgotten would turn into a
+        # false "no earlier response returned it". The verifier, which runs for the life of a server, bounds it.
+        self._contexts = BoundedCache[str, list[Segment]](max_entries=sys.maxsize, max_bytes=sys.maxsize)
 
     @classmethod
     def from_exchanges(cls, api: Api, exchanges: Iterable[Exchange]) -> WireConversation:
@@ -123,8 +127,8 @@ class WireConversation:
             previous = parse_body(self.api, request_body)['previous_response_id']
             raise AssertionError(
                 f'request {len(self.requests)} names previous_response_id {previous!r}, which no earlier response '
-                f'in this conversation returned (known: {sorted(self._contexts)}); add the exchange that '
-                f'returned it, with its response body'
+                f'in this conversation returned (known: {sorted(key for key, _ in self._contexts.items())}); add the '
+                f'exchange that returned it, with its response body'
             )
         if response_body is not None:
             self.add_response(full, response_body)
@@ -147,10 +151,11 @@ class WireConversation:
         previous = parse_body(self.api, request_body).get('previous_response_id')
         if not isinstance(previous, str):
             return own
-        if previous not in self._contexts:
+        context = self._contexts.get(previous)
+        if context is None:
             return None
         head = [segment for segment in own if segment.kind in ('tool', 'instructions')]
-        return head + self._contexts[previous] + [segment for segment in own if segment.kind == 'input']
+        return head + context + [segment for segment in own if segment.kind == 'input']
 
     def add_response(self, request: Sequence[Segment], response_body: bytes) -> bool:
         """Remember the response a request got, so that later requests naming it by `previous_response_id` resolve.
@@ -169,8 +174,33 @@ class WireConversation:
             return False
         response_id, output = reply
         full_input = [segment for segment in request if segment.kind in ('input', 'output')]
-        self._contexts[response_id] = full_input + pieces('output', output, CACHE_MARKER_KEYS[self.api])
+        context = full_input + pieces('output', output, CACHE_MARKER_KEYS[self.api])
+        self._contexts.put(response_id, context, size=segments_size(context))
         return True
+
+
+def segments_size(kept: Sequence[Segment]) -> int:
+    """About the bytes a list of segments takes, counting each segment's data in full even where it is shared."""
+    return sum(len(segment.data) + 64 for segment in kept) + 128
+
+
+class BoundedWireConversation(WireConversation):
+    """A conversation that keeps only the most recent `max_responses` replies (and `max_bytes` of their contexts).
+
+    A request naming a `previous_response_id` whose reply was forgotten resolves to `None`, as one naming a reply
+    never added does.
+    """
+
+    def __init__(self, api: Api, *, max_responses: int, max_bytes: int) -> None:
+        """Start an empty conversation.
+
+        Args:
+            api: The provider API every request of the conversation goes to.
+            max_responses: The most replies it keeps.
+            max_bytes: The most bytes of their contexts it keeps, as `segments_size` counts them.
+        """
+        super().__init__(api)
+        self._contexts = BoundedCache[str, list[Segment]](max_entries=max_responses, max_bytes=max_bytes)
 
 
 _HISTORY_FREE_ROLES = frozenset({'user', 'system', 'developer'})

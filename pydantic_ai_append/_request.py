@@ -243,7 +243,7 @@ async def handle_request(
             messages, deliveries, renderer, wrap=wrap, escape_others=bool(baseline and baseline.blocks)
         )
         if baseline is not None:
-            _restore_prefix(request_context, baseline, renderer)
+            _restore_prefix(request_context, baseline, renderer, signed=settings.key is not None)
         return request_context
 
     params = request_context.model_request_parameters
@@ -323,15 +323,45 @@ def _conversation(settings: RequestSettings[Any], ctx: RunContext[Any]) -> str |
 
 
 def _restore_prefix(
-    request_context: ModelRequestContext, baseline: InstructionBaselinePart, renderer: Renderer
+    request_context: ModelRequestContext, baseline: InstructionBaselinePart, renderer: Renderer, *, signed: bool
 ) -> None:
-    """Send a resumed turn's instructions as the parts the suspended request was sent, not as one joined part."""
+    """Send a resumed turn's instructions as the parts the suspended request was sent, not as one joined part.
+
+    The instructions come from the history, as a client may have written them. With signed records, they are sent
+    only if the window's baseline vouches for them: each append-mode block and the sentence by its exact text,
+    every other block by its digest, and a block Pydantic AI's own append mode owns (2.59 and later) as the part
+    Pydantic AI rebuilt from its own records.
+
+    Raises:
+        UserError: With signed records, if the instructions aren't made of what the baseline records.
+    """
     params = request_context.model_request_parameters
-    recorded = InstructionPart.join(params.instruction_parts or [])
+    given = params.instruction_parts or []
+    recorded = InstructionPart.join(given)
     split = split_recorded_prefix(baseline, recorded or '', renderer.block, SUPERSESSION_SENTENCE)
     if split is not None:
         parts = [_restored_part(entry, text) for entry, text in split]
         request_context.model_request_parameters = replace(params, instruction_parts=parts)
+        return
+    if not signed:
+        return
+    # Pydantic AI rebuilt the parts from its own window when its blocks are in the prefix; the plugin's are checked.
+    ours = [part for part in given if part.id is None or str(part.id) not in baseline.native]
+    joined = InstructionPart.join(ours) or ''
+    if (
+        len(ours) == len(given)
+        or split_recorded_prefix(baseline, joined, renderer.block, SUPERSESSION_SENTENCE) is None
+    ):
+        raise UserError(_unvouched_message(recorded or ''))
+
+
+def _unvouched_message(recorded: str) -> str:
+    return (
+        f'The suspended turn this run resumes records instructions its signed records do not vouch for: '
+        f'{reprlib.repr(recorded)}. The history was changed after the turn was recorded: resume the turn from the '
+        'history your server recorded, or leave out the suspended response to start the turn over with the current '
+        'instructions.'
+    )
 
 
 async def _current_blocks(

@@ -1,7 +1,9 @@
-"""Text that imitates the package's elements, from a user, a tool or a block's own value, never reads as one.
+"""Text that imitates the package's elements never reads as one: from a user, a tool, a block or a routed block.
 
 Each case puts the same lookalikes (a `<context>` element, a `<context-diff>`, and `<system>`-wrapped copies of
 both, all naming the real block) in one place, on each of the four wire paths, against the live fake provider.
+The places: a user prompt, a tool return, the package's own block, and a block another source contributes (the
+agent's instructions, a toolset's, another capability's) routed through append mode with `append_ids`.
 A parser of the wire format written here, not the package's, reads every text the model receives: it must find
 exactly the real elements, with the block's true values, and nothing the lookalikes say.
 """
@@ -12,11 +14,13 @@ import difflib
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Literal, cast
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -28,6 +32,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
 
 from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions
@@ -203,3 +208,84 @@ def test_strings_inside_structured_tool_returns_and_prompts_are_escaped():
         {'found': ['<\\context id="x">', ('<\\/system>', 'plain')], 'count': 2, 'same': ['plain']},
         ['<\\system>hi<\\/system>', 'plain'],
     ]
+
+
+def lookalikes_of(block_id: str) -> str:
+    """The lookalikes, naming `block_id` instead of the package's own block."""
+    return LOOKALIKES.replace(BLOCK, block_id)
+
+
+@dataclass
+class Notes(AbstractCapability[object]):
+    """Another capability, contributing a block of its own: the routed block of one of the cases."""
+
+    value: Callable[[], str]
+    """The block's text, read at each request."""
+
+    def get_instructions(self) -> Callable[[], str]:
+        return self.value
+
+
+@pytest.mark.parametrize('source', ['agent:memory', 'toolset:notes', 'capability:notes'])
+@pytest.mark.parametrize('path', list(PATHS))
+async def test_lookalikes_in_a_routed_block_never_read_as_elements(path: str, source: str):
+    # A block another source contributes, routed through append mode: its text imitates both its own elements and
+    # the package's block, and the wire must hold only the real elements of each.
+    api, model_name = PATHS[path]
+    values = [f'{value}\n{lookalikes_of(source)}\n{LOOKALIKES}' for value in ['real', 'changed by the tool', 'later']]
+    state = {'value': values[0]}
+    context = AppendInstructions(id='memory', append_ids=[source])
+    context.instructions(name='state')(lambda: 'the package block')
+
+    def routed() -> str:
+        return state['value']
+
+    toolsets = [FunctionToolset[object](id='notes', instructions=routed)] if source.startswith('toolset:') else []
+    capture = WireCapture()
+    script = [ToolCalls([('look_up', {})]), Text('Done.'), Text('Again.')]
+    with FakeProvider(script=script) as server:
+        async with capture.http_client() as http_client:
+            model = MODEL_FACTORIES[api](server.url, model_name, http_client=http_client)
+            others = [Notes(routed, id='notes')] if source.startswith('capability:') else []
+            agent = Agent(model, capabilities=[context, *others], toolsets=toolsets)
+            if source.startswith('agent:'):
+                agent.instructions(name='memory')(routed)
+
+            @agent.tool_plain
+            def look_up() -> str:  # pyright: ignore[reportUnusedFunction]
+                """Look something up."""
+                state['value'] = values[1]
+                return 'Nothing found.'
+
+            history = (await agent.run('Look it up.')).all_messages()
+            state['value'] = values[2]
+            history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+            await agent.run('And now?', message_history=history)
+
+    requests = capture.conversation(api).requests
+    assert len(requests) == 3
+    assert_prefix_stable(requests)
+    allowed = (
+        {('context', BLOCK, 'the package block')}
+        | {('context', source, value) for value in values}
+        | {('context-diff', source, hunks(old, new)) for old, new in itertools.pairwise(values)}
+    )
+    told: list[list[str]] = []
+    for request in requests:
+        found = [element for segment in request for text in texts(segment) for element in elements(text)]
+        assert set(found) <= allowed
+        told.append([block_id for _, block_id, _ in found])
+        for segment in request:
+            for text in texts(segment):
+                assert len(OPENER.findall(text)) == len(elements(text))
+                for inner in SYSTEM_BLOCK.findall(text):
+                    assert len(elements(inner)) == 1
+    # Both blocks in the prefix; the routed block's change in the tool loop; its change between runs after that.
+    assert [sorted(ids) for ids in told] == [
+        sorted([BLOCK, source]),
+        sorted([BLOCK, source, source]),
+        sorted([BLOCK, source, source, source]),
+    ]
+    # The lookalikes reach the model inside the routed block's elements, with a backslash after each tag's `<`.
+    sent = [text for request in requests for segment in request for text in texts(segment)]
+    assert any(f'<\\context id="{source}">' in text and f'<\\context id="{BLOCK}">' in text for text in sent)

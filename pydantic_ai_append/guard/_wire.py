@@ -23,7 +23,7 @@ import logfire_api
 from pydantic_ai.exceptions import UserError
 
 from .._cache import BoundedCache
-from .._conversation import WireConversation, has_history
+from .._conversation import BoundedWireConversation, WireConversation, has_history, segments_size
 from .._segments import API_PATHS, Api, Segment, common_prefix_length, excerpt, first_difference, segments
 from .._transport import TeeStream, current_conversation, decoded
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
@@ -133,7 +133,9 @@ class WireVerifier:
     extends byte for byte, a request with no history (no reply, tool call or tool result, no known
     `previous_response_id`) starts a new chain, and any other request is compared with the chain it shares the
     longest prefix with. It keeps the last request of the most recent `4096` chains (and at most `256 MiB` of
-    them); the request after a chain was forgotten starts a new one.
+    them); the request after a chain was forgotten starts a new one. It keeps the context of the most recent `4096`
+    Responses replies as well (at most `256 MiB`): a request naming a reply it forgot, like one naming a reply it
+    never saw, is not compared (so never refused), and the requests after it are compared with it.
 
     A divergence is added to `divergences` and recorded on the request's span. In `'observe'` mode the request
     is sent and a [`WirePrefixDivergenceWarning`][pydantic_ai_append.guard.WirePrefixDivergenceWarning] is
@@ -201,7 +203,8 @@ class WireVerifier:
     _conversations: dict[Api, WireConversation] = field(
         default_factory=dict[Api, WireConversation], init=False, repr=False
     )
-    """Per API, the replies a `previous_response_id` may name, to resolve it (only Responses keeps any)."""
+    """Per API, the replies a `previous_response_id` may name, to resolve it (only Responses keeps any): the most
+    recent `4096` (and at most `256 MiB` of them)."""
     _replies: list[tuple[list[Segment], _Reply]] = field(
         default_factory=list[tuple[list[Segment], _Reply]], init=False, repr=False
     )
@@ -281,8 +284,9 @@ class WireVerifier:
         with self._lock:
             resolver = self._resolver(api)
             resolved = resolver.resolve(body)
-            # A `previous_response_id` this verifier never saw (the conversation began before it) leaves only the
-            # request's own segments: nothing to compare them with, but the requests after it are compared with them.
+            # A `previous_response_id` this verifier never saw (the conversation began before it) or forgot leaves
+            # only the request's own segments: nothing to compare them with, but the requests after it are compared
+            # with them.
             current = resolved if resolved is not None else segments(api, body)
             key, chain = self._chain_for(api, model, current, known=resolved is not None, request=request)
             index = chain.sent if chain is not None else 0
@@ -295,6 +299,9 @@ class WireVerifier:
                 span.set_attribute('segments', len(current))
                 span.set_attribute('reused_segments', reused)
                 span.set_attribute('compared', compared)
+                if resolved is None:
+                    # A reply never seen or forgotten: nothing to compare with, which says nothing of the request.
+                    span.set_attribute('unknown_previous_response_id', str(request.get('previous_response_id')))
                 if compared and reused < len(previous):
                     divergence = _divergence(api, model, index, previous, current, reused)
                     self.divergences.append(divergence)
@@ -306,7 +313,7 @@ class WireVerifier:
                     warnings.warn(f'{divergence.message}\n{_WINDOW_HINT}', WirePrefixDivergenceWarning, stacklevel=2)
             sent = chain.sent + 1 if chain is not None else 1
             # Put again, so a chain in use stays among the kept, with the size of its new last request.
-            self._chains.put(key, _Chain(current, sent), size=_chain_size(current))
+            self._chains.put(key, _Chain(current, sent), size=segments_size(current))
             if api != 'openai-responses':
                 return None
             reply = _Reply()
@@ -354,7 +361,9 @@ class WireVerifier:
     def _resolver_of(self, api: Api) -> WireConversation:
         resolver = self._conversations.get(api)
         if resolver is None:
-            resolver = self._conversations[api] = WireConversation(api)
+            resolver = self._conversations[api] = BoundedWireConversation(
+                api, max_responses=_RESPONSES_KEPT, max_bytes=_RESPONSE_BYTES_KEPT
+            )
         return resolver
 
 
@@ -366,12 +375,15 @@ _CHAINS_KEPT = 4096
 _CHAIN_BYTES_KEPT = 256 * 1024 * 1024
 """How many bytes of last requests a verifier keeps."""
 
+_RESPONSES_KEPT = 4096
+"""How many Responses replies a verifier keeps the context of, for requests naming them by `previous_response_id`;
+as many as chains, since a live chain's next request names its last reply."""
+
+_RESPONSE_BYTES_KEPT = 256 * 1024 * 1024
+"""How many bytes of those replies' contexts (the input of the request each answered, and its output) it keeps."""
+
 _PENDING_REPLIES_KEPT = 256
 """How many Responses replies a verifier waits for to be read whole (an error reply never is)."""
-
-
-def _chain_size(current: list[Segment]) -> int:
-    return sum(len(segment.data) + 64 for segment in current) + 128
 
 
 _WINDOW_HINT = 'If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.'

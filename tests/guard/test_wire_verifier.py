@@ -12,8 +12,10 @@ To record the cassettes again: `uv run pytest tests/guard/test_wire_verifier.py 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sys
+import tracemalloc
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -348,6 +350,130 @@ async def test_a_responses_reply_read_before_the_client_sees_it_is_kept():
         await client.post(url, json={'model': 'm', 'instructions': 'Be brief.', 'previous_response_id': previous})
         with pytest.raises(WirePrefixDivergenceError, match=r'segment 0 \(instructions\)'):
             await client.post(url, json={'model': 'm', 'instructions': 'Terse.', 'previous_response_id': previous})
+
+
+REPLY_TEXT_BYTES = 20_000
+
+
+def long_reply(request: httpx2.Request) -> httpx2.Response:
+    """A Responses reply with an id of its own and a long output, as a long answer would be."""
+    number = json.loads(request.content)['n']
+    text = f'{number:x}'.rjust(REPLY_TEXT_BYTES, '.')
+    output = [{'type': 'message', 'role': 'assistant', 'content': [{'type': 'output_text', 'text': text}]}]
+    return httpx2.Response(200, json={'id': f'resp_{number}', 'output': output})
+
+
+@pytest.mark.parametrize('bound', ['entries', 'bytes'])
+def test_the_responses_replies_kept_are_bounded(monkeypatch: pytest.MonkeyPatch, bound: str):
+    # The bounds shrunk so that a few dozen conversations pass them; on a verifier that keeps every reply's
+    # context, what the later conversations leave behind grows by a reply for each. A chain's last request holds
+    # its reply too (resolved into it), so the chains kept are shrunk alike.
+    kept = 4
+    monkeypatch.setattr('pydantic_ai_append.guard._wire._CHAINS_KEPT', kept)
+    if bound == 'entries':
+        monkeypatch.setattr('pydantic_ai_append.guard._wire._RESPONSES_KEPT', kept, raising=False)
+    else:
+        monkeypatch.setattr(
+            'pydantic_ai_append.guard._wire._RESPONSE_BYTES_KEPT', kept * REPLY_TEXT_BYTES * 2, raising=False
+        )
+    verifier = WireVerifier(mode='enforce')
+    url = 'https://api.example/v1/responses'
+    conversations = 60
+
+    async def converse(client: httpx2.AsyncClient, number: int) -> None:
+        # Each conversation's first request, then one naming its reply: the reply was read, so it is kept.
+        first = await client.post(url, json={'model': 'm', 'n': number, 'input': [f'a{number}']})
+        previous = first.json()['id']
+        await client.post(url, json={'model': 'm', 'n': number, 'previous_response_id': previous, 'input': ['b']})
+
+    async def main() -> int:
+        async with verifier.http_client(transport=httpx2.MockTransport(long_reply)) as client:
+            for number in range(kept * 2):
+                await converse(client, number)
+            gc.collect()
+            tracemalloc.start()
+            try:
+                for number in range(kept * 2, conversations):
+                    await converse(client, number)
+                gc.collect()
+                return tracemalloc.get_traced_memory()[0]
+            finally:
+                tracemalloc.stop()
+
+    held = asyncio.run(main())
+    # Bounded: the `kept` chains and replies that replaced older ones, a few replies' worth each, and a few KB a
+    # request of whatever else the session keeps (the spans of a test exporter). Unbounded: each later
+    # conversation's two contexts on top, the first reply's output in both.
+    traced = conversations - kept * 2
+    print(f'{traced} conversations still hold {held} bytes')
+    assert held < traced * REPLY_TEXT_BYTES
+    assert verifier.divergences == []
+
+
+async def test_live_chains_resolve_and_a_forgotten_reply_is_not_compared(
+    monkeypatch: pytest.MonkeyPatch, capfire: CaptureLogfire
+):
+    kept = 4
+    monkeypatch.setattr('pydantic_ai_append.guard._wire._RESPONSES_KEPT', kept, raising=False)
+    verifier = WireVerifier(mode='enforce')
+    url = 'https://api.example/v1/responses'
+    replies = iter(range(1000))
+
+    def numbered_reply(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={'id': f'resp_{next(replies)}', 'output': [{'type': 'message'}]})
+
+    last: dict[str, str] = {}
+
+    async def send(client: httpx2.AsyncClient, name: str, instructions: str) -> None:
+        body: dict[str, Any] = {'model': 'm', 'instructions': instructions, 'input': [f'{name} {len(last)}']}
+        if name in last:
+            body['previous_response_id'] = last[name]
+        last[name] = (await client.post(url, json=body)).json()['id']
+
+    async with verifier.http_client(transport=httpx2.MockTransport(numbered_reply)) as client:
+        # As many conversations as replies kept, taking turns: each one's next request names a reply still kept.
+        names = [f'conv-{number}' for number in range(kept)]
+        for _ in range(3):
+            for name in names:
+                await send(client, name, f'Be brief, {name}.')
+        with pytest.raises(WirePrefixDivergenceError, match=r'segment 0 \(instructions\)'):
+            await send(client, 'conv-0', 'Terse.')
+        # One more conversation's reply, and conv-0's last reply is forgotten: its next request can't be compared,
+        # so it isn't refused; the one after it is compared with it.
+        await send(client, 'conv-new', 'Be brief.')
+        await send(client, 'conv-0', 'Terse.')
+        await send(client, 'conv-0', 'Terse.')
+        with pytest.raises(WirePrefixDivergenceError, match=r'segment 0 \(instructions\)'):
+            await send(client, 'conv-0', 'Brief.')
+    spans = [
+        (span['attributes']['compared'], span['attributes'].get('unknown_previous_response_id'))
+        for span in capfire.exporter.exported_spans_as_dict()
+        if span['name'].startswith('wire prefix')
+    ]
+    assert spans == snapshot(
+        [
+            (False, None),
+            (False, None),
+            (False, None),
+            (False, None),
+            (True, None),
+            (True, None),
+            (True, None),
+            (True, None),
+            (True, None),
+            (True, None),
+            (True, None),
+            (True, None),
+            (True, None),
+            (False, None),
+            (False, 'resp_8'),
+            (True, None),
+            (True, None),
+        ]
+    )
+    assert [(divergence.request, divergence.kind) for divergence in verifier.divergences] == snapshot(
+        [(3, 'instructions'), (2, 'instructions')]
+    )
 
 
 async def test_without_the_anthropic_sdk_the_refusal_is_the_plain_error(monkeypatch: pytest.MonkeyPatch):
