@@ -9,7 +9,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 
 from pydantic_ai_append import AppendInstructions, strip_records
 
-from .conversation import ScriptedModel
+from .conversation import ScriptedModel, Seen
 
 
 def test_a_suspended_turn_resumes_byte_identical_without_running_blocks():
@@ -135,3 +135,52 @@ second
 """
         ]
     )
+
+
+def test_a_turn_resumed_twice_under_a_compacting_guard_is_sent_as_it_was_started():
+    # Found by tests/test_generated_conversations.py: the guard applied a summary to the first resumed request as a
+    # compaction, whose window a resumed request can't open, and the second resume then lost the turn's prefix parts
+    # and the changes the first one had sent.
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import UserPromptPart
+
+    from pydantic_ai_append.guard import ConsumedPrefixChangedWarning, PrefixGuard
+
+    chat = ScriptedModel()
+    value = ['first']
+    summarizing = [False]
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: value[0])
+
+    def summarize(messages: list[ModelMessage]) -> list[ModelMessage]:
+        if not summarizing[0]:
+            return messages
+        return [ModelRequest(parts=[UserPromptPart('Summary of earlier turns.')]), messages[-1]]
+
+    agent = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[context, ProcessHistory[object](summarize), PrefixGuard[object](on_defer='compact')],
+    )
+    history = agent.run_sync('one').all_messages()
+    value[0] = 'second'
+    history = agent.run_sync('two', message_history=history).all_messages()
+    sent = chat.last
+    summarizing[0] = True
+    resumed: list[Seen] = []
+    outcomes: list[str] = []
+    for _ in range(2):
+        last = history[-1]
+        assert isinstance(last, ModelResponse)
+        last.state = 'suspended'
+        with pytest.warns(ConsumedPrefixChangedWarning) as caught:
+            history = agent.run_sync(None, message_history=history).all_messages()
+        resumed.append(chat.last)
+        outcomes.append(str(caught[0].message).split(':')[0])
+    # Each resume sends the suspended request again, then the suspended response (the first continuation merged in).
+    kept = len(sent.messages)
+    assert [(seen.instructions, seen.parts, seen.messages[:kept]) for seen in resumed] == 2 * [
+        (sent.instructions, sent.parts, sent.messages)
+    ]
+    # A resumed request can't open the window a compaction needs: the guard keeps the consumed prefix.
+    assert outcomes == 2 * ['Refused, the consumed prefix kept']

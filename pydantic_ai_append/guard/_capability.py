@@ -324,7 +324,10 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             assert error is not None
             raise error
         outcome = 'Refused, the consumed prefix kept'
-        if self.on_defer == 'compact' and (replaced := _front_replacement(kept, proposed)) is not None:
+        # A resumed turn (history ends with the suspended response) is sent with the instructions it was started
+        # with, so it can't open the window a compaction needs; a later request of the conversation may compact.
+        resuming = any(isinstance(message, ModelResponse) for message in proposed[-1:])
+        if self.on_defer == 'compact' and not resuming and (replaced := _front_replacement(kept, proposed)) is not None:
             summary, start = replaced
             compacted = compact(kept, keep_from=start, summary=summary)
             opened = ConsumedHistory(consumed.messages, 0)
