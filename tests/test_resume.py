@@ -184,3 +184,44 @@ def test_a_turn_resumed_twice_under_a_compacting_guard_is_sent_as_it_was_started
     ]
     # A resumed request can't open the window a compaction needs: the guard keeps the consumed prefix.
     assert outcomes == 2 * ['Refused, the consumed prefix kept']
+
+
+def test_a_turn_the_guard_compacted_resumes_with_the_instructions_it_was_sent():
+    # Found by tests/test_generated_conversations.py on 2.58: the compacted history holds the guard's own request
+    # objects, and Pydantic AI 2.58 records the sent instructions on the one it built, so a resumed turn sent none.
+    import warnings
+
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import UserPromptPart
+
+    from pydantic_ai_append.guard import PrefixGuard, PrefixGuardWarning
+
+    chat = ScriptedModel()
+    summarizing = [False]
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: 'a')
+
+    def summarize_once(messages: list[ModelMessage]) -> list[ModelMessage]:
+        if not summarizing[0]:
+            return messages
+        summarizing[0] = False
+        return [ModelRequest(parts=[UserPromptPart('Summary of earlier turns.')]), messages[-1]]
+
+    agent = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[context, ProcessHistory[object](summarize_once), PrefixGuard[object](on_defer='compact')],
+    )
+    history = agent.run_sync('one').all_messages()
+    summarizing[0] = True
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', PrefixGuardWarning)
+        history = agent.run_sync('two', message_history=history).all_messages()
+    sent = chat.last
+    assert sent.messages[0].startswith('user: <elided messages="2">')
+    last = history[-1]
+    assert isinstance(last, ModelResponse)
+    last.state = 'suspended'
+    agent.run_sync(None, message_history=history)
+    assert (chat.last.instructions, chat.last.parts) == (sent.instructions, sent.parts)
+    assert chat.last.messages[: len(sent.messages)] == sent.messages
