@@ -4,17 +4,19 @@ Each seed builds one conversation on an agent with three append-mode blocks (one
 as `<context-diff>`) and a rewrite-mode block, and plays a few turns picked at random: changes, withdrawals and
 returns between turns and inside tool loops (a tool edits the deps), JSON round trips of the history, fresh agent
 objects, switches between a model with inline system messages, one without (the `<system>`-wrapped path) and a
-`FallbackModel` whose first member fails, deferred tools approved in a later run, provider-suspended turns
-resumed, and history processors that trim or summarize under `PrefixGuard(on_defer='compact')`.
+`FallbackModel` whose first member (inline) fails over to the wrapped one, deferred tools approved in a later run,
+provider-suspended turns resumed, and history processors that trim or summarize under
+`PrefixGuard(on_defer='compact')`.
 
 The models are Pydantic AI's `OpenAIChatModel`, answered in process by `httpx2.MockTransport`, so every check
 reads the JSON body a provider would get. The parser below is written from the documented format (DESIGN.md
-section 3, docs/delivery.md, docs/records-and-trust.md), not taken from the package. After every request it
-checks that (1) within a window the request extends the same model's previous request, segment by segment;
-(2) the value of every block, rebuilt from the prefix and the changes after it (full elements, diffs applied
-here, withdrawals), is the block's true value when the request was built; (3) no change element repeats what the
-model already has, which is what a change delivered twice would do; (4) every tool call has its result and every
-result its call.
+section 3, docs/delivery.md, docs/records-and-trust.md), not taken from the package (only the package's `segments`
+splits a body into its cache-order pieces). The transport keeps every body with the deps' values when it arrived,
+and once the conversation ends each request is checked, in order: (1) within a window the request extends the same
+model's previous request, segment by segment; (2) the value of every block, rebuilt from the prefix and the changes
+after it (full elements, diffs applied here, withdrawals), is the block's true value when the request was built (for
+a resumed turn, the suspended request's); (3) no change element repeats what the model already has, which is what a
+change delivered twice would do; (4) every tool call has its result and every result its call.
 
 A new window may move the prefix only at the conversation's first request, and at a request whose history
 processor changed the history, unless it resumes a suspended turn: the guard applies the change as a compaction,
