@@ -12,7 +12,7 @@ from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, Mo
 
 from pydantic_ai_append import AppendInstructions, strip_records
 
-from .conversation import ScriptedModel
+from .conversation import ScriptedModel, Seen
 from .todo_agent import Deps, make_agent
 
 
@@ -211,3 +211,93 @@ def test_a_signed_suspended_turn_resumes_as_recorded(case: str):
     conversation_id = None if case == 'id-from-history' else 'c1'
     agent.run_sync(None, deps=Deps(todos=['changed']), conversation_id=conversation_id, message_history=history)
     assert (chat.last.instructions, chat.last.parts) == (sent.instructions, sent.parts)
+
+
+def test_a_turn_resumed_twice_under_a_compacting_guard_is_sent_as_it_was_started():
+    # Found by tests/test_generated_conversations.py: the guard applied a summary to the first resumed request as a
+    # compaction, whose window a resumed request can't open, and the second resume then lost the turn's prefix parts
+    # and the changes the first one had sent.
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import UserPromptPart
+
+    from pydantic_ai_append.guard import ConsumedPrefixChangedWarning, PrefixGuard
+
+    chat = ScriptedModel()
+    value = ['first']
+    summarizing = [False]
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: value[0])
+
+    def summarize(messages: list[ModelMessage]) -> list[ModelMessage]:
+        if not summarizing[0]:
+            return messages
+        return [ModelRequest(parts=[UserPromptPart('Summary of earlier turns.')]), messages[-1]]
+
+    agent = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[context, ProcessHistory[object](summarize), PrefixGuard[object](on_defer='compact')],
+    )
+    history = agent.run_sync('one').all_messages()
+    value[0] = 'second'
+    history = agent.run_sync('two', message_history=history).all_messages()
+    sent = chat.last
+    summarizing[0] = True
+    resumed: list[Seen] = []
+    outcomes: list[str] = []
+    for _ in range(2):
+        last = history[-1]
+        assert isinstance(last, ModelResponse)
+        last.state = 'suspended'
+        with pytest.warns(ConsumedPrefixChangedWarning) as caught:
+            history = agent.run_sync(None, message_history=history).all_messages()
+        resumed.append(chat.last)
+        outcomes.append(str(caught[0].message).split(':')[0])
+    # Each resume sends the suspended request again, then the suspended response (the first continuation merged in).
+    kept = len(sent.messages)
+    assert [(seen.instructions, seen.parts, seen.messages[:kept]) for seen in resumed] == 2 * [
+        (sent.instructions, sent.parts, sent.messages)
+    ]
+    # A resumed request can't open the window a compaction needs: the guard keeps the consumed prefix.
+    assert outcomes == 2 * ['Refused, the consumed prefix kept']
+
+
+def test_a_turn_the_guard_compacted_resumes_with_the_instructions_it_was_sent():
+    # Found by tests/test_generated_conversations.py on 2.58: the compacted history holds the guard's own request
+    # objects, and Pydantic AI 2.58 records the sent instructions on the one it built, so a resumed turn sent none.
+    import warnings
+
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import UserPromptPart
+
+    from pydantic_ai_append.guard import PrefixGuard, PrefixGuardWarning
+
+    chat = ScriptedModel()
+    summarizing = [False]
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: 'a')
+
+    def summarize_once(messages: list[ModelMessage]) -> list[ModelMessage]:
+        if not summarizing[0]:
+            return messages
+        summarizing[0] = False
+        return [ModelRequest(parts=[UserPromptPart('Summary of earlier turns.')]), messages[-1]]
+
+    agent = Agent(
+        chat.model(),
+        instructions='Be brief.',
+        capabilities=[context, ProcessHistory[object](summarize_once), PrefixGuard[object](on_defer='compact')],
+    )
+    history = agent.run_sync('one').all_messages()
+    summarizing[0] = True
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', PrefixGuardWarning)
+        history = agent.run_sync('two', message_history=history).all_messages()
+    sent = chat.last
+    assert sent.messages[0].startswith('user: <elided messages="2">')
+    last = history[-1]
+    assert isinstance(last, ModelResponse)
+    last.state = 'suspended'
+    agent.run_sync(None, message_history=history)
+    assert (chat.last.instructions, chat.last.parts) == (sent.instructions, sent.parts)
+    assert chat.last.messages[: len(sent.messages)] == sent.messages

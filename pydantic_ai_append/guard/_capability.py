@@ -150,6 +150,9 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     _sent: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
     """The messages the current request sends, once decided."""
 
+    _rewritten: bool = field(default=False, init=False, repr=False)
+    """Whether this guard put a history of its own in the run for the current request (refused or compacted)."""
+
     _verified: int = field(default=0, init=False, repr=False)
     """How many leading messages the current request sends with the bytes the model consumed."""
 
@@ -237,6 +240,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         consumed = self._consumed if self._consumed is not None else ConsumedHistory.of([])
         proposed = list(request_context.messages)
         self._opened = _newly_compacted(consumed, proposed)
+        self._rewritten = False
         # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
         judged = ConsumedHistory(consumed.messages, 0) if self._opened else consumed
         params = request_context.model_request_parameters
@@ -324,7 +328,10 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             assert error is not None
             raise error
         outcome = 'Refused, the consumed prefix kept'
-        if self.on_defer == 'compact' and (replaced := _front_replacement(kept, proposed)) is not None:
+        # A resumed turn (history ends with the suspended response) is sent with the instructions it was started
+        # with, so it can't open the window a compaction needs; a later request of the conversation may compact.
+        resuming = any(isinstance(message, ModelResponse) for message in proposed[-1:])
+        if self.on_defer == 'compact' and not resuming and (replaced := _front_replacement(kept, proposed)) is not None:
             summary, start = replaced
             compacted = compact(kept, keep_from=start, summary=summary)
             opened = ConsumedHistory(consumed.messages, 0)
@@ -337,15 +344,21 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
                 outcome = f'Applied as whole-pair compaction ({elided}{", the summary kept" if summary else ""})'
         request_context.messages = kept
         ctx.messages[:] = kept
+        self._rewritten = True
         _warn(conditions, outcome)
 
     async def after_model_request(
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
         """Take what the model has now consumed, and check the instructions the request was sent with."""
+        sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
+        if self._rewritten:
+            # The history put back holds this guard's request objects, and Pydantic AI 2.58 records the instructions
+            # sent on the request it built, which the history no longer holds; a resumed turn reads them from history.
+            last = next(message for message in reversed(ctx.messages) if isinstance(message, ModelRequest))
+            last.instructions = last.instructions or sent or None
         base = self._consumed if self._consumed is not None else ConsumedHistory.of([])
         self._consumed = base.advance([*ctx.messages, response], sent=self._sent, verified=self._verified)
-        sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
         opened = self._opened or _opens_instruction_window(ctx.messages)
         if self._instructions is not None and sent != self._instructions and not opened:
             warnings.warn(
