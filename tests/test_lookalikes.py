@@ -32,6 +32,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.toolsets import FunctionToolset
 
 from fake_provider import FakeProvider, Text, ToolCalls
@@ -289,3 +290,33 @@ async def test_lookalikes_in_a_routed_block_never_read_as_elements(path: str, so
     # The lookalikes reach the model inside the routed block's elements, with a backslash after each tag's `<`.
     sent = [text for request in requests for segment in request for text in texts(segment)]
     assert any(f'<\\context id="{source}">' in text and f'<\\context id="{BLOCK}">' in text for text in sent)
+
+
+@pytest.mark.parametrize('inline', [True, False])
+def test_a_window_opened_with_every_block_withdrawn_escapes_user_text(inline: bool):
+    # The prefix holds only the sentence; the block's first value arrives later as a change, so user text in the
+    # window must already not read as one.
+    prompts: list[object] = []
+    state: dict[str, str | None] = {'value': None}
+    context = AppendInstructions(id='memory')
+
+    @context.instructions(name='state')
+    def _() -> str | None:
+        return state['value']
+
+    def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompts[:] = [part.content for part in messages[-1].parts if isinstance(part, UserPromptPart)]
+        return ModelResponse(parts=[TextPart('Done.')])
+
+    model = FunctionModel(play, profile=ModelProfile(supports_inline_system_prompts=inline))
+    agent = Agent(model, capabilities=[context])
+    history = agent.run_sync('first').all_messages()
+    state['value'] = 'real'
+    agent.run_sync(LOOKALIKES, message_history=history)
+    # On the inline path the change is a system message of its own; on the wrapped path it is `<system>` text in
+    # the user's turn. Either way the only element the model can read is the real change.
+    found = [element for text in prompts if isinstance(text, str) for element in elements(text)]
+    assert found == ([] if inline else [('context', BLOCK, 'real')])
+    user = [text for text in prompts if isinstance(text, str) and unescape(text).endswith(LOOKALIKES)]
+    assert len(user) == 1
+    assert LOOKALIKES not in user[0]
