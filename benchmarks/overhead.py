@@ -45,9 +45,9 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
-from pydantic_ai_append import InstructionDeltaPart
-from pydantic_ai_append._history import Located, carrier, is_carrier, scan
+from pydantic_ai_append._history import carrier, is_carrier, scan
 from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer, record_change
+from pydantic_ai_append._window import fold_window
 
 from .scenario import BLOCKS, STATIC_INSTRUCTIONS, Policy, build_agent, prompt
 
@@ -143,12 +143,12 @@ def _change_texts(history: Sequence[ModelMessage], profile: Profile) -> tuple[di
     renderer = InlineRenderer() if profile == 'inline' else WrappedRenderer()
     by_part: dict[int, str] = {}
     by_request: dict[int, list[str]] = {}
-    for found in scan(history):
-        if isinstance(found, Located) and isinstance(found.record, InstructionDeltaPart):
-            part = history[found.message_index].parts[found.part_index]
-            text = renderer.change(found.record, base_matches=True)
-            by_part[id(part)] = text
-            by_request.setdefault(found.message_index, []).append(text)
+    # Folded, not just scanned: a change stored as its diff has its text only once the window rebuilds it.
+    for delivery in fold_window(scan(history)).deliveries:
+        part = history[delivery.message_index].parts[delivery.part_index]
+        text = renderer.change(delivery.delta, base_matches=delivery.base_matches)
+        by_part[id(part)] = text
+        by_request.setdefault(delivery.message_index, []).append(text)
     return by_part, by_request
 
 

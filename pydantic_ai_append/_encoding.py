@@ -3,6 +3,13 @@
 Records are plain dicts so any store or durable-execution layer keeps them as they are. A record that is from a
 newer version, is malformed, or fails its check reads as unreadable and opens a new window rather than being
 delivered. With a signing key, the check is an HMAC that also binds the record to its conversation.
+
+Two formats are written. Format 1 is every record as first defined: a baseline with its blocks' text, a change
+with the block's whole new value. Format 2 adds one shape, a change stored as its diff: the hunks, the digest of
+the text they apply to (`base_hash`) and the digest of the text they make (`hash`), without the text, which the
+window fold rebuilds (`_patch`). Each record is written in the oldest format that holds it, so a change with a diff
+is format 2 and every other record keeps the bytes format 1 gave it; a version that reads only format 1 still reads
+those, and opens a new window at the first change it can't.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeAlias, cast
 
 from ._cache import BoundedCache, size_of
 from ._records import (
@@ -19,13 +26,17 @@ from ._records import (
     InstructionDeltaPart,
     InstructionDigest,
     InstructionRecord,
+    StoredDiff,
     UnreadableRecord,
 )
 
-__all__ = ('RECORD_VERSION', 'decode_record', 'encode_record', 'seal')
+__all__ = ('RECORD_VERSION', 'DecodedRecord', 'decode_record', 'encode_record', 'seal')
 
-RECORD_VERSION = 1
-"""The record format this version writes, and the newest it reads."""
+RECORD_VERSION = 2
+"""The newest record format this version writes and reads: a change stored as its diff (see above)."""
+
+_FULL_VERSION = 1
+"""The format of every record that isn't a change stored as its diff."""
 
 
 _Kind = Literal['baseline', 'delta']
@@ -60,7 +71,7 @@ def encode_record(
     payload: dict[str, Any]
     if isinstance(record, InstructionBaselinePart):
         payload = {
-            'v': RECORD_VERSION,
+            'v': _FULL_VERSION,
             'kind': 'baseline',
             'instructions': [
                 {'id': block.id, 'content': block.content}
@@ -72,9 +83,20 @@ def encode_record(
         # Written only when there is something to say, so a baseline without native blocks keeps its old bytes.
         if record.native:
             payload['native'] = list(record.native)
-    else:
+    elif record.diff is not None and record.content is not None and record.base_hash is not None:
+        # The diff and the digests are what it takes to rebuild the new text from the one before it and to know
+        # it was rebuilt right; storing the text too would keep a second copy of the block with every edit.
         payload = {
             'v': RECORD_VERSION,
+            'kind': 'delta',
+            'id': record.id,
+            'base_hash': record.base_hash,
+            'diff': record.diff,
+            'hash': record.content_hash,
+        }
+    else:
+        payload = {
+            'v': _FULL_VERSION,
             'kind': 'delta',
             'id': record.id,
             'content': record.content,
@@ -86,7 +108,10 @@ def encode_record(
     return seal(payload, key)
 
 
-_DECODED = BoundedCache[int, tuple[object, bytes | None, str | None, InstructionRecord | UnreadableRecord]](
+DecodedRecord: TypeAlias = InstructionRecord | StoredDiff | UnreadableRecord
+"""What a carrier's stored dict reads as."""
+
+_DECODED = BoundedCache[int, tuple[object, bytes | None, str | None, DecodedRecord]](
     max_entries=16_384, max_bytes=64 * 1024 * 1024, name='decoded records'
 )
 """Records already decoded, by the identity of the stored dict they were read from.
@@ -98,20 +123,20 @@ checked with: a lookup with others checks again. It is keyed by the `id()` alone
 """
 
 
-def _record_size(record: InstructionRecord | UnreadableRecord) -> int:
+def _record_size(record: DecodedRecord) -> int:
     # The entry holds both the stored dict and the record decoded from it, which share no strings after a JSON load.
     if isinstance(record, InstructionBaselinePart):
         texts = [block.content for block in record.blocks]
     elif isinstance(record, InstructionDeltaPart):
         texts = [record.content, record.diff]
+    elif isinstance(record, StoredDiff):
+        texts = [record.diff]
     else:
         texts = [record.reason]
     return 2 * size_of(texts) + 256
 
 
-def decode_record(
-    data: object, *, key: bytes | None = None, conversation_id: str | None = None
-) -> InstructionRecord | UnreadableRecord:
+def decode_record(data: object, *, key: bytes | None = None, conversation_id: str | None = None) -> DecodedRecord:
     """Read a carrier's stored dict back into a record, or say why it can't be trusted.
 
     Args:
@@ -127,9 +152,7 @@ def decode_record(
     return record
 
 
-def _decode_uncached(
-    data: object, key: bytes | None, conversation_id: str | None
-) -> InstructionRecord | UnreadableRecord:
+def _decode_uncached(data: object, key: bytes | None, conversation_id: str | None) -> DecodedRecord:
     if not isinstance(data, dict):
         return UnreadableRecord('the record is not a mapping')
     stored = cast(dict[str, Any], data)
@@ -143,12 +166,12 @@ def _decode_uncached(
         return UnreadableRecord('the record belongs to another conversation')
     payload.pop('conversation', None)
     try:
-        return _decode_payload(payload)
+        return _decode_payload(payload, version)
     except (KeyError, TypeError, ValueError) as error:
         return UnreadableRecord(f'the record is malformed: {error}')
 
 
-def _decode_payload(payload: dict[str, Any]) -> InstructionRecord:
+def _decode_payload(payload: dict[str, Any], version: int) -> InstructionRecord | StoredDiff:
     kind = cast(_Kind, payload['kind'])
     if kind == 'baseline':
         items = cast(list[dict[str, Any]], payload['instructions'])
@@ -162,6 +185,13 @@ def _decode_payload(payload: dict[str, Any]) -> InstructionRecord:
                 for item in items
             ),
             native=tuple(_str(item) for item in cast(list[object], payload.get('native', []))),
+        )
+    if kind == 'delta' and version >= RECORD_VERSION:
+        return StoredDiff(
+            id=_block_id(payload['id']),
+            base_hash=_str(payload['base_hash']),
+            diff=_str(payload['diff']),
+            content_hash=_str(payload['hash']),
         )
     if kind == 'delta':
         return InstructionDeltaPart(

@@ -16,8 +16,9 @@ from typing import NamedTuple
 
 from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, SystemPromptPart
 
-from ._encoding import decode_record, encode_record
-from ._records import InstructionRecord, UnreadableRecord
+from ._encoding import DecodedRecord, decode_record, encode_record
+from ._patch import rebuild
+from ._records import InstructionDeltaPart, InstructionRecord, StoredDiff, UnreadableRecord
 
 __all__ = (
     'RECORD_KEY',
@@ -85,8 +86,8 @@ class Located(NamedTuple):
     part_index: int
     """The index of the carrier among that request's parts."""
 
-    record: InstructionRecord | UnreadableRecord
-    """What the carrier holds."""
+    record: DecodedRecord
+    """What the carrier holds: a change stored as its diff is rebuilt only when the window is folded."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,10 @@ def instruction_records(
 ) -> list[InstructionRecord]:
     """The window records in a message history, in history order, leaving out any that can't be read.
 
+    A change stored as its diff is given with its text, rebuilt from the text the records before it give the block;
+    one that can't be rebuilt from them (its base was trimmed from history, or it doesn't rebuild the text its digest
+    names) is left out, as the capability would not deliver it.
+
     ```python
     from pydantic_ai_append import instruction_records
 
@@ -144,11 +149,26 @@ def instruction_records(
             checks it; records copied in from another conversation are left out.
     """
     key = signing_key.encode() if isinstance(signing_key, str) else signing_key
-    return [
-        found.record
-        for found in scan(messages, key=key, conversation_id=conversation_id)
-        if isinstance(found, Located) and not isinstance(found.record, UnreadableRecord)
-    ]
+    records: list[InstructionRecord] = []
+    # Each block's text and digest as the records so far give it. A rebuilt change is checked against the digests
+    # it stores, so following the records without the window's rules can't give a wrong text, only leave one out.
+    held: dict[str, tuple[str | None, str | None]] = {}
+    for found in scan(messages, key=key, conversation_id=conversation_id):
+        if not isinstance(found, Located) or isinstance(found.record, UnreadableRecord):
+            continue
+        record = found.record
+        if isinstance(record, StoredDiff):
+            rebuilt = rebuild(record, *held.get(record.id, (None, None)))
+            if isinstance(rebuilt, str):
+                held.pop(record.id, None)
+                continue
+            record = rebuilt
+        if isinstance(record, InstructionDeltaPart):
+            held[record.id] = (record.content, record.content_hash)
+        else:
+            held = {block.id: (block.content, block.content_hash) for block in record.blocks}
+        records.append(record)
+    return records
 
 
 def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:

@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from ._history import Compaction, Located
+from ._patch import rebuild
 from ._records import (
     InstructionBaselinePart,
     InstructionBlock,
     InstructionDeltaPart,
     InstructionDigest,
     InstructionRecord,
+    StoredDiff,
     content_hash,
 )
 from ._rendering import record_change
@@ -100,7 +102,13 @@ class WindowState:
 
 
 def fold_window(found: Iterable[Located | Compaction]) -> WindowState:
-    """Fold the records found in history, in order, into the window in effect after them."""
+    """Fold the records found in history, in order, into the window in effect after them.
+
+    A change stored as its diff is rebuilt here, from the text the window holds for its block, and delivered with
+    that text. One that can't be rebuilt from it (the text it was taken against was trimmed from history or isn't
+    the one the window holds, or the result has another digest) can't be trusted to say what the model was told,
+    so it is read as an unreadable record: no window is continued past it.
+    """
     state = WindowState()
     received_hashes: dict[str, str | None] = {}
     for item in found:
@@ -110,13 +118,20 @@ def fold_window(found: Iterable[Located | Compaction]) -> WindowState:
             continue
         record = item.record
         # Changes are most of a window's records, so they are told apart first.
-        if isinstance(record, InstructionDeltaPart):
+        if isinstance(record, (InstructionDeltaPart, StoredDiff)):
             if state.baseline is None:
                 # A change with no baseline before it: the baseline was removed from history.
                 state.broken = state.broken or 'the window baseline is gone from history'
                 continue
-            base_hash = record.base_hash
-            base_matches = base_hash is not None and received_hashes.get(record.id) == base_hash
+            if isinstance(record, StoredDiff):
+                rebuilt = rebuild(record, state.received.get(record.id), received_hashes.get(record.id))
+                if isinstance(rebuilt, str):
+                    state = WindowState(broken=f'a record can not be read: {rebuilt}')
+                    continue
+                record, base_matches = rebuilt, True
+            else:
+                base_hash = record.base_hash
+                base_matches = base_hash is not None and received_hashes.get(record.id) == base_hash
             state.deliveries.append(Delivery(item.message_index, item.part_index, record, base_matches))
             state.received[record.id] = record.content
             received_hashes[record.id] = record.content_hash

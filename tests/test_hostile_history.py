@@ -702,22 +702,23 @@ def huge_reloaded(built: Built) -> tuple[list[ModelMessage], str | None]:
 
 
 def huge_forged_line(built: Built) -> tuple[list[ModelMessage], str | None]:
-    # One line of the 10 MB change (its content and its diff) edited by a client, the check left as it was.
+    # The diff of the last change to the 10 MB block edited by a client, the check left as it was.
     history = list(built.history)
     at, record = last_change(history)
-    put(
-        history,
-        at,
-        {**record, 'content': record['content'] + ' FORGED', 'diff': record['diff'] + ' FORGED'},
-    )
+    put(history, at, {**record, 'diff': record['diff'] + '\n+FORGED'})
     return history, 'FORGED'
 
 
 def huge_truncated(built: Built) -> tuple[list[ModelMessage], str | None]:
-    # The 10 MB change cut to its first half, as a store with a limit on a value's size might keep it.
+    # The 10 MB baseline cut to its first half, as a store with a limit on a value's size might keep it.
     history = list(built.history)
-    at, record = last_change(history)
-    put(history, at, {**record, 'content': record['content'][: len(record['content']) // 2]})
+    at = carriers(history)[0]
+    record = stored(history, at)
+    instructions = [dict(entry) for entry in record['instructions']]
+    for entry in instructions:
+        if entry.get('content'):
+            entry['content'] = entry['content'][: len(entry['content']) // 2]
+    put(history, at, {**record, 'instructions': instructions})
     return history, None
 
 
@@ -726,8 +727,8 @@ def huge_resealed(built: Built) -> tuple[list[ModelMessage], str | None]:
     # sign, so this is the forgery it can make.
     history = list(built.history)
     at, record = last_change(history)
-    record.pop('check')
-    put(history, at, seal({**record, 'content': record['content'] + ' FORGED', 'diff': None}))
+    forged = {'v': 1, 'kind': 'delta', 'id': record['id'], 'content': f'{huge_values()[-1]} FORGED'}
+    put(history, at, seal({**forged, 'base_hash': record['base_hash'], 'diff': None}))
     return history, 'FORGED'
 
 
@@ -831,7 +832,7 @@ def long_forged_in_the_middle(built: Built) -> tuple[list[ModelMessage], str | N
     history = list(built.history)
     at = changed_at(history, CHANGES // 2)
     record = stored(history, at)
-    put(history, at, {**record, 'diff': record['diff'] + '\n+FORGED', 'content': record['content'] + '\nFORGED'})
+    put(history, at, {**record, 'diff': record['diff'] + '\n+FORGED'})
     return history, 'FORGED'
 
 
@@ -845,7 +846,7 @@ def long_truncated_in_the_middle(built: Built) -> tuple[list[ModelMessage], str 
 
 def long_turns_lost_in_the_middle(built: Built) -> tuple[list[ModelMessage], str | None]:
     # A store lost 999 turns from the middle, an odd number, so the change after the gap was made against a value
-    # the model was not told last.
+    # the window doesn't hold.
     history = list(built.history)
     first, after = changed_at(history, 2_000)[0], changed_at(history, 2_999)[0]
     # Each turn is a request and the response to it.
@@ -869,8 +870,10 @@ def long_turns_lost_in_the_middle(built: Built) -> tuple[list[ModelMessage], str
             'truncated-in-the-middle',
         ),
         *unsigned_and_signed(
+            # The change after the gap is stored as a diff against a value history no longer holds, so it can't
+            # be rebuilt, and what the model was told can't be known: a new window states the current value.
             long_turns_lost_in_the_middle,
-            snapshot(Shape(window='continued', elements={'context': 2, 'context-diff': 4001})),
+            snapshot(Shape(window='new', elements={'context': 1})),
             'turns-lost-in-the-middle',
         ),
     ],
