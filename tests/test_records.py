@@ -6,6 +6,8 @@ without also forging their integrity check, which is what these tests do by hand
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Literal
 
 import pytest
@@ -23,7 +25,9 @@ from pydantic_ai_append import (
     instruction_records,
 )
 from pydantic_ai_append._encoding import decode_record, encode_record, seal
-from pydantic_ai_append._records import UnreadableRecord, content_hash
+from pydantic_ai_append._patch import apply_hunks, rebuild
+from pydantic_ai_append._records import StoredDiff, UnreadableRecord, content_hash
+from pydantic_ai_append._rendering import diff_hunks, record_change
 
 from .conversation import ScriptedModel
 
@@ -33,13 +37,43 @@ blocks = st.builds(InstructionBlock, id=ids, content=texts)
 digests = st.builds(InstructionDigest, id=st.none() | ids, dynamic=st.booleans(), content_hash=st.text(max_size=8))
 records = st.one_of(
     st.builds(InstructionBaselinePart, instructions=st.lists(blocks | digests, max_size=4).map(tuple)),
-    st.builds(InstructionDeltaPart, id=ids, content=texts, base_hash=st.none() | st.text(max_size=8), diff=texts),
+    # Every change but one with a diff, a text and a base, which is stored without its text (see below).
+    st.builds(InstructionDeltaPart, id=ids, content=texts, base_hash=st.none() | st.text(max_size=8)),
+    st.builds(InstructionDeltaPart, id=ids, content=st.none(), base_hash=st.none() | st.text(max_size=8), diff=texts),
+    st.builds(InstructionDeltaPart, id=ids, content=texts, base_hash=st.none(), diff=texts),
 )
 
 
 @given(records, st.none() | st.binary(min_size=1, max_size=8))
 def test_records_round_trip(record: InstructionBaselinePart | InstructionDeltaPart, key: bytes | None):
     assert decode_record(encode_record(record, key=key), key=key) == record
+
+
+# Lines of a block's text: `\r`, other line breaks Python knows and empty lines are all kept as they are, since texts
+# are split on `\n` alone.
+lines = st.lists(
+    st.sampled_from(['a', 'b', '', ' a', '-b', '+c', '@@ -1 +1 @@', 'x\ry', 'u\u2028v', '\\']), max_size=12
+)
+
+
+@given(lines, lines, st.none() | st.binary(min_size=1, max_size=8))
+def test_a_change_stored_as_its_diff_is_rebuilt_from_the_text_before_it(
+    old_lines: list[str], new_lines: list[str], key: bytes | None
+):
+    old, new = '\n'.join(old_lines), '\n'.join(new_lines)
+    if old != new:
+        assert apply_hunks(old, diff_hunks(old, new)) == new
+    # Every change with a diff, however short: `record_change` keeps one only when it is the shorter element.
+    change = InstructionDeltaPart(
+        id='agent:memory', content=new, base_hash=content_hash(old), diff=diff_hunks(old, new)
+    )
+    stored = decode_record(encode_record(change, key=key), key=key)
+    assert stored == StoredDiff(
+        id='agent:memory', base_hash=content_hash(old), diff=change.diff or '', content_hash=content_hash(new)
+    )
+    assert isinstance(stored, StoredDiff)
+    if old != new:
+        assert rebuild(stored, old, content_hash(old)) == change
 
 
 def test_the_stored_shape():
@@ -77,7 +111,7 @@ def test_the_stored_shape():
     'stored',
     [
         pytest.param('text', id='not-a-mapping'),
-        pytest.param({'v': 2, 'kind': 'delta'}, id='newer'),
+        pytest.param(seal({'v': 3, 'kind': 'delta'}), id='newer'),
         pytest.param({'kind': 'delta'}, id='no-version'),
         pytest.param(
             {'v': 1, 'kind': 'delta', 'id': 'x', 'content': None, 'base_hash': None, 'diff': None, 'check': 'forged'},
@@ -88,6 +122,11 @@ def test_the_stored_shape():
             id='wrong-type',
         ),
         pytest.param(seal({'v': 1, 'kind': 'delta', 'id': 'x'}), id='missing-field'),
+        # A format 2 change is a diff with its digests: one that states its text instead is not one this writes.
+        pytest.param(
+            seal({'v': 2, 'kind': 'delta', 'id': 'x', 'content': 'x', 'base_hash': None, 'diff': None}),
+            id='diff-without-hash',
+        ),
         pytest.param(seal({'v': 1, 'kind': 'other'}), id='unknown-kind'),
         pytest.param(
             seal({'v': 1, 'kind': 'delta', 'id': '', 'content': 'x', 'base_hash': None, 'diff': None}), id='empty-id'
@@ -99,6 +138,29 @@ def test_the_stored_shape():
 )
 def test_untrustworthy_records_are_unreadable(stored: object):
     assert isinstance(decode_record(stored), UnreadableRecord)
+
+
+def test_the_stored_shape_of_a_change_with_a_diff():
+    before = '\n'.join(f'line {number}' for number in range(10))
+    change = record_change('capability:notes:memory', before, before.replace('line 5', 'line five'))
+    assert change.diff is not None
+    assert encode_record(change) == snapshot(
+        {
+            'v': 2,
+            'kind': 'delta',
+            'id': 'capability:notes:memory',
+            'base_hash': '6e587b4b5de3b63e17e7430363359a7a',
+            'diff': """\
+@@ -5,3 +5,3 @@
+ line 4
+-line 5
++line five
+ line 6\
+""",
+            'hash': '63e1e99d98a4453f9c3f6503f5ec0612',
+            'check': '0b396dc1acb980ac1881a80d1b703145',
+        }
+    )
 
 
 def test_properties():
@@ -145,3 +207,57 @@ def test_a_block_with_a_lone_surrogate_is_delivered_on_either_policy(policy: Lit
     assert any('a\ud800b' in text for text in told)
     assert any('c\udfffd' in text for text in told)
     assert len(instruction_records(history)) == (2 if policy == 'append' else 0)
+
+
+FIVE = 'a\nb\nc\nd\ne'
+
+
+@pytest.mark.parametrize(
+    ('hunks', 'expected'),
+    [
+        pytest.param('@@ -2,3 +2,3 @@\n b\n-c\n+C\n d', 'a\nb\nC\nd\ne', id='applies'),
+        # An empty range names the line before it, as `difflib` writes one (never, with one line of context).
+        pytest.param('@@ -1,0 +2 @@\n+X', 'a\nX\nb\nc\nd\ne', id='empty-range'),
+        pytest.param('-c\n+C', None, id='no-header'),
+        pytest.param('@@ -2,3 +2,3 @@\n b\n-x\n+C\n d', None, id='other-text'),
+        pytest.param('@@ -4,3 +4,3 @@\n d\n-e\n+E\n f', None, id='past-the-end'),
+        pytest.param('@@ -3 +3 @@\n-c\n+C\n@@ -2 +2 @@\n-b\n+B', None, id='out-of-order'),
+        pytest.param('@@ -2,3 +5,3 @@\n b\n-c\n+C\n d', None, id='wrong-new-start'),
+        pytest.param('@@ -2,3 +2,3 @@\n b\n*c\n+C\n d', None, id='unknown-line'),
+        pytest.param('@@ -2,3 +2,3 @@\n b\n-c', None, id='cut-short'),
+        pytest.param('@@ -2 +2,2 @@\n b\n-c\n+C', None, id='removes-too-many'),
+        pytest.param('@@ -2,2 +2 @@\n b\n+C\n-c', None, id='adds-too-many'),
+    ],
+)
+def test_hunks_apply_only_to_the_text_they_name(hunks: str, expected: str | None):
+    assert apply_hunks(FIVE, hunks) == expected
+
+
+def test_why_a_change_is_not_rebuilt():
+    base = '\n'.join(f'line {number}' for number in range(10))
+    change = record_change('agent:memory', base, base.replace('line 5', 'line five'))
+    stored = decode_record(encode_record(change))
+    assert isinstance(stored, StoredDiff)
+    other = base.replace('line 5', 'line 6')
+    assert [
+        rebuild(stored, None, None),
+        rebuild(stored, other, content_hash(other)),
+        # A diff said to be taken against the text the window holds, whose lines it doesn't match.
+        rebuild(
+            StoredDiff(stored.id, content_hash(other), stored.diff, stored.content_hash), other, content_hash(other)
+        ),
+        rebuild(replace(stored, content_hash=content_hash('other')), base, content_hash(base)),
+    ] == snapshot(
+        [
+            "the change's diff was taken against text the window doesn't hold for the block",
+            "the change's diff was taken against text the window doesn't hold for the block",
+            "the change's diff doesn't apply to the text the window holds for the block",
+            "the change's diff doesn't rebuild the text it records",
+        ]
+    )
+    rebuilt = rebuild(stored, base, content_hash(base))
+    assert rebuilt == change
+    # Rebuilt once: an equal record read again (after a JSON load) gives the same change.
+    again = decode_record(json.loads(json.dumps(encode_record(change))))
+    assert isinstance(again, StoredDiff) and again is not stored
+    assert rebuild(again, base, content_hash(base)) is rebuilt

@@ -11,11 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDigest, InstructionRecord
+from pydantic_ai_append._encoding import decode_record, encode_record
 from pydantic_ai_append._history import Located
 from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE, InlineRenderer
 from pydantic_ai_append._window import CurrentBlock, fold_window, plan_request, split_recorded_prefix
 
-values = st.none() | st.sampled_from(['a', 'b', 'a\nb', 'x\n\ny', ''])
+_LONG = '\n'.join(
+    f'line {number} of a block long enough that a one-line edit is sent as a diff' for number in range(12)
+)
+values = st.none() | st.sampled_from(['a', 'b', 'a\nb', 'x\n\ny', '', _LONG, _LONG.replace('line 3', 'line three')])
 literals = st.sampled_from(['Be brief.', 'Rules:\n\n- one', 'Mode: plan', 'Mode: act'])
 request_blocks = st.fixed_dictionaries(
     {'literal': literals, 'state': values, 'memory': values, 'mode': st.sampled_from(['plan', 'act'])}
@@ -40,7 +44,8 @@ def test_history_folds_to_what_the_model_was_given(requests: list[dict[str, str 
         plan = plan_request(state, blocks)
         assert plan == plan_request(fold_window(history), blocks)
         records: list[InstructionRecord] = list(plan.records)
-        history += [Located(index, part, record) for part, record in enumerate(records)]
+        # As history stores them: a change with a diff is folded from its diff alone.
+        history += [Located(index, part, decode_record(encode_record(record))) for part, record in enumerate(records)]
         after = fold_window(history)
         appended = {block.id: block.content for block in blocks if block.mode == 'append' and block.id is not None}
         assert after.received == appended
