@@ -76,7 +76,8 @@ def test_smoke_run_writes_tables_json_and_plot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
     # Before each timed run the benchmark collects garbage, so that no run pays for another's; in a test process that
-    # is a full collection of a large heap (about 0.2 s, well over a hundred times at this size). Timings aren't asserted here.
+    # is a full collection of a large heap (about 0.2 s, well over a hundred times at this size). Timings aren't
+    # asserted here.
     monkeypatch.setattr(gc, 'collect', lambda generation=2: 0)
     json_path, plot_path = tmp_path / 'out.json', tmp_path / 'plot.svg'
     assert main(['--size', 'smoke', '--json', str(json_path), '--plot', str(plot_path)]) == 0
