@@ -1,7 +1,9 @@
 """A huge block: one-line edits to a block of about 10 MB, the plugin's time to deliver each, and the history's growth.
 
-A conversation of one block (lines of notes, `block_bytes` long) runs a first turn and then `edits` turns, each
-with one line of the block rewritten, through JSON between turns as a server that stores history runs it. Each
+A conversation of one block (`block_bytes` of the scenario's notes, repeated, so most lines occur many times, as in
+a large file or a dump of many) runs a first turn and then `edits` turns, each with one line of the block
+rewritten, through JSON between turns as a server that stores history runs it. Lines that repeat are what makes a
+line diff slow, so they are kept on purpose. Each
 turn's hooks are timed inside the run (`HookTimer`), and the stored history is measured after each turn. A static
 agent with the block's first value as its instructions runs the same turns: Pydantic AI stores the instructions with
 every request, so what append mode's history grows by beyond the static history's growth is the records alone.
@@ -18,19 +20,19 @@ from pydantic_ai_append import AppendInstructions
 
 from .measure import HookTimer, time_hooks
 from .overhead import Profile, fresh, function_model, stored_bytes
-from .scenario import prompt
+from .scenario import memory, prompt
 
 __all__ = ('HugeResult', 'block_value', 'run_huge')
 
-LINE = 'note {index:07d}: the quick brown fox jumps over the lazy dog; the plugin keeps the prefix.\n'
-
 
 def block_value(block_bytes: int, turn: int) -> str:
-    """The block at `turn`: about `block_bytes` of numbered lines, with one line rewritten at each turn from 2."""
-    lines = [LINE.format(index=index) for index in range(max(1, block_bytes // len(LINE.format(index=0))))]
+    """The block at `turn`: the notes' lines repeated to about `block_bytes`, one line rewritten at each turn from 2."""
+    notes = [f'{line}\n' for line in memory(1).splitlines()]
+    line_bytes = sum(len(line) for line in notes) / len(notes)
+    lines = [notes[index % len(notes)] for index in range(max(1, int(block_bytes / line_bytes)))]
     for edit in range(2, turn + 1):
         index = (edit * 7919) % len(lines)
-        lines[index] = f'note {index:07d}: rewritten at turn {edit}.\n'
+        lines[index] = f'- line {index} rewritten at turn {edit}.\n'
     return ''.join(lines)
 
 

@@ -332,6 +332,8 @@ def test_huge_block_edits_one_line_per_turn():
     assert sum(a != b for a, b in zip(first, second, strict=True)) == 1
     assert sum(a != b for a, b in zip(second, third, strict=True)) == 1
     assert 45_000 < len(block_value(50_000, 1)) <= 50_000
+    # Most lines repeat, as in a large file: the case that makes a line diff slow.
+    assert len(set(first)) < len(first) / 3
 
 
 async def test_huge_block_growth_is_measured_beyond_static():
