@@ -1,13 +1,18 @@
 """The project's benchmark: cache reuse, bytes and overhead of append mode, beside rewrite mode and native append.
 
-Run it with `uv run python -m benchmarks` (offline, a few minutes); `--json PATH` writes every figure and
-`--plot PATH` an SVG of each request's reused and uncached bytes. The modules:
+Run it with `uv run python -m benchmarks` (offline, a few minutes); `--check` exits with status 1 when a target is
+missed, `--json PATH` writes every figure and `--plot PATH` an SVG of each request's reused and uncached bytes. The
+modules:
 
 - `scenario`: the conversation (static instructions, three changing blocks, a tool call every 3rd turn) and
   the agent of each policy: static, rewrite, append (this package), native (Pydantic AI's own, where it exists);
 - `wire`: the scenario through the real provider SDKs against the test suite's fake provider on loopback,
   measured in cache-order segment bytes;
-- `overhead`: one `agent.run` on long histories with a function model, variants interleaved;
+- `measure`: CPU time in rotated rounds, per-round paired ratios with their spread, and the timer of the plugin's
+  hooks inside a run;
+- `overhead`: one `agent.run` on long histories with a function model, variants in rotated rounds, and the hooks'
+  time against the number of past changes;
+- `huge`: one-line edits to a 10 MB block, the hooks' time to deliver each and the stored history's growth;
 - `pieces`: recording and rendering one change, and verifying a 1 MB prefix, on their own;
 - `report`: the tables, the targets and their verdicts, JSON and the plot.
 """

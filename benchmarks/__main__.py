@@ -1,4 +1,4 @@
-"""Run the benchmark: `uv run python -m benchmarks [--json PATH] [--plot PATH] [--size smoke]`."""
+"""Run the benchmark: `uv run python -m benchmarks [--size smoke] [--check] [--json PATH] [--plot PATH]`."""
 
 from __future__ import annotations
 
@@ -7,20 +7,44 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic_ai.messages import ModelMessage
 
-from .overhead import Profile, Timing, build_history, real_history, time_runs
+from .huge import HugeResult, run_huge
+from .overhead import ChangeTiming, Profile, Timing, build_history, real_history, time_change_counts, time_runs
 from .pieces import time_pieces
 from .report import Results, machine, render_svg, render_text, to_json, verdicts
 from .scenario import POLICIES, Policy, native_available
 from .wire import PATHS, WireResult, run_conversation
 
+
+@dataclass(frozen=True)
+class Size:
+    """How much one size of the benchmark runs."""
+
+    turns: int
+    """Turns of the wire scenario."""
+    histories: tuple[int, ...]
+    """The history sizes (turns) one `agent.run` is timed on."""
+    target_turns: tuple[int, ...]
+    """The history sizes the timing targets are judged at."""
+    rounds: int
+    """Rounds of the timed runs, each running every variant once."""
+    piece_repeats: int
+    """Repeats of each piece on its own."""
+    change_turns: int
+    """The length of the histories whose number of changes varies."""
+    huge_bytes: int
+    """The size of the huge block."""
+    huge_edits: int
+    """The one-line edits made to the huge block."""
+
+
 SIZES = {
-    # turns of the wire scenario, history sizes timed, timed rounds, rounds of each piece
-    'default': (20, (10, 100, 1000), 15, 200),
-    'smoke': (4, (2, 5), 2, 3),
+    'default': Size(20, (10, 100, 1000), (100, 1000), 15, 200, 1000, 10_000_000, 3),
+    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2),
 }
 NATIVE_MAX_TURNS = 100
 """Pydantic AI's own append mechanism is timed up to this history size: its histories are built by real runs,
@@ -65,21 +89,50 @@ async def _overhead(sizes: Sequence[int], repeats: int, policies: Sequence[Polic
                     histories[policy] = await real_history(policy, turns)
             else:
                 histories[policy] = await build_history(policy, turns)
-        profiles: tuple[Profile, ...] = ('inline', 'wrapped')
-        for profile in profiles:
+        for profile in PROFILES:
             print(f'  overhead: timing {turns} turns on the {profile} model', file=sys.stderr)
             timings.append(await time_runs(profile, turns, histories, repeats))
     return timings
 
 
+PROFILES: tuple[Profile, ...] = ('inline', 'wrapped')
+
+
+async def _changes(turns: int, rounds: int) -> list[ChangeTiming]:
+    timings: list[ChangeTiming] = []
+    for profile in PROFILES:
+        print(f'  changes: timing {turns} turns with fewer and more changes on the {profile} model', file=sys.stderr)
+        timings.append(await time_change_counts(profile, turns, rounds))
+    return timings
+
+
+async def _huge(block_bytes: int, edits: int) -> list[HugeResult]:
+    results: list[HugeResult] = []
+    for profile in PROFILES:
+        print(f'  huge: {edits} edits of a {block_bytes:,}-byte block on the {profile} model', file=sys.stderr)
+        results.append(await run_huge(profile, block_bytes, edits))
+    return results
+
+
 async def run(size: str, *, overhead: bool = True) -> Results:
     """Run every measurement at `size`."""
-    turns, sizes, repeats, piece_repeats = SIZES[size]
+    chosen = SIZES[size]
     policies: list[Policy] = [policy for policy in POLICIES if policy != 'native' or native_available()]
-    wire = await _wire(turns, policies)
-    timings = await _overhead(sizes, repeats, policies) if overhead else []
+    wire = await _wire(chosen.turns, policies)
+    timings = await _overhead(chosen.histories, chosen.rounds, policies) if overhead else []
+    changes = await _changes(chosen.change_turns, chosen.rounds) if overhead else []
+    huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if overhead else []
     print('  pieces', file=sys.stderr)
-    return Results(turns, wire, timings, time_pieces(piece_repeats), machine())
+    return Results(
+        chosen.turns,
+        wire,
+        timings,
+        time_pieces(chosen.piece_repeats),
+        machine(),
+        target_turns=chosen.target_turns,
+        changes=changes,
+        huge=huge,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,9 +15,16 @@ static agent, the append history, and a capability that only swaps each record f
 Its time is what Pydantic AI itself charges for the extra parts; the distance from it to `append` is the
 plugin's own cost. An `injected` variant is the lower bound of any design that sends the changes' text: the
 static history, with no records in it at all, and a capability that adds each change's pre-rendered text to the
-request it belongs to, just before the request is sent. The timed runs reuse one history's objects, as one process running a conversation does, so
-the records are read once; `append-loaded` gets the history freshly loaded from JSON before each run (outside
-the clock), as a server that stores history between requests does, and reads every record again.
+request it belongs to, just before the request is sent. The timed runs reuse one history's objects, as one
+process running a conversation does, so the records are read once; `append-loaded` gets the history freshly loaded
+from JSON before each run (outside the clock), as a server that stores history between requests does, and reads
+every record again, and `static-loaded` does the same with the static history: what a fresh load costs Pydantic AI
+itself.
+
+Runs are timed in process CPU time, in rounds that run every variant once in rotated order (`measure`), and the
+append variants' hooks are timed inside each run. `time_change_counts` times the hooks on histories of one length
+whose blocks stop changing at different turns, so the cost of each past change can be told from the cost of the
+history's length.
 """
 
 from __future__ import annotations
@@ -49,9 +56,34 @@ from pydantic_ai_append._history import carrier, is_carrier, scan
 from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer, record_change
 from pydantic_ai_append._window import fold_window
 
-from .scenario import BLOCKS, STATIC_INSTRUCTIONS, Policy, build_agent, prompt
+from .measure import HookTimer, Spread, least_squares_slope, paired_ratios, rotated
+from .scenario import (
+    BLOCKS,
+    CLOCK_CHANGE_TURN,
+    MEMORY_EDIT_EVERY,
+    STATIC_INSTRUCTIONS,
+    Policy,
+    build_agent,
+    prompt,
+)
 
-__all__ = ('Profile', 'Timing', 'build_history', 'function_model', 'real_history', 'time_runs')
+__all__ = (
+    'ChangeTiming',
+    'Profile',
+    'Rounds',
+    'Timing',
+    'Variant',
+    'build_history',
+    'changes_until',
+    'count_changes',
+    'fresh',
+    'function_model',
+    'real_history',
+    'run_rounds',
+    'stored_bytes',
+    'time_change_counts',
+    'time_runs',
+)
 
 Profile: TypeAlias = Literal['inline', 'wrapped']
 
@@ -76,8 +108,13 @@ async def real_history(policy: Policy, turns: int, profile: Profile = 'inline') 
     return history
 
 
-async def build_history(policy: Policy, turns: int) -> list[ModelMessage]:
-    """A history equal to `real_history(policy, turns)` in every part, built in time linear in `turns`."""
+async def build_history(policy: Policy, turns: int, *, changes_until: int | None = None) -> list[ModelMessage]:
+    """A history equal to `real_history(policy, turns)` in every part, built in time linear in `turns`.
+
+    With `changes_until`, the blocks keep the values they have at that turn for the turns after it, so the history
+    has as many turns but fewer changes (none recorded after that turn).
+    """
+    last_change = turns if changes_until is None else changes_until
     history = await real_history(policy, 1)
     first = history[0]
     assert isinstance(first, ModelRequest)
@@ -85,14 +122,15 @@ async def build_history(policy: Policy, turns: int) -> list[ModelMessage]:
     for turn in range(2, turns + 1):
         parts: list[ModelRequestPart] = [UserPromptPart(prompt(turn))]
         instructions = first.instructions
+        at, previous = min(turn, last_change), min(turn - 1, last_change)
         if policy == 'append':
             parts += [
                 carrier(record_change(f'capability:scenario:{name}', before, after))
                 for name, function in BLOCKS
-                if (before := function(turn - 1)) != (after := function(turn))
+                if (before := function(previous)) != (after := function(at))
             ]
         elif policy == 'rewrite':
-            instructions = '\n\n'.join([STATIC_INSTRUCTIONS, *(function(turn) for _, function in BLOCKS)])
+            instructions = '\n\n'.join([STATIC_INSTRUCTIONS, *(function(at) for _, function in BLOCKS)])
         history += [replace(first, parts=parts, instructions=instructions), replace(response)]
     return history
 
@@ -152,59 +190,215 @@ def _change_texts(history: Sequence[ModelMessage], profile: Profile) -> tuple[di
     return by_part, by_request
 
 
+def fresh(history: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """`history` through JSON and back: new objects, as a server that stores history between requests reads it."""
+    return ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(list(history)))
+
+
+def stored_bytes(history: Sequence[ModelMessage]) -> int:
+    """The size of `history` serialized as JSON, as it is stored between requests."""
+    return len(ModelMessagesTypeAdapter.dump_json(list(history)))
+
+
+def count_changes(history: Sequence[ModelMessage]) -> int:
+    """The number of change records in `history`."""
+    return sum(isinstance(found, Located) and isinstance(found.record, InstructionDeltaPart) for found in scan(history))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant of a round: the agent, the history it runs on, and how."""
+
+    agent: Agent[int, str]
+    history: list[ModelMessage]
+    deps: int
+    """The turn the agent's blocks are computed at."""
+    loaded: bool = False
+    """Whether the history is freshly loaded from JSON before each run (outside the clock)."""
+    hooks: HookTimer | None = None
+    """The timer the agent's append-mode hooks count into, if they are timed."""
+
+
+@dataclass
+class Rounds:
+    """What `run_rounds` measured: one figure per variant per round, in round order."""
+
+    seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
+    """The CPU seconds of each variant's runs."""
+    hook_seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
+    """For the variants whose hooks are timed, the CPU seconds of those hooks in each run."""
+    by_hook: dict[str, list[dict[str, float]]] = field(default_factory=dict[str, list[dict[str, float]]])
+    """The same hook seconds, by hook."""
+    order: list[str] = field(default_factory=list[str])
+    """The variants in the order they ran, every round's after the one before."""
+
+
+async def run_rounds(variants: dict[str, Variant], repeats: int, prompt_turn: int) -> Rounds:
+    """Run every variant once per round, `repeats` rounds, in rotated order with a collection before each run."""
+    rounds = Rounds({name: [] for name in variants})
+    for name, variant in variants.items():
+        if variant.hooks is not None:
+            rounds.hook_seconds[name], rounds.by_hook[name] = [], []
+    for round_index in range(repeats):
+        for name in rotated(list(variants), round_index):
+            variant = variants[name]
+            history = fresh(variant.history) if variant.loaded else variant.history
+            gc.collect()
+            if variant.hooks is not None:
+                variant.hooks.reset()
+            rounds.order.append(name)
+            start = time.process_time()
+            await variant.agent.run(prompt(prompt_turn), deps=variant.deps, message_history=history)
+            rounds.seconds[name].append(time.process_time() - start)
+            if variant.hooks is not None:
+                rounds.hook_seconds[name].append(variant.hooks.seconds)
+                rounds.by_hook[name].append(dict(variant.hooks.by_hook))
+    return rounds
+
+
 @dataclass
 class Timing:
-    """The timed runs of one history size on one model profile."""
+    """The timed runs of one history size on one model profile, one figure per variant per round."""
 
     profile: Profile
     turns: int
     seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
-    """Every timed run of each variant."""
+    """The CPU seconds of each variant's runs, in round order."""
+    hook_seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
+    """For `append` and `append-loaded`: the CPU seconds spent in the plugin's hooks in each of those runs."""
+    history_bytes: dict[str, int] = field(default_factory=dict[str, int])
+    """The serialized size of each policy's history."""
+    by_hook: dict[str, list[dict[str, float]]] = field(default_factory=dict[str, list[dict[str, float]]])
+    """The hook seconds of each run, by hook."""
+
+    def hook_ms_by_hook(self, variant: str) -> dict[str, float]:
+        """The median CPU time of each hook in one of `variant`'s runs, in milliseconds."""
+        hooks = sorted({hook for run in self.by_hook[variant] for hook in run})
+        return {hook: statistics.median(run.get(hook, 0.0) for run in self.by_hook[variant]) * 1000 for hook in hooks}
 
     def median_ms(self, variant: str) -> float:
-        """The median run time of `variant`, in milliseconds."""
+        """The median CPU time of `variant`'s runs, in milliseconds."""
         return statistics.median(self.seconds[variant]) * 1000
 
-    def ratio(self, variant: str) -> float:
-        """The median of `variant` over the median of `static`."""
-        return self.median_ms(variant) / self.median_ms('static')
+    def ratio(self, variant: str, to: str = 'static') -> Spread:
+        """The per-round ratio of `variant`'s run to `to`'s."""
+        return Spread.of(paired_ratios(self.seconds[variant], self.seconds[to]))
+
+    def hook_share(self, variant: str) -> Spread:
+        """The share of each of `variant`'s runs spent in the plugin's hooks."""
+        return Spread.of(paired_ratios(self.hook_seconds[variant], self.seconds[variant]))
+
+    def hook_ms(self, variant: str) -> float:
+        """The median CPU time of the plugin's hooks in one of `variant`'s runs, in milliseconds."""
+        return statistics.median(self.hook_seconds[variant]) * 1000
+
+    def loaded_excess(self) -> Spread:
+        """Per round, what a fresh load adds to append mode over what it adds to static instructions.
+
+        That is `(append-loaded / append) / (static-loaded / static)`: 1.0 when loading history costs append mode
+        no more, relatively, than Pydantic AI's own cost of loading the static history.
+        """
+        append = paired_ratios(self.seconds['append-loaded'], self.seconds['append'])
+        static = paired_ratios(self.seconds['static-loaded'], self.seconds['static'])
+        return Spread.of(paired_ratios(append, static))
 
 
 async def time_runs(profile: Profile, turns: int, histories: dict[Policy, list[ModelMessage]], repeats: int) -> Timing:
-    """Time one `agent.run` per variant on the given histories, `repeats` times, variants interleaved.
-
-    Each round runs the variants in a rotated order, so drift of the machine hits every variant alike.
-    """
+    """Time one `agent.run` per variant on the given histories, `repeats` rounds, variants rotated per round."""
     model = function_model(profile)
-    agents: dict[str, tuple[Agent[int, str], list[ModelMessage]]] = {
-        policy: (build_agent(policy, model), history) for policy, history in histories.items()
+    hooks = HookTimer()
+    variants: dict[str, Variant] = {
+        policy: Variant(
+            build_agent(policy, model, hooks), history, turns + 1, hooks=hooks if policy == 'append' else None
+        )
+        for policy, history in histories.items()
     }
+    if 'static' in histories:
+        variants['static-loaded'] = replace(variants['static'], loaded=True)
     if 'append' in histories:
         append_history = histories['append']
         first = append_history[0]
         assert isinstance(first, ModelRequest)
         by_part, by_request = _change_texts(append_history, profile)
         floor = Agent(model, deps_type=int, instructions=first.instructions, capabilities=[_Floor(by_part)])
-        agents['floor'] = (floor, append_history)
+        variants['floor'] = Variant(floor, append_history, turns + 1)
         if 'static' in histories:
             # The static history has the same requests at the same indexes, without records.
             injected = Agent(
                 model, deps_type=int, instructions=first.instructions, capabilities=[_Injected(by_request)]
             )
-            agents['injected'] = (injected, histories['static'])
-        agents['append-loaded'] = agents['append']
-    timing = Timing(profile, turns, {variant: [] for variant in agents})
-    names = list(agents)
-    for round_index in range(repeats):
-        for offset in range(len(names)):
-            variant = names[(round_index + offset) % len(names)]
-            agent, history = agents[variant]
-            if variant == 'append-loaded':
-                # As a server that keeps history in a database sees it: new objects on every run, so no record
-                # has been read before.
-                history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
-            gc.collect()
-            start = time.perf_counter()
-            await agent.run(prompt(turns + 1), deps=turns + 1, message_history=history)
-            timing.seconds[variant].append(time.perf_counter() - start)
-    return timing
+            variants['injected'] = Variant(injected, histories['static'], turns + 1)
+        variants['append-loaded'] = replace(variants['append'], loaded=True)
+    rounds = await run_rounds(variants, repeats, turns + 1)
+    sizes = {policy: stored_bytes(history) for policy, history in histories.items() if policy in ('static', 'append')}
+    return Timing(profile, turns, rounds.seconds, rounds.hook_seconds, sizes, rounds.by_hook)
+
+
+CHANGE_SHARES = (0.0, 0.5, 1.0)
+"""How far into the history its blocks keep changing, in the histories of `time_change_counts`."""
+
+
+@dataclass
+class ChangeTiming:
+    """Append mode's hooks on histories of one length with different numbers of changes, on one model profile."""
+
+    profile: Profile
+    turns: int
+    changes: dict[str, int] = field(default_factory=dict[str, int])
+    """For each variant (`append` or `append-loaded`, at one number of changes), the changes its history holds."""
+    seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
+    """The CPU seconds of each variant's runs, in round order."""
+    hook_seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
+    """The CPU seconds of the hooks in each of those runs."""
+
+    def slope(self, kind: str) -> Spread:
+        """Per round, the hooks' CPU time per 1,000 changes, as a share of the run with the most changes.
+
+        Each round's slope is the least-squares line through that round's hook times of `kind` (`append` or
+        `append-loaded`) against the number of changes in the history, so a round compares runs seconds apart.
+        """
+        names = [name for name in self.changes if name.split('@')[0] == kind]
+        most = max(names, key=self.changes.__getitem__)
+        xs = [float(self.changes[name]) for name in names]
+        rounds = len(self.seconds[most])
+        slopes = [
+            least_squares_slope(xs, [self.hook_seconds[name][index] for name in names])
+            * 1000
+            / self.seconds[most][index]
+            for index in range(rounds)
+        ]
+        return Spread.of(slopes)
+
+
+def changes_until(turns: int, share: float) -> int:
+    """The turn until which the blocks change, about `share` of `turns` in (at most `turns`).
+
+    It is a multiple of 4 turns before `turns`, so the request after it changes the same blocks as the request
+    after `turns` does (memory changes every 4th turn), and it is past the clock's one change.
+    """
+    wanted = max(CLOCK_CHANGE_TURN, round(share * turns))
+    return turns - MEMORY_EDIT_EVERY * max(0, (turns - wanted) // MEMORY_EDIT_EVERY)
+
+
+async def time_change_counts(profile: Profile, turns: int, repeats: int) -> ChangeTiming:
+    """Time append mode's hooks on histories of `turns` turns whose blocks stop changing at different turns.
+
+    Every history has as many messages; only the number of change records in it differs, and each timed request
+    records and delivers the same new changes, so the hook time's slope against the number of changes is the
+    per-request cost of each past change already delivered.
+    """
+    model = function_model(profile)
+    hooks = HookTimer()
+    agent = build_agent('append', model, hooks)
+    variants: dict[str, Variant] = {}
+    counts: dict[str, int] = {}
+    for share in CHANGE_SHARES:
+        last = changes_until(turns, share)
+        history = await build_history('append', turns, changes_until=last)
+        changes = count_changes(history)
+        for kind, loaded in (('append', False), ('append-loaded', True)):
+            name = f'{kind}@{changes}'
+            variants[name] = Variant(agent, history, last + 1, loaded=loaded, hooks=hooks)
+            counts[name] = changes
+    rounds = await run_rounds(variants, repeats, turns + 1)
+    return ChangeTiming(profile, turns, counts, rounds.seconds, rounds.hook_seconds)

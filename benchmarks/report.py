@@ -7,24 +7,44 @@ the measured value, and a target that can't be judged (no native peer on this re
 from __future__ import annotations
 
 import platform
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from importlib.metadata import version
 from typing import Any
 
-from .overhead import Timing
+from .huge import HugeResult
+from .measure import Spread
+from .overhead import ChangeTiming, Timing
 from .pieces import PieceTiming
 from .wire import PathName, WireResult, summary
 
 __all__ = ('Results', 'Verdict', 'machine', 'render_svg', 'render_text', 'to_json', 'verdicts')
 
 VERIFY_LIMIT_US = 1000.0
-OVERHEAD_LIMIT = 1.10
 DIFF_SHARE_LIMIT = 5.0
 REWRITE_FACTOR = 5.0
 SLOPE_MIN_TURNS = 100
-"""Per-turn cost and ratio targets are judged only on histories this long; shorter ones are noise."""
+"""The per-turn slope is shown only when the largest history timed is this long; shorter ones are noise."""
+HOOK_SHARE_LIMIT = 0.05
+"""The plugin's hooks take at most this share of an append-mode `agent.run`."""
+HOOK_SHARE_LOADED_LIMIT = 0.10
+"""... and at most this share of one on freshly loaded history."""
+FLOOR_LIMIT = 1.05
+"""Append mode at most this many times `floor` (Pydantic AI's own cost of what append mode sends)."""
+LOADED_EXCESS_LIMIT = 1.15
+"""`(append-loaded / append) / (static-loaded / static)` at most this: a fresh load costs append mode no more than
+this much beyond what it costs Pydantic AI on static history."""
+HISTORY_SIZE_LIMIT = 1.10
+"""Append mode's stored history at most this many times the static history's size, at the largest target size."""
+CHANGE_SLOPE_LIMIT = 0.01
+"""The hooks' CPU time grows by at most this share of the run per 1,000 past changes in the window."""
+HUGE_SECONDS_LIMIT = 0.5
+"""A one-line edit to the huge block is delivered in at most this many CPU seconds of the plugin's hooks."""
+HUGE_GROWTH_LIMIT = 0.10
+"""Over all of its edits, append mode's history grows by at most this share of one copy of the huge block more
+than the static history does."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +56,10 @@ class Results:
     timings: Sequence[Timing]
     pieces: Sequence[PieceTiming]
     machine: dict[str, str]
+    target_turns: Sequence[int] = ()
+    """The history sizes the timing targets are judged at."""
+    changes: Sequence[ChangeTiming] = ()
+    huge: Sequence[HugeResult] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +69,8 @@ class Verdict:
     target: str
     measured: str
     met: bool | None
+    spread: str = '-'
+    """The p25-p75 spread of the measured figure over the rounds, where it has one."""
 
     @property
     def label(self) -> str:
@@ -89,7 +115,13 @@ def _slope_us(results: Results, profile: str, variant: str) -> tuple[float, int,
 
 def verdicts(results: Results) -> list[Verdict]:
     """Judge every target against the figures of this run."""
-    return [*_wire_verdicts(results), *_overhead_verdicts(results), *_piece_verdicts(results)]
+    return [
+        *_wire_verdicts(results),
+        *_overhead_verdicts(results),
+        *_change_verdicts(results),
+        *_huge_verdicts(results),
+        *_piece_verdicts(results),
+    ]
 
 
 def _wire_verdicts(results: Results) -> list[Verdict]:
@@ -135,30 +167,111 @@ def _wire_verdicts(results: Results) -> list[Verdict]:
     return found
 
 
+def _percent(spread: Spread) -> tuple[str, str]:
+    return f'{spread.median:.1%}', f'{spread.p25:.1%}-{spread.p75:.1%}'
+
+
+def _times(spread: Spread) -> tuple[str, str]:
+    return f'{spread.median:.3f}x', f'{spread.p25:.3f}-{spread.p75:.3f}x'
+
+
 def _overhead_verdicts(results: Results) -> list[Verdict]:
     found: list[Verdict] = []
-    for timing in results.timings:
-        if timing.turns >= SLOPE_MIN_TURNS and 'append' in timing.seconds:
-            ratio = timing.ratio('append')
-            found.append(
-                Verdict(
-                    f'{timing.profile} model, {timing.turns} turns: append at most {OVERHEAD_LIMIT:.2f}x static',
-                    f'{ratio:.2f}x (floor {timing.ratio("floor"):.2f}x, injected {timing.ratio("injected"):.2f}x)',
-                    ratio <= OVERHEAD_LIMIT,
-                )
+    judged = [t for t in results.timings if t.turns in results.target_turns and 'append' in t.hook_seconds]
+    for timing in judged:
+        where = f'{timing.profile} model, {timing.turns} turns'
+        share = timing.hook_share('append')
+        found.append(
+            Verdict(
+                f"{where}: the plugin's hooks at most {HOOK_SHARE_LIMIT:.0%} of an append-mode run",
+                f'{_percent(share)[0]} ({timing.hook_ms("append"):.2f} ms)',
+                share.median <= HOOK_SHARE_LIMIT,
+                _percent(share)[1],
             )
-    for profile in sorted({t.profile for t in results.timings}):
-        append_slope, static_slope = _slope_us(results, profile, 'append'), _slope_us(results, profile, 'static')
-        if append_slope is not None and static_slope is not None:
-            ratio = append_slope[0] / static_slope[0]
-            found.append(
-                Verdict(
-                    f'{profile} model: cost per turn of history at most {OVERHEAD_LIMIT:.2f}x static',
-                    f'{append_slope[0]:.0f} vs {static_slope[0]:.0f} us per turn ({ratio:.2f}x, '
-                    f'{append_slope[1]} to {append_slope[2]} turns)',
-                    ratio <= OVERHEAD_LIMIT,
-                )
+        )
+        loaded = timing.hook_share('append-loaded')
+        found.append(
+            Verdict(
+                f"{where}: the plugin's hooks at most {HOOK_SHARE_LOADED_LIMIT:.0%} of a run on loaded history",
+                f'{_percent(loaded)[0]} ({timing.hook_ms("append-loaded"):.2f} ms)',
+                loaded.median <= HOOK_SHARE_LOADED_LIMIT,
+                _percent(loaded)[1],
             )
+        )
+        floor = timing.ratio('append', to='floor')
+        found.append(
+            Verdict(
+                f'{where}: append at most {FLOOR_LIMIT:.2f}x floor',
+                _times(floor)[0],
+                floor.median <= FLOOR_LIMIT,
+                _times(floor)[1],
+            )
+        )
+        excess = timing.loaded_excess()
+        found.append(
+            Verdict(
+                f'{where}: (append-loaded / append) / (static-loaded / static) at most {LOADED_EXCESS_LIMIT:.2f}',
+                _times(excess)[0],
+                excess.median <= LOADED_EXCESS_LIMIT,
+                _times(excess)[1],
+            )
+        )
+    sized = [t for t in judged if t.turns == max(results.target_turns) and t.history_bytes]
+    if sized:
+        sizes = sized[0].history_bytes
+        ratio = sizes['append'] / sizes['static']
+        found.append(
+            Verdict(
+                f'{sized[0].turns} turns: append-mode history at most {HISTORY_SIZE_LIMIT:.2f}x the static history',
+                f'{ratio:.3f}x ({sizes["append"]:,} vs {sizes["static"]:,} bytes)',
+                ratio <= HISTORY_SIZE_LIMIT,
+            )
+        )
+    return found
+
+
+def _change_verdicts(results: Results) -> list[Verdict]:
+    found: list[Verdict] = []
+    for timing in results.changes:
+        slope = timing.slope('append')
+        counts = sorted({timing.changes[name] for name in timing.changes})
+        found.append(
+            Verdict(
+                f"{timing.profile} model, {timing.turns} turns: the hooks' time per 1,000 past changes at most "
+                f'{CHANGE_SLOPE_LIMIT:.1%} of the run',
+                f'{_percent(slope)[0]} ({", ".join(f"{count:,}" for count in counts)} changes)',
+                slope.median <= CHANGE_SLOPE_LIMIT,
+                _percent(slope)[1],
+            )
+        )
+    return found
+
+
+def _megabytes(size: int) -> str:
+    return f'{size / 1e6:.1f} MB' if size >= 100_000 else f'{size / 1e6:.2f} MB'
+
+
+def _huge_verdicts(results: Results) -> list[Verdict]:
+    found: list[Verdict] = []
+    for huge in results.huge:
+        where = f'{huge.profile} model, a {_megabytes(huge.block_bytes)} block'
+        slowest = max(huge.edit_hook_seconds)
+        found.append(
+            Verdict(
+                f"{where}: each one-line edit in at most {HUGE_SECONDS_LIMIT:g} s of the plugin's hooks",
+                f'slowest {slowest:.3f} s ({", ".join(f"{seconds:.3f}" for seconds in huge.edit_hook_seconds)})',
+                slowest <= HUGE_SECONDS_LIMIT,
+            )
+        )
+        copies = huge.extra_growth / huge.block_bytes
+        found.append(
+            Verdict(
+                f'{where}: {len(huge.edit_hook_seconds)} edits grow the history by at most {HUGE_GROWTH_LIMIT:.0%} '
+                'of one copy more than static',
+                f'{copies:.1%} of a copy ({huge.extra_growth:,} bytes)',
+                copies <= HUGE_GROWTH_LIMIT,
+            )
+        )
     return found
 
 
@@ -187,6 +300,132 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         1, '|' + '|'.join(('-' * (w + 1) + ':' if i else ':' + '-' * (w + 1)) for i, w in enumerate(widths)) + '|'
     )
     return '\n'.join(lines)
+
+
+VARIANTS = ('static', 'static-loaded', 'rewrite', 'append', 'append-loaded', 'floor', 'injected', 'native')
+"""Every variant timed, in the order tables show them."""
+
+
+def _ratio_cell(spread: Spread) -> str:
+    return f'{spread.median:.2f}x ({spread.p25:.2f}-{spread.p75:.2f})'
+
+
+def _timing_sections(results: Results) -> list[str]:
+    variants = [v for v in VARIANTS if any(v in t.seconds for t in results.timings)]
+    rows = [
+        [timing.profile, str(timing.turns)]
+        + [
+            f'{timing.median_ms(v):.1f} ms, {_ratio_cell(timing.ratio(v))}' if v in timing.seconds else '-'
+            for v in variants
+        ]
+        for timing in results.timings
+    ]
+    rounds = len(next(iter(results.timings[0].seconds.values())))
+    sections = [
+        f'One agent.run on a history of N turns, in process CPU time: the median of {rounds} rounds, each running '
+        'every variant once in rotated order after a collection; the ratio to static is the median of per-round '
+        'ratios (p25-p75)\n\n' + _table(['model', 'N', *variants], rows)
+    ]
+    hook_rows = [
+        [
+            timing.profile,
+            str(timing.turns),
+            *(
+                f'{timing.hook_ms(v):.2f} ms, {_percent(timing.hook_share(v))[0]} ({_percent(timing.hook_share(v))[1]})'
+                for v in ('append', 'append-loaded')
+            ),
+            _ratio_cell(timing.ratio('append', to='floor')),
+            _ratio_cell(timing.loaded_excess()) if 'static-loaded' in timing.seconds else '-',
+            f'{timing.history_bytes["append"] / timing.history_bytes["static"]:.3f}x'
+            if {'append', 'static'} <= timing.history_bytes.keys()
+            else '-',
+        ]
+        for timing in results.timings
+        if 'append' in timing.hook_seconds
+    ]
+    sections.append(
+        "The plugin's share, per round (median, p25-p75): its hooks' CPU time inside the run and their share of the "
+        'run; append over floor; what a fresh load adds to append over what it adds to static; stored history size '
+        'over static\n\n'
+        + _table(
+            [
+                'model',
+                'N',
+                'hooks in append',
+                'hooks in append-loaded',
+                'append / floor',
+                '(append-loaded / append) / (static-loaded / static)',
+                'history size',
+            ],
+            hook_rows,
+        )
+    )
+    slopes = [
+        [profile]
+        + [
+            f'{slope[0]:.0f} us (N {slope[1]} to {slope[2]})'
+            if (slope := _slope_us(results, profile, v)) is not None
+            else '-'
+            for v in variants
+        ]
+        for profile in sorted({t.profile for t in results.timings})
+    ]
+    sections.append(
+        'Cost of one more turn of history: the slope of the medians between the smallest and largest N timed\n\n'
+        + _table(['model', *variants], slopes)
+    )
+    return sections
+
+
+def _changes_section(changes: Sequence[ChangeTiming]) -> str:
+    rows: list[list[str]] = []
+    for timing in changes:
+        for kind in ('append', 'append-loaded'):
+            names = sorted((n for n in timing.changes if n.split('@')[0] == kind), key=timing.changes.__getitem__)
+            points = ', '.join(
+                f'{timing.changes[n]:,}: {statistics.median(timing.hook_seconds[n]) * 1000:.2f} ms' for n in names
+            )
+            slope = timing.slope(kind)
+            rows.append(
+                [timing.profile, str(timing.turns), kind, points, f'{_percent(slope)[0]} ({_percent(slope)[1]})']
+            )
+    return (
+        "The hooks' CPU time against the number of past changes in the window: histories of N turns whose blocks "
+        'stop changing at different turns; the slope is the least-squares fit of each round, per 1,000 changes, as '
+        "a share of that round's run with the most changes (median, p25-p75)\n\n"
+        + _table(['model', 'N', 'variant', 'changes: median hook time', 'slope per 1,000 changes'], rows)
+    )
+
+
+def _huge_section(huge: Sequence[HugeResult]) -> str:
+    rows = [
+        [
+            result.profile,
+            f'{result.block_bytes:,}',
+            ', '.join(f'{seconds:.3f}' for seconds in result.hook_seconds),
+            ', '.join(f'{seconds:.3f}' for seconds in result.run_seconds),
+            ', '.join(f'{size:,}' for size in result.append_bytes),
+            ', '.join(f'{size:,}' for size in result.static_bytes),
+            f'{result.extra_growth:,}',
+        ]
+        for result in huge
+    ]
+    return (
+        'A huge block: a first turn, then one-line edits, history through JSON between turns; CPU seconds and '
+        'stored bytes after each turn\n\n'
+        + _table(
+            [
+                'model',
+                'block bytes',
+                'hooks (s)',
+                'agent.run (s)',
+                'append history bytes',
+                'static history bytes',
+                'extra growth',
+            ],
+            rows,
+        )
+    )
 
 
 def render_text(results: Results) -> str:
@@ -228,38 +467,11 @@ def render_text(results: Results) -> str:
         )
     )
     if results.timings:
-        variants = [
-            v
-            for v in ('static', 'rewrite', 'append', 'append-loaded', 'floor', 'injected', 'native')
-            if any(v in t.seconds for t in results.timings)
-        ]
-        rows = [
-            [timing.profile, str(timing.turns)]
-            + [
-                f'{timing.median_ms(v):.1f} ms ({timing.ratio(v):.2f}x)' if v in timing.seconds else '-'
-                for v in variants
-            ]
-            for timing in results.timings
-        ]
-        repeats = len(next(iter(results.timings[0].seconds.values())))
-        sections.append(
-            f'One agent.run on a history of N turns (median of {repeats}, variants interleaved; ratio to static)\n\n'
-            + _table(['model', 'N', *variants], rows)
-        )
-        slopes = [
-            [profile]
-            + [
-                f'{slope[0]:.0f} us (N {slope[1]} to {slope[2]})'
-                if (slope := _slope_us(results, profile, v)) is not None
-                else '-'
-                for v in variants
-            ]
-            for profile in sorted({t.profile for t in results.timings})
-        ]
-        sections.append(
-            'Cost of one more turn of history: the slope of the medians between the smallest and largest N timed\n\n'
-            + _table(['model', *variants], slopes)
-        )
+        sections.extend(_timing_sections(results))
+    if results.changes:
+        sections.append(_changes_section(results.changes))
+    if results.huge:
+        sections.append(_huge_section(results.huge))
     sections.append(
         'Pieces on their own (medians)\n\n'
         + _table(
@@ -269,10 +481,17 @@ def render_text(results: Results) -> str:
     )
     sections.append(
         'Targets\n\n'
-        + _table(['target', 'measured', 'verdict'], [[v.target, v.measured, v.label] for v in verdicts(results)])
+        + _table(
+            ['target', 'measured', 'spread (p25-p75)', 'verdict'],
+            [[v.target, v.measured, v.spread, v.label] for v in verdicts(results)],
+        )
     )
     sections.append('Machine: ' + ', '.join(f'{key} {value}' for key, value in results.machine.items()))
     return '\n\n'.join(sections) + '\n'
+
+
+def _spread_json(spread: Spread) -> dict[str, float]:
+    return {'median': round(spread.median, 4), 'p25': round(spread.p25, 4), 'p75': round(spread.p75, 4)}
 
 
 def to_json(results: Results) -> dict[str, Any]:
@@ -286,15 +505,48 @@ def to_json(results: Results) -> dict[str, Any]:
                 'profile': timing.profile,
                 'turns': timing.turns,
                 'median_ms': {v: round(timing.median_ms(v), 3) for v in timing.seconds},
-                'ratio_to_static': {v: round(timing.ratio(v), 3) for v in timing.seconds},
+                'ratio_to_static': {v: _spread_json(timing.ratio(v)) for v in timing.seconds},
+                'hook_share': {v: _spread_json(timing.hook_share(v)) for v in timing.hook_seconds},
+                'hook_ms_by_hook': {
+                    v: {hook: round(ms, 4) for hook, ms in timing.hook_ms_by_hook(v).items()} for v in timing.by_hook
+                },
+                'history_bytes': timing.history_bytes,
                 'runs_ms': {v: [round(s * 1000, 3) for s in runs] for v, runs in timing.seconds.items()},
+                'hooks_ms': {v: [round(s * 1000, 3) for s in runs] for v, runs in timing.hook_seconds.items()},
             }
             for timing in results.timings
+        ],
+        'changes': [
+            {
+                'profile': timing.profile,
+                'turns': timing.turns,
+                'changes': timing.changes,
+                'slope_per_1000_changes': {
+                    kind: _spread_json(timing.slope(kind)) for kind in ('append', 'append-loaded')
+                },
+                'runs_ms': {v: [round(s * 1000, 3) for s in runs] for v, runs in timing.seconds.items()},
+                'hooks_ms': {v: [round(s * 1000, 3) for s in runs] for v, runs in timing.hook_seconds.items()},
+            }
+            for timing in results.changes
+        ],
+        'huge': [
+            {
+                'profile': huge.profile,
+                'block_bytes': huge.block_bytes,
+                'hook_seconds': [round(s, 4) for s in huge.hook_seconds],
+                'run_seconds': [round(s, 4) for s in huge.run_seconds],
+                'append_history_bytes': huge.append_bytes,
+                'static_history_bytes': huge.static_bytes,
+            }
+            for huge in results.huge
         ],
         'pieces': [
             {'name': p.name, 'microseconds': round(p.microseconds, 3), 'bytes': p.bytes} for p in results.pieces
         ],
-        'targets': [{'target': v.target, 'measured': v.measured, 'verdict': v.label} for v in verdicts(results)],
+        'targets': [
+            {'target': v.target, 'measured': v.measured, 'spread': v.spread, 'verdict': v.label}
+            for v in verdicts(results)
+        ],
     }
 
 

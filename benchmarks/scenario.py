@@ -29,6 +29,8 @@ from pydantic_ai.models import Model
 
 from pydantic_ai_append import AppendInstructions
 
+from .measure import HookTimer, time_hooks
+
 __all__ = (
     'BLOCKS',
     'POLICIES',
@@ -149,8 +151,8 @@ def native_available() -> bool:
     return 'on_change' in inspect.signature(Agent.instructions).parameters
 
 
-def build_agent(policy: Policy, model: Model) -> Agent[int, str]:
-    """An agent for `policy` whose deps are the turn number.
+def build_agent(policy: Policy, model: Model, hooks: HookTimer | None = None) -> Agent[int, str]:
+    """An agent for `policy` whose deps are the turn number; with `hooks`, append mode's hooks are timed into it.
 
     Raises:
         RuntimeError: For `'native'` on a release without `on_change='append'`.
@@ -162,6 +164,8 @@ def build_agent(policy: Policy, model: Model) -> Agent[int, str]:
         context = AppendInstructions[int](id='scenario')
         for name, function in BLOCKS:
             context.instructions(_at_turn(function), name=name)
+        if hooks is not None:
+            time_hooks(context, hooks)
         return Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=[lookup], capabilities=[context])
     agent = Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=[lookup])
     if policy == 'native' and not native_available():

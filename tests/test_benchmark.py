@@ -1,23 +1,44 @@
 """The benchmark runs at its smallest size, so it can't rot, and its shortcuts give what the agent gives.
 
 Timings are printed by the benchmark and never asserted here; what is asserted is what can't vary: the wire
-figures of append mode, the shape of the report, and that a history built without running the agent equals
-one built by running it.
+figures of append mode, the shape of the report, that a history built without running the agent equals one built
+by running it, and the measurement machinery on synthetic figures and a hand-moved clock (ratios paired by round,
+rotation, the hook timer leaving out the time a wrapping hook's handler takes, the change slope, the verdicts).
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import statistics
+from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai import Agent, AgentRunResult, RunContext
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, WrapRunHandler
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from benchmarks.__main__ import main
-from benchmarks.overhead import build_history, real_history
-from benchmarks.scenario import Policy, memory, native_available, state
+from benchmarks.huge import HugeResult, block_value, run_huge
+from benchmarks.measure import HookTimer, Spread, hook_names, least_squares_slope, paired_ratios, rotated, time_hooks
+from benchmarks.overhead import (
+    ChangeTiming,
+    Timing,
+    Variant,
+    build_history,
+    changes_until,
+    count_changes,
+    function_model,
+    real_history,
+    run_rounds,
+)
+from benchmarks.report import Results, verdicts
+from benchmarks.scenario import Policy, build_agent, memory, native_available, state
+from pydantic_ai_append import AppendInstructions
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +77,8 @@ def test_smoke_run_writes_tables_json_and_plot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
     # Before each timed run the benchmark collects garbage, so that no run pays for another's; in a test process that
-    # is a full collection of a large heap (about 0.2 s, 56 times at this size). Timings aren't asserted here.
+    # is a full collection of a large heap (about 0.2 s, well over a hundred times at this size). Timings aren't
+    # asserted here.
     monkeypatch.setattr(gc, 'collect', lambda generation=2: 0)
     json_path, plot_path = tmp_path / 'out.json', tmp_path / 'plot.svg'
     assert main(['--size', 'smoke', '--json', str(json_path), '--plot', str(plot_path)]) == 0
@@ -81,8 +103,249 @@ def test_smoke_run_writes_tables_json_and_plot(
     assert {(row['profile'], row['turns']) for row in report['overhead']} == {
         (profile, turns) for profile in ('inline', 'wrapped') for turns in (2, 5)
     }
-    verdicts = {row['target']: row['verdict'] for row in report['targets']}
-    assert verdicts['verify a 1 MB prefix in under 1 ms'] in ('PASS', 'MISS')
+    assert {(row['profile'], row['turns']) for row in report['changes']} == {('inline', 40), ('wrapped', 40)}
+    assert all(len(row['changes']) == 6 for row in report['changes'])
+    assert [(row['profile'], len(row['hook_seconds'])) for row in report['huge']] == [('inline', 3), ('wrapped', 3)]
+    targets = {row['target']: (row['verdict'], row['spread']) for row in report['targets']}
+    assert targets['verify a 1 MB prefix in under 1 ms'][0] in ('PASS', 'MISS')
+    share = targets["inline model, 5 turns: the plugin's hooks at most 5% of an append-mode run"]
+    assert share[0] in ('PASS', 'MISS') and share[1].endswith('%') and '-' in share[1]
+    assert sum(target.endswith('at most 1.05x floor') for target in targets) == 2
+    assert 'spread (p25-p75)' in printed and "The plugin's share, per round" in printed
     svg = plot_path.read_text()
     # The background, two legend swatches, then a reused and an uncached bar per request (5) per policy.
     assert svg.startswith('<svg') and svg.count('<rect') == 3 + 2 * 5 * len(policies)
+
+
+# --- The measurement machinery, on synthetic figures and stub hooks: these can fail, unlike the timings themselves.
+
+
+def test_spread_is_the_median_and_quartiles():
+    assert Spread.of([5.0, 1.0, 3.0, 2.0, 4.0]) == Spread(3.0, 2.0, 4.0)
+    assert Spread.of([7.0]) == Spread(7.0, 7.0, 7.0)
+    with pytest.raises(ValueError, match='no values'):
+        Spread.of([])
+
+
+def test_ratios_are_paired_by_round_not_taken_of_medians():
+    # Round 2 ran on a slow machine: both variants took 10x longer. Paired, the ratio is 2 in every round; the ratio
+    # of the medians is not.
+    append, static = [2.0, 20.0, 2.2], [1.0, 10.0, 1.1]
+    assert paired_ratios(append, static) == [2.0, 2.0, 2.0]
+    assert statistics.median(append) / statistics.median(static) == pytest.approx(2.0)
+    skewed_append, skewed_static = [2.0, 20.0, 4.0], [1.0, 10.0, 20.0]
+    assert Spread.of(paired_ratios(skewed_append, skewed_static)).median == 2.0
+    assert statistics.median(skewed_append) / statistics.median(skewed_static) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match='pair them by round'):
+        paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_rotation_puts_every_variant_at_every_place():
+    names = ['a', 'b', 'c']
+    orders = [rotated(names, index) for index in range(4)]
+    assert orders == [['a', 'b', 'c'], ['b', 'c', 'a'], ['c', 'a', 'b'], ['a', 'b', 'c']]
+    assert rotated([], 3) == []
+
+
+def test_least_squares_slope():
+    assert least_squares_slope([0.0, 10.0, 20.0], [1.0, 3.0, 5.0]) == pytest.approx(0.2)
+    assert least_squares_slope([0.0, 1.0, 2.0], [0.0, 1.0, 0.0]) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match='two or more distinct'):
+        least_squares_slope([1.0, 1.0], [0.0, 1.0])
+
+
+class FakeClock:
+    """A clock the test moves by hand, so the hook timer's sums are exact."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Burner(AbstractCapability[Any]):
+    """Hooks that spend known time before, inside and after the rest of the run."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    async def wrap_run(self, ctx: RunContext[Any], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
+        self.clock.now += 1
+        result = await handler()
+        self.clock.now += 2
+        return result
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        self.clock.now += 10
+        return request_context
+
+    def get_ordering(self) -> CapabilityOrdering | None:
+        return self.nested()
+
+    def nested(self) -> CapabilityOrdering | None:
+        return None
+
+
+async def test_hook_timer_counts_only_the_hooks_own_time():
+    clock = FakeClock()
+    timer = HookTimer(clock=clock)
+
+    def slow_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        clock.now += 1000  # inside `wrap_run`'s handler: the model's time, not the hook's
+        return ModelResponse(parts=[TextPart('done')])
+
+    capability = time_hooks(Burner(clock), timer)
+    assert type(capability).__name__ == 'TimedBurner' and isinstance(capability, Burner)
+    agent = Agent(FunctionModel(slow_model), capabilities=[capability])
+    timer.reset()
+    await agent.run('hi')
+    assert clock.now > 1000
+    assert timer.seconds == 13
+    assert timer.by_hook == {'wrap_run': 3, 'before_model_request': 10}
+
+
+def test_hook_timer_counts_nested_sections_once_and_leaves_out_handlers():
+    clock = FakeClock()
+    timer = HookTimer(clock=clock)
+    with timer.section('outer'):
+        clock.now += 1
+        with timer.section('inner'):
+            clock.now += 2
+            with timer.outside():
+                clock.now += 100
+            clock.now += 4
+    with timer.outside():
+        clock.now += 100
+    assert (timer.seconds, timer.by_hook) == (7, {'outer': 7})
+    timer.reset()
+    assert (timer.seconds, timer.by_hook) == (0, {})
+
+
+def test_timed_capability_overrides_the_same_hooks():
+    # Pydantic AI looks at which hooks a class overrides; the timed subclass must override the same ones, and time all
+    # of them (a hook added to `AppendInstructions` later is timed too).
+    assert hook_names(Burner) == ['get_ordering', 'wrap_run', 'before_model_request']
+    capability = time_hooks(AppendInstructions[int](id='timed'), HookTimer())
+    assert hook_names(type(capability)) == hook_names(AppendInstructions)
+    assert {'before_model_request', 'wrap_run'} <= set(hook_names(AppendInstructions))
+    assert all(name in vars(type(capability)) for name in hook_names(AppendInstructions))
+
+
+def test_hook_timer_refuses_an_async_generator_hook():
+    class Streaming(AbstractCapability[Any]):
+        # An async generator, as event stream wrappers are written; the hook's declared type is a coroutine's.
+        async def wrap_run_event_stream(  # pyright: ignore[reportIncompatibleMethodOverride]
+            self, ctx: RunContext[Any], *, stream: AsyncIterable[Any]
+        ) -> AsyncIterator[Any]:  # pragma: no cover
+            async for event in stream:
+                yield event
+
+    with pytest.raises(TypeError, match='async generator'):
+        time_hooks(Streaming(), HookTimer())
+
+
+async def test_append_hooks_take_part_of_a_real_run():
+    hooks = HookTimer()
+    history = await build_history('append', 30)
+    rounds = await run_rounds(
+        {
+            'append': Variant(build_agent('append', function_model('inline'), hooks), history, 31, hooks=hooks),
+            'loaded': Variant(build_agent('append', function_model('inline'), hooks), history, 31, True, hooks),
+            'static': Variant(build_agent('static', function_model('inline')), history, 31),
+        },
+        repeats=3,
+        prompt_turn=31,
+    )
+    assert rounds.order == ['append', 'loaded', 'static', 'loaded', 'static', 'append', 'static', 'append', 'loaded']
+    assert {name: len(runs) for name, runs in rounds.seconds.items()} == {'append': 3, 'loaded': 3, 'static': 3}
+    assert set(rounds.hook_seconds) == {'append', 'loaded'}
+    for name in ('append', 'loaded'):
+        assert all(0 < hook < run for hook, run in zip(rounds.hook_seconds[name], rounds.seconds[name], strict=True))
+        assert {'before_model_request', 'wrap_run'} <= set(rounds.by_hook[name][0])
+
+
+def test_timing_figures_from_synthetic_rounds():
+    timing = Timing(
+        'inline',
+        100,
+        seconds={
+            'static': [1.0, 10.0, 1.0],
+            'static-loaded': [1.2, 12.0, 1.2],
+            'append': [2.0, 20.0, 2.0],
+            'append-loaded': [3.0, 30.0, 2.4],
+            'floor': [1.0, 10.0, 2.0],
+        },
+        hook_seconds={'append': [0.1, 1.0, 0.04], 'append-loaded': [0.3, 3.0, 0.6]},
+        history_bytes={'static': 100, 'append': 120},
+    )
+    assert timing.ratio('append') == Spread(2.0, 2.0, 2.0)
+    assert timing.ratio('append', to='floor') == Spread(2.0, 1.5, 2.0)
+    share = timing.hook_share('append')
+    assert (share.median, share.p25, share.p75) == pytest.approx((0.05, 0.035, 0.05))
+    assert timing.loaded_excess().median == pytest.approx(1.5 / 1.2)
+    results = Results(0, [], [timing], [], {}, target_turns=(100,))
+    assert {verdict.target: verdict.label for verdict in verdicts(results)} == {
+        "inline model, 100 turns: the plugin's hooks at most 5% of an append-mode run": 'PASS',
+        "inline model, 100 turns: the plugin's hooks at most 10% of a run on loaded history": 'PASS',
+        'inline model, 100 turns: append at most 1.05x floor': 'MISS',
+        'inline model, 100 turns: (append-loaded / append) / (static-loaded / static) at most 1.15': 'MISS',
+        '100 turns: append-mode history at most 1.10x the static history': 'MISS',
+    }
+    assert main_exit_code(results) == 1
+
+
+def main_exit_code(results: Results) -> int:
+    """What `--check` returns for `results`."""
+    return 1 if any(verdict.met is False for verdict in verdicts(results)) else 0
+
+
+def test_change_slope_from_synthetic_rounds():
+    # Hook time 1 ms plus 0.02 ms per change; the run with the most changes takes 100 ms in both rounds.
+    changes = {'append@0': 0, 'append@500': 500, 'append@1000': 1000}
+    hooks = {name: [0.001 + 0.00002 * count] * 2 for name, count in changes.items()}
+    timing = ChangeTiming('inline', 1000, changes, {name: [0.1, 0.1] for name in changes}, hooks)
+    assert timing.slope('append').median == pytest.approx(0.2)  # 20 ms per 1,000 changes, of a 100 ms run
+    flat = ChangeTiming('inline', 1000, changes, timing.seconds, {name: [0.001, 0.001] for name in changes})
+    assert flat.slope('append') == Spread(0.0, 0.0, 0.0)
+    labels = [v.label for v in verdicts(Results(0, [], [], [], {}, changes=[timing, flat]))]
+    assert labels == ['MISS', 'PASS']
+
+
+async def test_histories_with_fewer_changes_have_as_many_messages():
+    assert [changes_until(1000, share) for share in (0.0, 0.5, 1.0)] == [12, 500, 1000]
+    assert all(changes_until(1000, share) % 4 == 1000 % 4 for share in (0.1, 0.3, 0.77))
+    assert changes_until(8, 0.0) == 8
+    full = await build_history('append', 40)
+    fewer = await build_history('append', 40, changes_until=12)
+    assert len(full) == len(fewer) == 80
+    assert count_changes(fewer) < count_changes(full)
+    real = await real_history('append', 12)
+    assert parts_of(fewer[:24]) == parts_of(real)
+    assert all(len(message.parts) == 1 for message in fewer[24:])
+
+
+def test_huge_block_edits_one_line_per_turn():
+    first, second, third = (block_value(50_000, turn).splitlines() for turn in (1, 2, 3))
+    assert len(first) == len(second) == len(third)
+    assert sum(a != b for a, b in zip(first, second, strict=True)) == 1
+    assert sum(a != b for a, b in zip(second, third, strict=True)) == 1
+    assert 45_000 < len(block_value(50_000, 1)) <= 50_000
+    # Most lines repeat, as in a large file: the case that makes a line diff slow.
+    assert len(set(first)) < len(first) / 3
+
+
+async def test_huge_block_growth_is_measured_beyond_static():
+    result = await run_huge('inline', 20_000, 2)
+    assert len(result.hook_seconds) == len(result.run_seconds) == 3
+    assert all(0 < hook < run for hook, run in zip(result.hook_seconds, result.run_seconds, strict=True))
+    assert len(result.edit_hook_seconds) == 2
+    # Each turn stores the instructions again, in both policies; only the records differ.
+    assert result.static_bytes[1] - result.static_bytes[0] > result.block_bytes
+    assert result.extra_growth == (result.append_bytes[2] - result.append_bytes[0]) - (
+        result.static_bytes[2] - result.static_bytes[0]
+    )
+    huge = HugeResult('inline', 1000, [0.1, 0.2, 0.6], [1.0, 1.0, 1.0], [10, 20, 30], [10, 15, 20])
+    assert [v.label for v in verdicts(Results(0, [], [], [], {}, huge=[huge]))] == ['MISS', 'PASS']
