@@ -52,7 +52,9 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
-from pydantic_ai_append._history import carrier, is_carrier, scan
+from pydantic_ai_append import InstructionDeltaPart
+from pydantic_ai_append._history import Located, carrier, is_carrier, scan
+from pydantic_ai_append._records import StoredDiff
 from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer, record_change
 from pydantic_ai_append._window import fold_window
 
@@ -202,7 +204,10 @@ def stored_bytes(history: Sequence[ModelMessage]) -> int:
 
 def count_changes(history: Sequence[ModelMessage]) -> int:
     """The number of change records in `history`."""
-    return sum(isinstance(found, Located) and isinstance(found.record, InstructionDeltaPart) for found in scan(history))
+    return sum(
+        isinstance(found, Located) and isinstance(found.record, InstructionDeltaPart | StoredDiff)
+        for found in scan(history)
+    )
 
 
 @dataclass(frozen=True)
