@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import cast
 
 from pydantic_ai.messages import (
@@ -249,36 +250,72 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
 
 
 def _change_part(delivery: Delivery, path: str, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
-    wording = wording_of(delivery.delta, delivery.base_matches)
-    text = wording[path]
+    change = _change_of(delivery.delta, delivery.base_matches)
+    sent_key = (path, wrap, carrier.timestamp)
+    if (sent := change.sent.get(sent_key)) is not None:
+        return sent
+    text = change.wording[path]
     if wrap:
-        return UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
-    return SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: wording})
+        sent = UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
+    else:
+        sent = SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: change.wording})
+    if len(change.sent) < _SENT_PER_CHANGE:
+        change.sent[sent_key] = sent
+    return sent
 
 
-_WORDINGS = BoundedCache[int, tuple[InstructionDeltaPart, bool, dict[str, str]]](
+@dataclass
+class _Change:
+    """A change's text on both paths, and the parts already built to deliver it."""
+
+    wording: dict[str, str]
+    """The text on each path, keyed `'inline'` and `'wrapped'`; nothing changes it once made."""
+
+    sent: dict[tuple[str, bool, datetime], ModelRequestPart] = field(
+        default_factory=dict[tuple[str, bool, datetime], ModelRequestPart]
+    )
+    """The part that delivers the change, by path, by whether it is `<system>`-wrapped here, and by its carrier's
+    timestamp (which the part keeps). Pydantic AI never changes a request part it is given (it builds new ones where
+    it rewrites), so one part object is sent in every request that delivers the change; the messages around it are
+    built anew for each request."""
+
+
+_SENT_PER_CHANGE = 6
+"""The most parts kept for one change: one per path and way of wrapping, with room for a record copied into another
+request (another timestamp). Parts beyond it are built every time, so a record copied many times can't grow an
+entry."""
+
+
+_WORDINGS = BoundedCache[tuple[InstructionDeltaPart, bool], _Change](
     max_entries=16_384, max_bytes=64 * 1024 * 1024, name='change wordings'
 )
-"""Each change's text on both paths, keyed by path name, by the identity of the change's record.
+"""Each change's text on both paths and its delivered parts, by the change's content and whether its base matches.
 
-Every request of a window delivers all of its changes again, and one lookup gives both texts. Decoded records are
-kept (so the same record object comes back on each request), so the lookup is by `id()`, which doesn't read the
-record's fields the way hashing it would. An entry holds its record, so an `id()` is never reused while the entry
-exists. A wording dict is shared by every part that delivers the change; nothing changes it once made.
+Every request of a window delivers all of its changes again, and one lookup gives both texts. Keyed by the record's
+value (records are frozen, and compare and hash by their fields), so a record decoded again from history freshly
+loaded from JSON finds the wording rendered before. The entry's size counts the record's texts, each path's text,
+and the text of a `<system>`-wrapped part.
 """
 
 
-def wording_of(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
-    """The change's text on each path, keyed `'inline'` and `'wrapped'`, rendered once per record."""
-    entry = _WORDINGS.get(id(delta))
-    if entry is not None and entry[0] is delta and entry[1] is base_matches:
-        return entry[2]
-    wording = {
-        'inline': InlineRenderer().change(delta, base_matches=base_matches),
-        'wrapped': WrappedRenderer().change(delta, base_matches=base_matches),
-    }
-    # The entry holds the record too, whose texts count as much as the wording's.
-    _WORDINGS.put(
-        id(delta), (delta, base_matches, wording), size=size_of([*wording.values(), delta.content, delta.diff]) + 256
+def _change_of(delta: InstructionDeltaPart, base_matches: bool) -> _Change:
+    key = (delta, base_matches)
+    if (change := _WORDINGS.get(key)) is not None:
+        return change
+    change = _Change(
+        {
+            'inline': InlineRenderer().change(delta, base_matches=base_matches),
+            'wrapped': WrappedRenderer().change(delta, base_matches=base_matches),
+        }
     )
-    return wording
+    _WORDINGS.put(
+        key,
+        change,
+        size=size_of([*change.wording.values(), change.wording['wrapped'], delta.content, delta.diff]) + 512,
+    )
+    return change
+
+
+def wording_of(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
+    """The change's text on each path, keyed `'inline'` and `'wrapped'`, rendered once per distinct record."""
+    return _change_of(delta, base_matches).wording
