@@ -65,7 +65,7 @@ def content_key(value: object) -> Hashable | None:
         if _FLAT.issuperset(types) and _KEYS.issuperset(map(type, mapping)):
             return (tuple(mapping), values, types)
     try:
-        return _walked(value)
+        return _walked(cast(object, value))
     except _Uncacheable:
         return None
 

@@ -29,7 +29,7 @@ Two more details keep the prefix byte-stable:
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import cast
@@ -163,6 +163,9 @@ def deliver(
     *,
     wrap: bool = False,
     escape_others: bool = False,
+    reused: Mapping[int, tuple[ModelRequestPart, ...]] | None = None,
+    start: int = 0,
+    built: dict[int, tuple[ModelRequestPart, ...]] | None = None,
 ) -> list[ModelMessage]:
     """The outgoing messages: each record replaced by its change's text, or left out if it delivers nothing.
 
@@ -176,31 +179,58 @@ def deliver(
         wrap: Whether to `<system>`-wrap each change here, because Pydantic AI won't prepare these messages.
         escape_others: Whether to escape the element syntax in the text of user prompts and tool returns, so that
             only the system's elements read as elements: set for a window whose prefix has tagged blocks.
+        reused: The outgoing parts of the messages before `start`, by index, as an earlier request with the same
+            messages and deliveries built them; a message before `start` not in it is sent as it is. Each is sent in
+            a new message object with a new parts list.
+        start: The index of the first message to render; the ones before it are `reused`.
+        built: Filled with the outgoing parts of each message rendered here that differs from its stored one.
     """
     by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
     path = renderer.path
     rendered = list(messages)
-    # This runs on every request over the whole history: a type check or two per part, and a new message only for
-    # a request that has a carrier or a part to escape, whose parts list is started at the first such part.
-    for index, message in enumerate(messages):
-        if not isinstance(message, ModelRequest):
-            continue
-        parts: list[ModelRequestPart] | None = None
-        for part_index, part in enumerate(message.parts):
-            if isinstance(part, SystemPromptPart) and is_carrier(part):
-                delivery = by_position.get((index, part_index))
-                sent = _change_part(delivery, path, part, wrap=wrap) if delivery is not None else None
-            elif escape_others:
-                sent = _escaped(part)
-            else:
-                sent = part
-            if sent is not part and parts is None:
-                parts = list(message.parts[:part_index])
-            if parts is not None and sent is not None:
-                parts.append(sent)
-        if parts is not None:
+    if reused:
+        for index, sent_parts in reused.items():
+            rendered[index] = _with_parts(cast(ModelRequest, messages[index]), list(sent_parts))
+    # This runs on every request over the history not rendered before: a type check or two per part, and a new
+    # message only for a request that has a carrier or a part to escape, whose parts list is started at the first
+    # such part.
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if (
+            isinstance(message, ModelRequest)
+            and (parts := _sent_parts(message, index, by_position, path, wrap=wrap, escape_others=escape_others))
+            is not None
+        ):
+            if built is not None:
+                built[index] = tuple(parts)
             rendered[index] = _with_parts(message, parts)
     return rendered
+
+
+def _sent_parts(
+    message: ModelRequest,
+    index: int,
+    by_position: Mapping[tuple[int, int], Delivery],
+    path: str,
+    *,
+    wrap: bool,
+    escape_others: bool,
+) -> list[ModelRequestPart] | None:
+    """The parts `message` is sent with, or `None` if it is sent as it is."""
+    parts: list[ModelRequestPart] | None = None
+    for part_index, part in enumerate(message.parts):
+        if isinstance(part, SystemPromptPart) and is_carrier(part):
+            delivery = by_position.get((index, part_index))
+            sent = _change_part(delivery, path, part, wrap=wrap) if delivery is not None else None
+        elif escape_others:
+            sent = _escaped(part)
+        else:
+            sent = part
+        if sent is not part and parts is None:
+            parts = list(message.parts[:part_index])
+        if parts is not None and sent is not None:
+            parts.append(sent)
+    return parts
 
 
 def _escaped(part: ModelRequestPart) -> ModelRequestPart:
