@@ -7,8 +7,7 @@ without also forging their integrity check, which is what these tests do by hand
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 from hypothesis import given
@@ -135,17 +134,17 @@ def test_a_decoded_record_is_kept_by_content_and_an_edited_dict_is_checked_again
 @pytest.mark.parametrize(
     'edit',
     [
-        pytest.param(lambda stored: stored.update(v=True), id='version-as-bool'),
-        pytest.param(lambda stored: stored.update(v=1.0), id='version-as-float'),
-        pytest.param(lambda stored: stored.update(extra=['x']), id='added-list'),
-        pytest.param(lambda stored: stored.update(extra=('x',)), id='added-tuple'),
+        pytest.param({'v': True}, id='version-as-bool'),
+        pytest.param({'v': 1.0}, id='version-as-float'),
+        pytest.param({'extra': ['x']}, id='added-list'),
+        pytest.param({'extra': ('x',)}, id='added-tuple'),
     ],
 )
-def test_an_edit_to_an_equal_comparing_value_is_checked_again(edit: Callable[[dict[Any, Any]], None]):
+def test_an_edit_to_an_equal_comparing_value_is_checked_again(edit: dict[str, object]):
     # `1`, `1.0` and `True` compare equal, so a key made of the values alone would find the genuine record.
     stored = encode_record(InstructionDeltaPart(id='agent', content='x', base_hash=None))
     assert isinstance(decode_record(stored), InstructionDeltaPart)
-    edit(stored)
+    stored.update(edit)
     assert isinstance(decode_record(stored), UnreadableRecord)
 
 

@@ -161,5 +161,7 @@ def test_the_wording_of_a_change_is_kept_by_record_content():
     equal = InstructionDeltaPart(id='agent', content='2', base_hash=None)
     assert wording_of(equal, False) is wording
     # Another content, or another base, is rendered on its own.
-    assert wording_of(InstructionDeltaPart(id='agent', content='3', base_hash=None), False)['inline'] != wording['inline']
+    assert (
+        wording_of(InstructionDeltaPart(id='agent', content='3', base_hash=None), False)['inline'] != wording['inline']
+    )
     assert wording_of(delta, True) is not wording
