@@ -9,8 +9,10 @@ Once per model request, [`handle_request`][pydantic_ai_append._request.handle_re
 4. sends the window's prefix as the request's instructions and puts the rendered text of each change the window
    has made in place of its record, with the element syntax in user prompts and tool returns escaped.
 
-Everything it decides is derived from history and the blocks' current values, so it keeps no state between
-requests or runs: a fresh agent given serialized history continues the window from the records alone.
+Everything it decides is derived from history and the blocks' current values, so a fresh agent given serialized
+history continues the window from the records alone. What it keeps between requests (`_resume`: a conversation's
+fold and the outgoing parts built for it) only spares reading again what a previous request read, and is used only
+when the history still holds what it held then.
 """
 
 from __future__ import annotations
