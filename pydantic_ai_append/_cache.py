@@ -19,10 +19,10 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, Generic, TypeVar, cast
 
-__all__ = ('BoundedCache', 'process_caches', 'size_of')
+__all__ = ('BoundedCache', 'content_key', 'process_caches', 'size_of')
 
 KeyT = TypeVar('KeyT')
 ValueT = TypeVar('ValueT')
@@ -31,6 +31,63 @@ ValueT = TypeVar('ValueT')
 def size_of(texts: Iterable[str | None]) -> int:
     """The memory the given strings take, as `sys.getsizeof` counts it (`None` counts nothing)."""
     return sum(sys.getsizeof(text) for text in texts if text is not None)
+
+
+_FLAT = frozenset({str, int, type(None)})
+"""The value types a flat mapping's content key holds as they are, with its types alongside."""
+
+
+class _Uncacheable(Exception):
+    """A value whose content `content_key` can't express: it is never kept."""
+
+
+def content_key(value: object) -> Hashable | None:
+    """A hashable value equal for two JSON-able values only if their contents are the same, types included.
+
+    Caches of what is derived from a stored dict (a record's check, its decoding) are keyed by this, never by the
+    dict's identity: a dict edited in place gets another key, so what was derived from it before is not reused.
+    Types are part of the key because `1`, `1.0` and `True` compare equal but encode differently. A flat mapping of
+    strings, integers and `None` (what a change record is) is keyed at the cost of three tuples; anything else is
+    walked. `None` for a value that isn't made of dicts with string keys, lists, strings, numbers, booleans and
+    `None`: it is never cached.
+
+    ```python
+    from pydantic_ai_append._cache import content_key
+
+    print(content_key({'v': 1}) == content_key({'v': 1}), content_key({'v': 1}) == content_key({'v': True}))
+    #> True False
+    ```
+    """
+    if type(value) is dict:
+        mapping = cast(dict[object, object], value)
+        values = tuple(mapping.values())
+        types = tuple(map(type, values))
+        if _FLAT.issuperset(types) and _KEYS.issuperset(map(type, mapping)):
+            return (tuple(mapping), values, types)
+    try:
+        return _walked(cast(object, value))
+    except _Uncacheable:
+        return None
+
+
+_KEYS = frozenset({str})
+_SCALARS = frozenset({int, float, bool})
+
+
+def _walked(value: object) -> Hashable:
+    kind = type(value)
+    if kind is str or value is None:
+        return cast(Hashable, value)
+    if kind in _SCALARS:
+        return (kind, value)
+    if kind is list:
+        return (list, tuple(_walked(item) for item in cast(list[object], value)))
+    if kind is dict:
+        mapping = cast(dict[object, object], value)
+        if not _KEYS.issuperset(map(type, mapping)):
+            raise _Uncacheable
+        return (dict, tuple((name, _walked(item)) for name, item in mapping.items()))
+    raise _Uncacheable
 
 
 class BoundedCache(Generic[KeyT, ValueT]):

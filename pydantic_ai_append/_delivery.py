@@ -29,8 +29,9 @@ Two more details keep the prefix byte-stable:
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import cast
 
 from pydantic_ai.messages import (
@@ -162,6 +163,9 @@ def deliver(
     *,
     wrap: bool = False,
     escape_others: bool = False,
+    reused: Mapping[int, tuple[ModelRequestPart, ...]] | None = None,
+    start: int = 0,
+    built: dict[int, tuple[ModelRequestPart, ...]] | None = None,
 ) -> list[ModelMessage]:
     """The outgoing messages: each record replaced by its change's text, or left out if it delivers nothing.
 
@@ -175,31 +179,58 @@ def deliver(
         wrap: Whether to `<system>`-wrap each change here, because Pydantic AI won't prepare these messages.
         escape_others: Whether to escape the element syntax in the text of user prompts and tool returns, so that
             only the system's elements read as elements: set for a window whose prefix has tagged blocks.
+        reused: The outgoing parts of the messages before `start`, by index, as an earlier request with the same
+            messages and deliveries built them; a message before `start` not in it is sent as it is. Each is sent in
+            a new message object with a new parts list.
+        start: The index of the first message to render; the ones before it are `reused`.
+        built: Filled with the outgoing parts of each message rendered here that differs from its stored one.
     """
     by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
     path = renderer.path
     rendered = list(messages)
-    # This runs on every request over the whole history: a type check or two per part, and a new message only for
-    # a request that has a carrier or a part to escape, whose parts list is started at the first such part.
-    for index, message in enumerate(messages):
-        if not isinstance(message, ModelRequest):
-            continue
-        parts: list[ModelRequestPart] | None = None
-        for part_index, part in enumerate(message.parts):
-            if isinstance(part, SystemPromptPart) and is_carrier(part):
-                delivery = by_position.get((index, part_index))
-                sent = _change_part(delivery, path, part, wrap=wrap) if delivery is not None else None
-            elif escape_others:
-                sent = _escaped(part)
-            else:
-                sent = part
-            if sent is not part and parts is None:
-                parts = list(message.parts[:part_index])
-            if parts is not None and sent is not None:
-                parts.append(sent)
-        if parts is not None:
+    if reused:
+        for index, sent_parts in reused.items():
+            rendered[index] = _with_parts(cast(ModelRequest, messages[index]), list(sent_parts))
+    # This runs on every request over the history not rendered before: a type check or two per part, and a new
+    # message only for a request that has a carrier or a part to escape, whose parts list is started at the first
+    # such part.
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if (
+            isinstance(message, ModelRequest)
+            and (parts := _sent_parts(message, index, by_position, path, wrap=wrap, escape_others=escape_others))
+            is not None
+        ):
+            if built is not None:
+                built[index] = tuple(parts)
             rendered[index] = _with_parts(message, parts)
     return rendered
+
+
+def _sent_parts(
+    message: ModelRequest,
+    index: int,
+    by_position: Mapping[tuple[int, int], Delivery],
+    path: str,
+    *,
+    wrap: bool,
+    escape_others: bool,
+) -> list[ModelRequestPart] | None:
+    """The parts `message` is sent with, or `None` if it is sent as it is."""
+    parts: list[ModelRequestPart] | None = None
+    for part_index, part in enumerate(message.parts):
+        if isinstance(part, SystemPromptPart) and is_carrier(part):
+            delivery = by_position.get((index, part_index))
+            sent = _change_part(delivery, path, part, wrap=wrap) if delivery is not None else None
+        elif escape_others:
+            sent = _escaped(part)
+        else:
+            sent = part
+        if sent is not part and parts is None:
+            parts = list(message.parts[:part_index])
+        if parts is not None and sent is not None:
+            parts.append(sent)
+    return parts
 
 
 def _escaped(part: ModelRequestPart) -> ModelRequestPart:
@@ -249,36 +280,72 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
 
 
 def _change_part(delivery: Delivery, path: str, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
-    wording = wording_of(delivery.delta, delivery.base_matches)
-    text = wording[path]
+    change = _change_of(delivery.delta, delivery.base_matches)
+    sent_key = (path, wrap, carrier.timestamp)
+    if (sent := change.sent.get(sent_key)) is not None:
+        return sent
+    text = change.wording[path]
     if wrap:
-        return UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
-    return SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: wording})
+        sent = UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
+    else:
+        sent = SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: change.wording})
+    if len(change.sent) < _SENT_PER_CHANGE:
+        change.sent[sent_key] = sent
+    return sent
 
 
-_WORDINGS = BoundedCache[int, tuple[InstructionDeltaPart, bool, dict[str, str]]](
+@dataclass
+class _Change:
+    """A change's text on both paths, and the parts already built to deliver it."""
+
+    wording: dict[str, str]
+    """The text on each path, keyed `'inline'` and `'wrapped'`; nothing changes it once made."""
+
+    sent: dict[tuple[str, bool, datetime], ModelRequestPart] = field(
+        default_factory=dict[tuple[str, bool, datetime], ModelRequestPart]
+    )
+    """The part that delivers the change, by path, by whether it is `<system>`-wrapped here, and by its carrier's
+    timestamp (which the part keeps). Pydantic AI never changes a request part it is given (it builds new ones where
+    it rewrites), so one part object is sent in every request that delivers the change; the messages around it are
+    built anew for each request."""
+
+
+_SENT_PER_CHANGE = 6
+"""The most parts kept for one change: one per path and way of wrapping, with room for a record copied into another
+request (another timestamp). Parts beyond it are built every time, so a record copied many times can't grow an
+entry."""
+
+
+_WORDINGS = BoundedCache[tuple[InstructionDeltaPart, bool], _Change](
     max_entries=16_384, max_bytes=64 * 1024 * 1024, name='change wordings'
 )
-"""Each change's text on both paths, keyed by path name, by the identity of the change's record.
+"""Each change's text on both paths and its delivered parts, by the change's content and whether its base matches.
 
-Every request of a window delivers all of its changes again, and one lookup gives both texts. Decoded records are
-kept (so the same record object comes back on each request), so the lookup is by `id()`, which doesn't read the
-record's fields the way hashing it would. An entry holds its record, so an `id()` is never reused while the entry
-exists. A wording dict is shared by every part that delivers the change; nothing changes it once made.
+Every request of a window delivers all of its changes again, and one lookup gives both texts. Keyed by the record's
+value (records are frozen, and compare and hash by their fields), so a record decoded again from history freshly
+loaded from JSON finds the wording rendered before. The entry's size counts the record's texts, each path's text,
+and the text of a `<system>`-wrapped part.
 """
 
 
-def wording_of(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
-    """The change's text on each path, keyed `'inline'` and `'wrapped'`, rendered once per record."""
-    entry = _WORDINGS.get(id(delta))
-    if entry is not None and entry[0] is delta and entry[1] is base_matches:
-        return entry[2]
-    wording = {
-        'inline': InlineRenderer().change(delta, base_matches=base_matches),
-        'wrapped': WrappedRenderer().change(delta, base_matches=base_matches),
-    }
-    # The entry holds the record too, whose texts count as much as the wording's.
-    _WORDINGS.put(
-        id(delta), (delta, base_matches, wording), size=size_of([*wording.values(), delta.content, delta.diff]) + 256
+def _change_of(delta: InstructionDeltaPart, base_matches: bool) -> _Change:
+    key = (delta, base_matches)
+    if (change := _WORDINGS.get(key)) is not None:
+        return change
+    change = _Change(
+        {
+            'inline': InlineRenderer().change(delta, base_matches=base_matches),
+            'wrapped': WrappedRenderer().change(delta, base_matches=base_matches),
+        }
     )
-    return wording
+    _WORDINGS.put(
+        key,
+        change,
+        size=size_of([*change.wording.values(), change.wording['wrapped'], delta.content, delta.diff]) + 512,
+    )
+    return change
+
+
+def wording_of(delta: InstructionDeltaPart, base_matches: bool) -> dict[str, str]:
+    """The change's text on each path, keyed `'inline'` and `'wrapped'`, rendered once per distinct record."""
+    return _change_of(delta, base_matches).wording

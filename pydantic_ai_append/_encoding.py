@@ -17,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Hashable
 from typing import Any, Literal, TypeAlias, cast
 
-from ._cache import BoundedCache, size_of
+from ._cache import BoundedCache, content_key, size_of
 from ._records import (
     InstructionBaselinePart,
     InstructionBlock,
@@ -111,20 +112,20 @@ def encode_record(
 DecodedRecord: TypeAlias = InstructionRecord | StoredDiff | UnreadableRecord
 """What a carrier's stored dict reads as."""
 
-_DECODED = BoundedCache[int, tuple[object, bytes | None, str | None, DecodedRecord]](
-    max_entries=16_384, max_bytes=64 * 1024 * 1024, name='decoded records'
-)
-"""Records already decoded, by the identity of the stored dict they were read from.
+_DECODED = BoundedCache[Hashable, DecodedRecord](max_entries=16_384, max_bytes=64 * 1024 * 1024, name='decoded records')
+"""Records already decoded, by the content of the stored dict they were read from and the key and conversation
+they were checked with.
 
-History objects live for a whole run, so each request would otherwise check every record in the window again, at a
-cost that grows with the conversation; a fresh history (after a JSON round trip) is checked once. An entry holds
-the dict, so its `id()` is never reused while the entry exists, and it is for the key and conversation it was
-checked with: a lookup with others checks again. It is keyed by the `id()` alone, so a lookup builds no key object.
+Every request reads every record in its window, and a history freshly loaded from JSON holds new dicts equal to
+those read before: keyed by content (`content_key`), each distinct record is checked and decoded once per process,
+and the same record object comes back, so what is kept on it (its `content_hash`) is computed once too. A dict
+edited in place has another content, so it misses and is checked again.
 """
 
 
 def _record_size(record: DecodedRecord) -> int:
-    # The entry holds both the stored dict and the record decoded from it, which share no strings after a JSON load.
+    # The key holds the stored dict's strings and the record holds the same string objects (decoding takes them
+    # from the dict as they are), so each text is counted once.
     if isinstance(record, InstructionBaselinePart):
         texts = [block.content for block in record.blocks]
     elif isinstance(record, InstructionDeltaPart):
@@ -133,7 +134,7 @@ def _record_size(record: DecodedRecord) -> int:
         texts = [record.diff]
     else:
         texts = [record.reason]
-    return 2 * size_of(texts) + 256
+    return size_of(texts) + 512
 
 
 def decode_record(data: object, *, key: bytes | None = None, conversation_id: str | None = None) -> DecodedRecord:
@@ -144,11 +145,14 @@ def decode_record(data: object, *, key: bytes | None = None, conversation_id: st
         key: The signing key, if records are signed.
         conversation_id: The conversation a signed record must belong to; `None` doesn't check.
     """
-    entry = _DECODED.get(id(data))
-    if entry is not None and entry[0] is data and entry[1] == key and entry[2] == conversation_id:
-        return entry[3]
+    content = content_key(data)
+    if content is None:
+        return _decode_uncached(data, key, conversation_id)
+    cache_key = (content, key, conversation_id)
+    if (record := _DECODED.get(cache_key)) is not None:
+        return record
     record = _decode_uncached(data, key, conversation_id)
-    _DECODED.put(id(data), (data, key, conversation_id, record), size=_record_size(record))
+    _DECODED.put(cache_key, record, size=_record_size(record))
     return record
 
 

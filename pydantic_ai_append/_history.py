@@ -99,18 +99,25 @@ class Compaction:
 
 
 def scan(
-    messages: Sequence[ModelMessage], *, key: bytes | None = None, conversation_id: str | None = None
+    messages: Sequence[ModelMessage],
+    *,
+    key: bytes | None = None,
+    conversation_id: str | None = None,
+    start: int = 0,
+    stop: int | None = None,
 ) -> Iterator[Located | Compaction]:
     """Every record and compaction in `messages`, in history order, in one pass without rendering.
 
     Records are checked against `conversation_id` only when they are signed (`key` given): an unsigned record could
-    be rewritten whole, so binding it to a conversation would prove nothing.
+    be rewritten whole, so binding it to a conversation would prove nothing. With `start` and `stop`, only the
+    messages at those indexes are read (what is found keeps its index in `messages`).
     """
     if key is None:
         conversation_id = None
     # This runs on every request over the whole history: one type check for each part, and work only for system
     # prompts and compactions. Records are yielded rather than listed, so each is dropped as soon as it is folded.
-    for message_index, message in enumerate(messages):
+    for message_index in range(start, len(messages) if stop is None else stop):
+        message = messages[message_index]
         request = isinstance(message, ModelRequest)
         for part_index, part in enumerate(message.parts):
             if isinstance(part, SystemPromptPart):

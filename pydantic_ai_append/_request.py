@@ -9,8 +9,10 @@ Once per model request, [`handle_request`][pydantic_ai_append._request.handle_re
 4. sends the window's prefix as the request's instructions and puts the rendered text of each change the window
    has made in place of its record, with the element syntax in user prompts and tool returns escaped.
 
-Everything it decides is derived from history and the blocks' current values, so it keeps no state between
-requests or runs: a fresh agent given serialized history continues the window from the records alone.
+Everything it decides is derived from history and the blocks' current values, so a fresh agent given serialized
+history continues the window from the records alone. What it keeps between requests (`_resume`: a conversation's
+fold and the outgoing parts built for it) only spares reading again what a previous request read, and is used only
+when the history still holds what it held then.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pydantic_ai.messages import (
     InstructionPart,
     ModelMessage,
     ModelRequest,
+    ModelRequestPart,
 )
 from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from pydantic_ai.models.fallback import FallbackModel
@@ -42,15 +45,15 @@ from pydantic_ai.tools import AgentDepsT
 
 from ._compat import in_prefix, instruction_id, native_policy
 from ._delivery import deliver, prepare_model
-from ._history import carrier, scan
+from ._history import carrier
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest
 from ._rendering import SUPERSESSION_SENTENCE, Renderer
+from ._resume import Fold
 from ._window import (
     CurrentBlock,
     Delivery,
     WindowPlan,
     WindowState,
-    fold_window,
     plan_request,
     split_recorded_prefix,
 )
@@ -223,7 +226,8 @@ async def handle_request(
     """Send the window's prefix, record this request's changes, and deliver the window's changes."""
     messages = list(request_context.messages)
     conversation_id = _conversation(settings, ctx)
-    state = fold_window(scan(messages, key=settings.key, conversation_id=conversation_id))
+    fold = Fold(messages, key=settings.key, conversation_id=conversation_id, scope=ctx.conversation_id)
+    state = fold.state
     if not messages or not isinstance(messages[-1], ModelRequest):
         # Resuming a turn the provider suspended: it is completed with exactly the history and instructions it
         # was started with, so nothing is resolved or recorded, only delivered again. Pydantic AI doesn't
@@ -262,7 +266,14 @@ async def handle_request(
         if plan.opened is not None and settings.verifier is not None:
             settings.verifier.open_window()
         new_deliveries = _record(settings, ctx, messages, plan, conversation_id)
-        outgoing = deliver(messages, [*plan.deliveries, *new_deliveries], renderer, escape_others=plan.tagged)
+        deliveries = [*plan.deliveries, *new_deliveries]
+        sent_key = (renderer.path, False, plan.tagged)
+        reused, start = fold.reusable(deliveries, sent_key)
+        built: dict[int, tuple[ModelRequestPart, ...]] = {}
+        outgoing = deliver(
+            messages, deliveries, renderer, escape_others=plan.tagged, reused=reused, start=start, built=built
+        )
+        fold.remember(deliveries, sent_key, built)
         prefix = _prefix(plan, ordered, renderer)
         # An empty list, never `None`: models read `None` as unset and fall back to the instructions history
         # recorded on an earlier request, which would tell the model a value this request no longer has. Some

@@ -101,8 +101,10 @@ class WindowState:
     """Why no window can be continued, when history says one was open but it can't be trusted."""
 
 
-def fold_window(found: Iterable[Located | Compaction]) -> WindowState:
+def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | None = None) -> WindowState:
     """Fold the records found in history, in order, into the window in effect after them.
+
+    With `start`, the fold goes on from that window (left as it is), the one in effect before the first of `found`.
 
     A change stored as its diff is rebuilt here, from the text the window holds for its block, and delivered with
     that text. One that can't be rebuilt from it (the text it was taken against was trimmed from history or isn't
@@ -111,6 +113,9 @@ def fold_window(found: Iterable[Located | Compaction]) -> WindowState:
     """
     state = WindowState()
     received_hashes: dict[str, str | None] = {}
+    if start is not None:
+        state = WindowState(start.baseline, dict(start.received), list(start.deliveries), start.broken)
+        received_hashes = {block_id: _hash_of(content) for block_id, content in start.received.items()}
     for item in found:
         if isinstance(item, Compaction):
             if state.baseline is not None or state.deliveries:
@@ -142,6 +147,10 @@ def fold_window(found: Iterable[Located | Compaction]) -> WindowState:
         else:
             state = WindowState(broken=f'a record can not be read: {record.reason}')
     return state
+
+
+def _hash_of(content: str | None) -> str | None:
+    return content_hash(content) if content is not None else None
 
 
 @dataclass(frozen=True)

@@ -70,3 +70,12 @@ def test_setdefault_keeps_the_first_value_and_never_one_over_the_byte_bound():
     assert cache.setdefault('a', list, size=10) is first
     huge = cache.setdefault('huge', list, size=101)
     assert (huge, cache.get('huge'), len(cache)) == snapshot(([], None, 1))
+
+
+def test_content_key_tells_apart_types_and_refuses_what_is_not_json():
+    from pydantic_ai_append._cache import content_key
+
+    assert content_key({'a': [1, {'b': None}]}) == content_key({'a': [1, {'b': None}]})
+    assert content_key({'a': [1]}) != content_key({'a': [True]})
+    assert content_key({'a': {1: 'x'}}) is None
+    assert content_key({'a': ('x',)}) is None

@@ -171,18 +171,42 @@ def test_properties():
     )
 
 
-def test_a_decoded_record_is_kept_by_identity_and_new_dicts_are_checked_again():
+def test_a_decoded_record_is_kept_by_content_and_an_edited_dict_is_checked_again():
     stored = [
         encode_record(InstructionDeltaPart(id='agent', content=str(number), base_hash=None)) for number in range(3)
     ]
     decoded = [decode_record(data) for data in stored]
     assert [record.content for record in decoded if isinstance(record, InstructionDeltaPart)] == ['0', '1', '2']
     assert decode_record(stored[2]) is decoded[2]
-    # An equal dict that is a different object (as after a JSON round trip) is checked again.
-    tampered = {**stored[2], 'content': 'forged'}
-    assert isinstance(decode_record(tampered), UnreadableRecord)
-    # A lookup with another key checks again.
+    # An equal dict that is a different object (as after a JSON round trip) finds the record decoded before.
+    assert decode_record(json.loads(json.dumps(stored[2]))) is decoded[2]
+    # The same dict edited in place is checked again, and fails; put back, it is the genuine record again.
+    stored[2]['content'] = 'forged'
+    assert isinstance(decode_record(stored[2]), UnreadableRecord)
+    stored[2]['content'] = '2'
+    assert decode_record(stored[2]) is decoded[2]
+    # A lookup with another key, or another conversation, checks again.
     assert isinstance(decode_record(stored[2], key=b'k'), UnreadableRecord)
+    signed = encode_record(InstructionDeltaPart(id='agent', content='s', base_hash=None), key=b'k', conversation_id='a')
+    assert isinstance(decode_record(signed, key=b'k', conversation_id='a'), InstructionDeltaPart)
+    assert isinstance(decode_record(signed, key=b'k', conversation_id='b'), UnreadableRecord)
+
+
+@pytest.mark.parametrize(
+    'edit',
+    [
+        pytest.param({'v': True}, id='version-as-bool'),
+        pytest.param({'v': 1.0}, id='version-as-float'),
+        pytest.param({'extra': ['x']}, id='added-list'),
+        pytest.param({'extra': ('x',)}, id='added-tuple'),
+    ],
+)
+def test_an_edit_to_an_equal_comparing_value_is_checked_again(edit: dict[str, object]):
+    # `1`, `1.0` and `True` compare equal, so a key made of the values alone would find the genuine record.
+    stored = encode_record(InstructionDeltaPart(id='agent', content='x', base_hash=None))
+    assert isinstance(decode_record(stored), InstructionDeltaPart)
+    stored.update(edit)
+    assert isinstance(decode_record(stored), UnreadableRecord)
 
 
 @pytest.mark.parametrize('key', [None, b'k'])
@@ -257,7 +281,11 @@ def test_why_a_change_is_not_rebuilt():
     )
     rebuilt = rebuild(stored, base, content_hash(base))
     assert rebuilt == change
-    # Rebuilt once: an equal record read again (after a JSON load) gives the same change.
+    # Rebuilt once: an equal record read again (after a JSON load) gives the same change, whether decoding gives
+    # back the record read before or an equal one of its own.
     again = decode_record(json.loads(json.dumps(encode_record(change))))
-    assert isinstance(again, StoredDiff) and again is not stored
+    assert isinstance(again, StoredDiff)
     assert rebuild(again, base, content_hash(base)) is rebuilt
+    equal = replace(stored)
+    assert equal is not stored
+    assert rebuild(equal, base, content_hash(base)) is rebuilt

@@ -136,8 +136,9 @@ This context no longer applies. The withdrawal stays in effect until a later <co
     )
 
 
-def test_the_wording_of_a_change_is_kept_by_record_identity():
-    # Internal: what an agent can't show, the wording object being reused rather than rendered again.
+def test_the_wording_of_a_change_is_kept_by_record_content():
+    # Internal: what an agent can't show, the wording object being reused rather than rendered again, also for an
+    # equal record decoded again (as from history freshly loaded from JSON).
     from pydantic_ai_append._delivery import wording_of
 
     delta = InstructionDeltaPart(id='agent', content='2', base_hash=None)
@@ -158,5 +159,9 @@ def test_the_wording_of_a_change_is_kept_by_record_identity():
     )
     assert wording_of(delta, False) is wording
     equal = InstructionDeltaPart(id='agent', content='2', base_hash=None)
-    assert wording_of(equal, False) == wording
-    assert wording_of(equal, False) is not wording
+    assert wording_of(equal, False) is wording
+    # Another content, or another base, is rendered on its own.
+    assert (
+        wording_of(InstructionDeltaPart(id='agent', content='3', base_hash=None), False)['inline'] != wording['inline']
+    )
+    assert wording_of(delta, True) is not wording

@@ -1,0 +1,363 @@
+"""What the per-request caches keep, and the guarantees they keep while they do.
+
+A conversation's window is resumed where its previous request left it (`_resume`), records are decoded once per
+distinct content, and each change's wording and delivered part are kept by the change's value. These tests drive an
+agent with the same history objects on several runs, as one process serving a conversation does, and check that the
+caches are used (a counted scan), that nothing edited in place is trusted, that each request gets new message
+objects, and that nothing crosses from one conversation to another.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, cast
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.profiles import ModelProfile
+
+import pydantic_ai_append._resume as resume
+from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append._cache import process_caches
+from pydantic_ai_append._history import RECORD_KEY
+
+Value = list[str]
+
+
+def build_agent(value: Value, *, inline: bool = True, seen: list[list[ModelMessage]] | None = None) -> Agent[None, str]:
+    """An agent with one append-mode block showing `value[0]`; `seen` gets every request's messages as sent."""
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if seen is not None:
+            seen.append(messages)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    context = AppendInstructions(id='notes')
+    context.instructions(name='state')(lambda: value[0])
+    return Agent(
+        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=inline)), capabilities=[context]
+    )
+
+
+def delivered(messages: list[ModelMessage]) -> list[str]:
+    """The text of every change a request delivered, in order."""
+    return [
+        part.content
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, SystemPromptPart) and part.content.startswith('<context')
+    ]
+
+
+def sent(messages: list[ModelMessage]) -> list[tuple[str, object]]:
+    """The kind and content of every part of every request, as sent."""
+    return [
+        (part.part_kind, getattr(part, 'content', None))
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+    ]
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The index each scan of history starts at: 0 for a whole history, more for a resumed one.
+
+    Internal: whether a fold resumed is invisible through the agent (that is the point of it), so it is counted here.
+    """
+    starts: list[int] = []
+    original = resume.scan
+
+    def counted(messages: Any, **kwargs: Any) -> Any:
+        starts.append(kwargs.get('start', 0))
+        return original(messages, **kwargs)
+
+    monkeypatch.setattr(resume, 'scan', counted)
+    return starts
+
+
+def grown(agent: Agent[None, str], value: Value, values: list[str], conversation_id: str) -> list[ModelMessage]:
+    """The history of a conversation whose block took each of `values` in turn, one run each."""
+    history: list[ModelMessage] = []
+    for item in values:
+        value[0] = item
+        history = agent.run_sync('next', message_history=history, conversation_id=conversation_id).all_messages()
+    return history
+
+
+def test_a_conversation_resumes_its_fold_and_delivers_what_a_whole_fold_would(scans: list[int]):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two', 'three', 'four'], 'c1')
+    # The same history objects again, as a process serving the conversation sends them.
+    scans.clear()
+    for _ in range(3):
+        agent.run_sync('again', message_history=history, conversation_id='c1')
+    # Each request scans twice (what it keeps, then the request being sent): the last run resumed.
+    assert scans[-2] > 0
+    resumed = delivered(seen[-1])
+    # A fresh process (the history loaded from JSON, nothing kept) delivers the same.
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    agent.run_sync('again', message_history=loaded, conversation_id='c2')
+    assert resumed == delivered(seen[-1])
+    assert [text.splitlines()[1] for text in resumed] == ['two', 'three', 'four']
+
+
+def _forge(stored: dict[str, Any]) -> None:
+    stored['content'] = 'forged'
+
+
+def _version_as_bool(stored: dict[str, Any]) -> None:
+    # `True == 1`: a comparison by equality would take this for the record checked before.
+    stored['v'] = True
+
+
+def _check_removed(stored: dict[str, Any]) -> None:
+    del stored['check']
+
+
+@pytest.mark.parametrize('edit', [_forge, _version_as_bool, _check_removed, None])
+def test_a_record_edited_in_place_is_checked_again_and_refused(
+    scans: list[int], edit: Callable[[dict[str, Any]], None] | None
+):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
+    for _ in range(3):
+        agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert delivered(seen[-1])[-1].splitlines()[1] == 'three'
+    # The last change's record, edited in the very dict the kept fold was taken of.
+    change = next(
+        part
+        for message in reversed(history)
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, SystemPromptPart) and part.metadata and RECORD_KEY in part.metadata
+    )
+    assert change.metadata is not None
+    if edit is not None:
+        edit(change.metadata[RECORD_KEY])
+    scans.clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    if edit is None:
+        # The negative control: nothing was edited, so the fold resumed and the window goes on.
+        assert scans[0] > 0
+        assert delivered(seen[-1])[-1].splitlines()[1] == 'three'
+        return
+    # The whole history was read again; the record fails its check, so a new window opens with the current value in
+    # its prefix and no change is delivered, the forged one least of all.
+    assert scans[0] == 0
+    assert delivered(seen[-1]) == []
+    assert all('forged' not in str(message) for message in seen[-1])
+
+
+def test_each_request_gets_new_message_objects_and_the_same_parts(scans: list[int]):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
+    for _ in range(4):
+        agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[-2] > 0
+    before, after = seen[-2], seen[-1]
+    rebuilt = [index for index, message in enumerate(before) if message not in history and index < len(history)]
+    assert rebuilt
+    for index in rebuilt:
+        # Pydantic AI may change the message objects it is given: each request has its own, with its own parts list.
+        assert after[index] is not before[index]
+        assert after[index].parts is not before[index].parts
+    # The delivered parts themselves, which nothing changes, are the same objects.
+    assert [part for index in rebuilt for part in after[index].parts] == [
+        part for index in rebuilt for part in before[index].parts
+    ]
+
+
+def test_conversations_with_the_same_first_messages_keep_their_own_windows(scans: list[int]):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    shared = grown(agent, value, ['one', 'two'], 'shared')
+    # Two conversations go on from the very same message objects, each with its own later changes.
+    histories: dict[str, list[ModelMessage]] = {}
+    for name in ('a', 'b'):
+        value[0] = f'{name} later'
+        histories[name] = agent.run_sync('next', message_history=shared, conversation_id=name).all_messages()
+    for _ in range(3):
+        for name in ('a', 'b'):
+            value[0] = f'{name} later'
+            agent.run_sync('again', message_history=histories[name], conversation_id=name)
+            assert delivered(seen[-1])[-1].splitlines()[1] == f'{name} later'
+    assert scans[-2] > 0
+    # A history passed under another conversation's id is its own: it starts with other messages, so nothing is
+    # resumed from the kept fold, and it delivers what it holds.
+    scans.clear()
+    value[0] = 'b later'
+    agent.run_sync('again', message_history=histories['b'], conversation_id='a')
+    assert scans[0] == 0
+    assert delivered(seen[-1])[-1].splitlines()[1] == 'b later'
+
+
+def test_the_wrapped_path_reuses_its_parts_and_sends_what_a_whole_fold_sends(scans: list[int]):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, inline=False, seen=seen)
+    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
+    for _ in range(3):
+        agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[-2] > 0
+    resumed = sent(seen[-1])
+    assert any('<system>' in str(text) for _, text in resumed)
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    agent.run_sync('again', message_history=loaded, conversation_id='other')
+    assert resumed == sent(seen[-1])
+
+
+def test_the_folds_are_a_bounded_process_cache(monkeypatch: pytest.MonkeyPatch):
+    folds = process_caches()['conversation folds']
+    monkeypatch.setattr(folds, 'max_entries', 2)
+    value = ['one']
+    agent = build_agent(value)
+    for number in range(5):
+        history = grown(agent, value, ['one', 'two'], f'conversation {number}')
+        agent.run_sync('again', message_history=history, conversation_id=f'conversation {number}')
+    assert len(folds) <= 2
+    assert [key for key, _ in folds.items()] == [('conversation 3', None), ('conversation 4', None)]
+
+
+def test_a_record_that_is_not_flat_json_is_never_kept_in_a_snapshot(scans: list[int]):
+    # A record dict holding a tuple (not JSON) can't be compared by content: that conversation folds every request whole.
+    value = ['one']
+    agent = build_agent(value)
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    first = history[0]
+    assert isinstance(first, ModelRequest)
+    first.parts = [*first.parts, SystemPromptPart('', metadata={'other': ('not', 'json')})]
+    scans.clear()
+    for _ in range(3):
+        agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[::2] == [0, 0, 0]
+
+
+def _carriers(history: list[ModelMessage]) -> list[SystemPromptPart]:
+    return [
+        part
+        for message in history
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, SystemPromptPart) and part.metadata and RECORD_KEY in part.metadata
+    ]
+
+
+def _add_part(history: list[ModelMessage]) -> None:
+    first = cast(ModelRequest, history[0])
+    first.parts = [*first.parts, SystemPromptPart('Be brief.')]
+
+
+def _replace_part(history: list[ModelMessage]) -> None:
+    first = cast(ModelRequest, history[0])
+    first.parts = [replace(first.parts[0]), *first.parts[1:]]
+
+
+def _give_text(history: list[ModelMessage]) -> None:
+    _carriers(history)[-1].content = 'Said by the user.'
+
+
+def _replace_metadata(history: list[ModelMessage]) -> None:
+    carrier = _carriers(history)[-1]
+    carrier.metadata = copy.deepcopy(carrier.metadata)
+
+
+def _drop_record(history: list[ModelMessage]) -> None:
+    carrier = _carriers(history)[-1]
+    assert carrier.metadata is not None
+    del carrier.metadata[RECORD_KEY]
+
+
+@pytest.mark.parametrize('edit', [_add_part, _replace_part, _give_text, _replace_metadata, _drop_record])
+def test_history_changed_in_place_is_folded_again_and_sent_as_a_whole_fold_sends_it(
+    scans: list[int], edit: Callable[[list[ModelMessage]], None]
+):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    edit(history)
+    scans.clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[0] == 0
+    resumed = sent(seen[-1])
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    agent.run_sync('again', message_history=loaded, conversation_id='fresh')
+    assert resumed == sent(seen[-1])
+
+
+def test_a_carrier_that_lost_its_record_is_compared_whole_and_the_fold_still_resumes(scans: list[int]):
+    # A remnant (a UI adapter dropped the record, leaving empty metadata; it breaks the window, as history without a
+    # record does) is kept by its content, beside the records.
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    first = cast(ModelRequest, history[0])
+    remnant = SystemPromptPart('', metadata={})
+    first.parts = [*first.parts, remnant]
+    for _ in range(3):
+        agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[-2] > 0
+    # Filled in place, it is read again.
+    assert remnant.metadata is not None
+    remnant.metadata['other'] = 'x'
+    scans.clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[0] == 0
+
+
+def test_a_fold_without_a_conversation_keeps_nothing():
+    # Internal: every run of an agent has a conversation id on 2.68, so a fold with none is made directly here.
+    folds = process_caches()['conversation folds']
+    before = folds.items()
+    fold = resume.Fold([ModelRequest.user_text_prompt('hi')], key=None, conversation_id=None, scope=None)
+    fold.remember([], ('inline', False, False), {})
+    assert fold.state.baseline is None
+    assert folds.items() == before
+
+
+def test_a_new_window_on_a_resumed_history_sends_no_kept_parts(scans: list[int]):
+    seen: list[list[ModelMessage]] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    value, clock = ['one'], ['monday']
+    context = AppendInstructions(id='notes')
+    context.instructions(name='state')(lambda: value[0])
+    context.instructions(name='clock', on_change='rewrite')(lambda: clock[0])
+    agent = Agent(
+        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=True)), capabilities=[context]
+    )
+    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert delivered(seen[-1])
+    # A rewrite-mode block changes: the request opens a new window, whose prefix states every value, so the changes
+    # the kept parts delivered are left out.
+    clock[0] = 'tuesday'
+    scans.clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[0] > 0
+    assert delivered(seen[-1]) == []
