@@ -253,7 +253,12 @@ async def run_rounds(variants: dict[str, Variant], repeats: int, prompt_turn: in
                 variant.hooks.reset()
             rounds.order.append(name)
             start = time.process_time()
-            await variant.agent.run(prompt(prompt_turn), deps=variant.deps, message_history=history)
+            # Each variant is a conversation of its own, as each would be in a server: the plugin keeps what it
+            # folded per conversation, and variants sharing the id their histories were built with would take
+            # turns replacing each other's.
+            await variant.agent.run(
+                prompt(prompt_turn), deps=variant.deps, message_history=history, conversation_id=name
+            )
             rounds.seconds[name].append(time.process_time() - start)
             if variant.hooks is not None:
                 rounds.hook_seconds[name].append(variant.hooks.seconds)
