@@ -66,7 +66,8 @@ def content_key(value: object) -> Hashable | None:
             return (tuple(mapping), values, types)
     try:
         return _walked(cast(object, value))
-    except _Uncacheable:
+    except (_Uncacheable, RecursionError):
+        # Nested past what the interpreter walks (or holding itself): no JSON load gives that, so it isn't kept.
         return None
 
 
@@ -129,6 +130,12 @@ class BoundedCache(Generic[KeyT, ValueT]):
     def size(self) -> int:
         """The bytes of values held now, by the sizes given to `put`."""
         return self._bytes
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
 
     def items(self) -> list[tuple[KeyT, ValueT]]:
         """Every entry's key and value, oldest first."""

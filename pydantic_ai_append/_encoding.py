@@ -164,7 +164,12 @@ def _decode_uncached(data: object, key: bytes | None, conversation_id: str | Non
     if not isinstance(version, int) or version > RECORD_VERSION:
         return UnreadableRecord(f'record format {version!r} is newer than this version reads ({RECORD_VERSION})')
     payload = {name: value for name, value in stored.items() if name != 'check'}
-    if not hmac.compare_digest(str(stored.get('check')), _signature(payload, key)):
+    try:
+        signature = _signature(payload, key)
+    except (TypeError, ValueError) as error:
+        # Not what JSON gives back: keys of mixed types, a value JSON has no form for, a dict that holds itself.
+        return UnreadableRecord(f'the record is not plain JSON: {error}')
+    if not hmac.compare_digest(str(stored.get('check')), signature):
         return UnreadableRecord('the record fails its integrity check')
     if conversation_id is not None and payload.get('conversation') != conversation_id:
         return UnreadableRecord('the record belongs to another conversation')

@@ -79,3 +79,12 @@ def test_content_key_tells_apart_types_and_refuses_what_is_not_json():
     assert content_key({'a': [1]}) != content_key({'a': [True]})
     assert content_key({'a': {1: 'x'}}) is None
     assert content_key({'a': ('x',)}) is None
+
+
+def test_a_cleared_cache_holds_nothing_and_fills_again():
+    cache = BoundedCache[str, str](max_entries=4, max_bytes=1_000)
+    cache.put('a', 'A', size=10)
+    cache.clear()
+    assert (len(cache), cache.size, cache.get('a')) == (0, 0, None)
+    cache.put('b', 'B', size=10)
+    assert (len(cache), cache.size, cache.get('b')) == (1, 10, 'B')

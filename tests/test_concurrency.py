@@ -56,6 +56,9 @@ def small_caches(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, BoundedC
     """The process-wide caches, shrunk so that a test evicts from them on nearly every insertion."""
     caches = process_caches()
     for cache in caches.values():
+        # Emptied first: a cache that earlier tests in this process filled, and that this test never writes to,
+        # would otherwise still hold more entries than the shrunk bound.
+        cache.clear()
         monkeypatch.setattr(cache, 'max_entries', 16)
     # Switch threads as often as the interpreter allows, so evictions in two threads overlap.
     interval = sys.getswitchinterval()

@@ -107,6 +107,12 @@ def test_the_stored_shape():
     )
 
 
+def circular() -> dict[str, object]:
+    stored: dict[str, object] = {'v': 1, 'kind': 'delta', 'id': 'x', 'check': 'x'}
+    stored['content'] = stored
+    return stored
+
+
 @pytest.mark.parametrize(
     'stored',
     [
@@ -134,6 +140,10 @@ def test_the_stored_shape():
         pytest.param(
             seal({'v': 1, 'kind': 'baseline', 'instructions': [{'id': '', 'content': 'x'}]}), id='empty-block-id'
         ),
+        # Only a history built in process can hold these (JSON gives string keys and plain values).
+        pytest.param({'v': 1, 'kind': 'delta', 'id': 'x', 1: 'y', 'check': 'x'}, id='mixed-key-types'),
+        pytest.param({'v': 1, 'kind': 'delta', 'id': 'x', 'content': object(), 'check': 'x'}, id='not-json'),
+        pytest.param(circular(), id='circular'),
     ],
 )
 def test_untrustworthy_records_are_unreadable(stored: object):
