@@ -89,8 +89,8 @@ def diff_hunks(old: str, new: str) -> str:
       trimming might change the result);
     - at any size, when no removed line is a line of `new`, no added line is a line of `old`, a pure insertion
       or deletion between a shared head and tail has the head's last line or the tail's first line only once in
-      the longer text, and, if `new` has 200 lines or more, no line makes up more than 1% of it (the lines
-      `difflib` skips as frequent).
+      the longer text, and, if `new` has 200 lines or more, none of its lines occurs more than one time in 100
+      plus one (the lines `difflib` skips as frequent).
 
     Otherwise they can differ from `difflib`'s (which then can take seconds on a large text of repeated lines),
     and are still a correct diff.
@@ -178,7 +178,8 @@ def _changed_lines(old: str, new: str) -> tuple[int, int, list[str], list[str]]:
 
 _WHOLE_LINES = 2000
 """Up to how many lines (both texts together) the whole texts are matched when trimming could change the hunks:
-few enough that `difflib` takes milliseconds however the lines repeat, so every small text diffs as it always did."""
+few enough that matching them whole costs milliseconds rather than seconds, even when their lines repeat, so every
+small text diffs as it always did."""
 
 
 def _shared_chars(a: str, b: str, most: int, *, tail: bool) -> int:
@@ -226,8 +227,8 @@ def _trim_keeps_difflib(
     in place, and what is left between them has no match at all, as when only the changed lines are matched.
     A pure insertion leaves the head and tail of `old` adjacent, and a run across that join could match
     elsewhere in `new`; it can't when `before` or `after` is found once in `new` (the same, sides swapped, for a
-    deletion). `difflib` also skips the lines that make up more than 1% of a `new` of 200 lines or more, which
-    changes which runs it finds, so there must be none.
+    deletion). `difflib` also skips, in a `new` of 200 lines or more, the lines found there more than
+    `lines // 100 + 1` times, which changes which runs it finds, so there must be none.
     """
     if _holds_any(new, removed) or _holds_any(old, added):
         return False
@@ -255,7 +256,8 @@ def _repeats(text: str, line: str) -> bool:
 def _range(start: int, stop: int) -> str:
     """A hunk's range of lines `start` to `stop` (from 0, `stop` not included), as unified diffs write it.
 
-    Never empty here: both texts have a line at least, so every hunk has a line of context on each side.
+    Never empty here: each text has a line at least, so a hunk that removes no line has a line of context, and so
+    does one that adds none.
     """
     return str(start + 1) if stop - start == 1 else f'{start + 1},{stop - start}'
 
