@@ -15,6 +15,8 @@ from __future__ import annotations
 import difflib
 import html
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -75,7 +77,23 @@ def unescape(text: str) -> str:
 def diff_hunks(old: str, new: str) -> str:
     r"""The unified-diff hunks that turn `old` into `new`, line by line, with one line of context.
 
-    File headers are left out: the element the hunks go in names the block.
+    Lines are split on `'\n'` alone. The hunks are in the form `difflib.unified_diff(..., n=1)` writes, without
+    its file headers (the element the hunks go in names the block): a range is `start,length`, or `start` alone
+    when its length is 1. Equal texts have no hunks (`''`).
+
+    Only the lines between the longest shared head and the longest shared tail are matched against each other,
+    with the shared line either side for context, so the cost follows the changed lines rather than the whole
+    text. The hunks are exactly `difflib`'s:
+
+    - whenever `old` and `new` hold 2,000 lines or fewer between them (the whole texts are matched when
+      trimming might change the result);
+    - at any size, when no removed line is a line of `new`, no added line is a line of `old`, a pure insertion
+      or deletion between a shared head and tail has the head's last line or the tail's first line only once in
+      the longer text, and, if `new` has 200 lines or more, none of its lines occurs more than one time in 100
+      plus one (the lines `difflib` skips as frequent).
+
+    Otherwise they can differ from `difflib`'s (which then can take seconds on a large text of repeated lines),
+    and are still a correct diff.
 
     ```python
     from pydantic_ai_append._rendering import diff_hunks
@@ -88,8 +106,160 @@ def diff_hunks(old: str, new: str) -> str:
     #>  c
     ```
     """
-    lines = difflib.unified_diff(old.split('\n'), new.split('\n'), n=1, lineterm='')
-    return '\n'.join(list(lines)[2:])
+    if old == new:
+        return ''
+    head, tail, a, b = _changed_lines(old, new)
+    low = max(head - 1, 0)  # The line `a` and `b` start at.
+    outside = low + max(tail - 1, 0)  # The lines of either text not in `a` or `b`.
+    groups: Iterable[list[tuple[str, int, int, int, int]]] | None = None
+    if 2 * outside + len(a) + len(b) <= _WHOLE_LINES:
+        before, after = a[0] if head else None, a[-1] if tail else None
+        changed = (head - low, len(a) - (1 if tail else 0), head - low, len(b) - (1 if tail else 0))
+        removed, added = a[changed[0] : changed[1]], b[changed[2] : changed[3]]
+        if _trim_keeps_difflib(old, new, removed, added, before, after, outside + len(b)):
+            # Nothing in the changed lines matches anything (see `_trim_keeps_difflib`): one hunk, the change
+            # between its lines of context, as `difflib` would find it.
+            groups = [
+                [('equal', 0, 1, 0, 1)] * (before is not None)
+                + [('change', *changed)]
+                + [('equal', len(a) - 1, len(a), len(b) - 1, len(b))] * (after is not None)
+            ]
+        else:
+            low, a, b = 0, old.split('\n'), new.split('\n')
+    if groups is None:
+        groups = difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(1)
+    lines: list[str] = []
+    for group in groups:
+        _, a_first, _, b_first, _ = group[0]
+        _, _, a_last, _, b_last = group[-1]
+        lines.append(f'@@ -{_range(low + a_first, low + a_last)} +{_range(low + b_first, low + b_last)} @@')
+        for tag, a_start, a_stop, b_start, b_stop in group:
+            if tag == 'equal':
+                lines += [f' {line}' for line in a[a_start:a_stop]]
+                continue
+            lines += [f'-{line}' for line in a[a_start:a_stop]]
+            lines += [f'+{line}' for line in b[b_start:b_stop]]
+    return '\n'.join(lines)
+
+
+def _changed_lines(old: str, new: str) -> tuple[int, int, list[str], list[str]]:
+    """How many lines `old` and `new` (which differ) share at their head and then at their tail, and the lines of
+    each from the head's last line to the tail's first, both included when there is one.
+
+    Found on the characters, so only the lines between are split.
+    """
+    # The head: the lines before the first differing character, and the line that character ends if it ends one
+    # text and is a line break in the other. `first` is where the head's last line starts.
+    shared = _shared_chars(old, new, min(len(old), len(new)), tail=False)
+    head = old.count('\n', 0, shared)
+    last_break = old.rfind('\n', 0, shared)
+    if (shared == len(old) and new.startswith('\n', shared)) or (shared == len(new) and old.startswith('\n', shared)):
+        # One text is all head, so there is no tail.
+        first = last_break + 1
+        return head + 1, 0, old[first:].split('\n'), new[first:].split('\n')
+    first = old.rfind('\n', 0, last_break) + 1 if head else 0
+    # The tail, found the same way from the end in what the head leaves; `start` is where it starts in `old`.
+    rest = last_break + 1
+    shared = _shared_chars(old, new, min(len(old), len(new)) - rest, tail=True)
+    tail = old.count('\n', len(old) - shared)
+    start = old.find('\n', len(old) - shared) + 1
+    if (len(old) - shared == rest and new[len(new) - shared - 1] == '\n') or (
+        len(new) - shared == rest and old[len(old) - shared - 1] == '\n'
+    ):
+        tail += 1
+        start = len(old) - shared
+    if not tail:
+        return head, 0, old[first:].split('\n'), new[first:].split('\n')
+    a_stop, b_stop = old.find('\n', start), new.find('\n', start + len(new) - len(old))
+    a = old[first : a_stop if a_stop >= 0 else len(old)]
+    b = new[first : b_stop if b_stop >= 0 else len(new)]
+    return head, tail, a.split('\n'), b.split('\n')
+
+
+_WHOLE_LINES = 2000
+"""Up to how many lines (both texts together) the whole texts are matched when trimming could change the hunks:
+few enough that matching them whole costs milliseconds rather than seconds, even when their lines repeat, so every
+small text diffs as it always did."""
+
+
+def _shared_chars(a: str, b: str, most: int, *, tail: bool) -> int:
+    """How many characters `a` and `b` share at their head (or their tail), up to `most`.
+
+    Found by comparing runs that double, then halve, in length, so a long shared run costs a few string
+    comparisons rather than a Python step per character.
+    """
+    a_size, b_size = len(a), len(b)
+    shared, step, bounded = 0, 1, False
+    # The step doubles while the runs match; once one doesn't (or would pass `most`), the shared run is known to
+    # end before `shared + 2 * step`, and the step halves down to one character.
+    while step:
+        if step <= most - shared and (
+            a.endswith(b[b_size - shared - step : b_size - shared], 0, a_size - shared)
+            if tail
+            else a.startswith(b[shared : shared + step], shared)
+        ):
+            shared += step
+            if not bounded:
+                step *= 2
+                continue
+        bounded = True
+        step //= 2
+    return shared
+
+
+def _trim_keeps_difflib(
+    old: str, new: str, removed: list[str], added: list[str], before: str | None, after: str | None, lines: int
+) -> bool:
+    """Whether matching only the changed lines gives the hunks `difflib` gives for the whole texts.
+
+    Args:
+        old: The text before.
+        new: The text after.
+        removed: The lines of `old` between the shared head and the shared tail.
+        added: The lines of `new` between them.
+        before: The head's last line, if there is a head.
+        after: The tail's first line, if there is a tail.
+        lines: How many lines `new` has.
+
+    `difflib` takes the longest matching run first, earliest in `old` and then in `new`, and matches each side of
+    it the same way. When no removed line is in `new` and no added line is in `old`, no match holds a changed
+    line, so each match lies in the head or the tail on each side: the longest is the head or the tail itself,
+    in place, and what is left between them has no match at all, as when only the changed lines are matched.
+    A pure insertion leaves the head and tail of `old` adjacent, and a run across that join could match
+    elsewhere in `new`; it can't when `before` or `after` is found once in `new` (the same, sides swapped, for a
+    deletion). `difflib` also skips, in a `new` of 200 lines or more, the lines found there more than
+    `lines // 100 + 1` times, which changes which runs it finds, so there must be none.
+    """
+    if _holds_any(new, removed) or _holds_any(old, added):
+        return False
+    if (not removed or not added) and before is not None and after is not None:
+        longer = old if removed else new
+        if _repeats(longer, before) and _repeats(longer, after):
+            return False
+    return lines < 200 or max(Counter(new.split('\n')).values()) <= lines // 100 + 1
+
+
+def _holds_any(text: str, lines: list[str]) -> bool:
+    """Whether any of `lines` is a line of `text`."""
+    if len(lines) > 8:
+        return not set(text.split('\n')).isdisjoint(lines)
+    framed = f'\n{text}\n'
+    return any(f'\n{line}\n' in framed for line in lines)
+
+
+def _repeats(text: str, line: str) -> bool:
+    """Whether `line`, a line of `text`, is more than one of its lines."""
+    framed, needle = f'\n{text}\n', f'\n{line}\n'
+    return framed.find(needle, framed.find(needle) + 1) >= 0
+
+
+def _range(start: int, stop: int) -> str:
+    """A hunk's range of lines `start` to `stop` (from 0, `stop` not included), as unified diffs write it.
+
+    Never empty here: each text has a line at least, so a hunk that removes no line has a line of context, and so
+    does one that adds none.
+    """
+    return str(start + 1) if stop - start == 1 else f'{start + 1},{stop - start}'
 
 
 def _attribute(value: str) -> str:
@@ -200,7 +370,12 @@ def record_change(block_id: str, previous: str | None, content: str | None) -> I
     if previous is None or content is None:
         return InstructionDeltaPart(id=block_id, content=content, base_hash=None)
     hunks = diff_hunks(previous, content)
-    shorter = len(diff_element(block_id, hunks)) < len(context_element(block_id, content))
+    length = len(diff_element(block_id, hunks))
+    # Escaping only adds characters, so the full element is at least its unescaped length: a long block's text is
+    # escaped just to be measured only when the diff isn't shorter than that.
+    shorter = length < len(context_element(block_id, '')) + len(content) or length < len(
+        context_element(block_id, content)
+    )
     return InstructionDeltaPart(
         id=block_id, content=content, base_hash=content_hash(previous), diff=hunks if shorter else None
     )
