@@ -29,6 +29,8 @@ Two more details keep the prefix byte-stable:
 from __future__ import annotations
 
 import copy
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -54,11 +56,15 @@ from ._rendering import InlineRenderer, Renderer, WrappedRenderer, escape
 from ._window import Delivery
 
 __all__ = (
+    'DELIVERED',
+    'DeliveredPaths',
     'PathWording',
     'deliver',
+    'delivered_inline',
     'is_inline',
     'members',
     'paths',
+    'prepare_attempt',
     'prepare_model',
     'reword',
     'wording_of',
@@ -127,8 +133,23 @@ def _reworded(part: SystemPromptPart, path: str) -> SystemPromptPart:
 def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> Renderer:
     """Set up the request's model for delivery, and return the renderer the changes are sent with.
 
+    The request is noted as delivered on the renderer's path (see `delivered_inline`): the caller sends its changes
+    with that renderer.
+
     Args:
         request_context: The request being prepared; its model and settings may be replaced.
+        tagged: Whether the request's prefix has an append-mode section, so changes can follow.
+    """
+    renderer = prepare_attempt(request_context, tagged=tagged)
+    DELIVERED.note(request_context, inline=renderer.inline)
+    return renderer
+
+
+def prepare_attempt(request_context: ModelRequestContext, *, tagged: bool) -> Renderer:
+    """Set up the model of one attempt at a request, and return the renderer of its path; nothing is noted.
+
+    Args:
+        request_context: The attempt being prepared; its model and settings may be replaced.
         tagged: Whether the request's prefix has an append-mode section, so changes can follow.
     """
     model = request_context.model
@@ -140,6 +161,53 @@ def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> Rend
     if isinstance(model, FallbackModel) and True in on_paths:
         request_context.model = _with_path_wording(model)
     return WrappedRenderer()
+
+
+def delivered_inline(request_context: ModelRequestContext) -> bool | None:
+    """Whether the request's changes were delivered on the inline path, or `None` if that isn't known of it.
+
+    Known for the `ModelRequestContext` object `prepare_model` was given, as long as it lives: an attempt at the
+    request is given that object again, unless a hook replaced it with a copy.
+    """
+    return DELIVERED.inline(request_context)
+
+
+class DeliveredPaths:
+    """The path each live request's changes were delivered on, so that an attempt on that path skips `reword`.
+
+    A `ModelRequestContext` is unhashable, so it is held by `id()` with a weak reference, which tells a live entry
+    from a reused id and keeps no request alive. Requests of every conversation, in every thread, note here, so
+    notes take a lock; the entries of requests that are gone are dropped whenever the entries have doubled since
+    the last time, which keeps that cost constant per request.
+    """
+
+    def __init__(self) -> None:
+        self._paths: dict[int, tuple[weakref.ref[ModelRequestContext], bool]] = {}
+        self._lock = threading.Lock()
+        self._live = 0
+
+    def note(self, request_context: ModelRequestContext, *, inline: bool) -> None:
+        """Note that `request_context`'s changes are delivered on the inline path or not."""
+        with self._lock:
+            self._paths[id(request_context)] = (weakref.ref(request_context), inline)
+            if len(self._paths) > 2 * self._live + _LIVE_SLACK:
+                self._paths = {key: entry for key, entry in self._paths.items() if entry[0]() is not None}
+                self._live = len(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def inline(self, request_context: ModelRequestContext) -> bool | None:
+        """The path noted for `request_context`: `True` for inline, `None` if none is."""
+        entry = self._paths.get(id(request_context))
+        return entry[1] if entry is not None and entry[0]() is request_context else None
+
+
+_LIVE_SLACK = 64
+"""How many entries `DeliveredPaths` takes beyond twice the live ones it last counted before it counts again."""
+
+DELIVERED = DeliveredPaths()
+"""The paths of the requests `prepare_model` set up, in this process."""
 
 
 def _with_path_wording(model: FallbackModel) -> FallbackModel:
