@@ -32,7 +32,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
-from ._delivery import prepare_model, reword
+from ._delivery import delivered_inline, prepare_attempt, reword
 from ._history import opens_window, scan
 from ._presets import BlockPreset
 from ._rendering import SUPERSESSION_SENTENCE
@@ -344,12 +344,15 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         """Word the changes for the model about to serve this attempt, which may not be the step's model.
 
         Pydantic AI calls this once per attempt on releases that have it (the `ModelFallback` capability switches
-        models between attempts); older releases don't, and the step's model serves every attempt.
+        models between attempts); older releases don't, and the step's model serves every attempt. An attempt on the
+        path `before_model_request` delivered the changes on has them in its wording already, and they are left as
+        they are.
         """
         if any(
             part.content == SUPERSESSION_SENTENCE
             for part in request_context.model_request_parameters.instruction_parts or []
         ):
-            renderer = prepare_model(request_context, tagged=True)
-            request_context.messages = reword(list(request_context.messages), inline=renderer.inline)
+            renderer = prepare_attempt(request_context, tagged=True)
+            if delivered_inline(request_context) is not renderer.inline:
+                request_context.messages = reword(list(request_context.messages), inline=renderer.inline)
         return request_context

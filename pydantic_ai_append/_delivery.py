@@ -29,6 +29,8 @@ Two more details keep the prefix byte-stable:
 from __future__ import annotations
 
 import copy
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -54,11 +56,15 @@ from ._rendering import InlineRenderer, Renderer, WrappedRenderer, escape
 from ._window import Delivery
 
 __all__ = (
+    'DELIVERED',
+    'DeliveredPaths',
     'PathWording',
     'deliver',
+    'delivered_inline',
     'is_inline',
     'members',
     'paths',
+    'prepare_attempt',
     'prepare_model',
     'reword',
     'wording_of',
@@ -99,36 +105,47 @@ def reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
     """`messages` with each delivered change in the wording of the given path."""
     path = 'inline' if inline else 'wrapped'
     reworded = list(messages)
-    # Usually every change is in the right wording already, so this only reads: nothing is built for a request
-    # whose changes keep their wording.
+    # Only a system prompt with the wording in its metadata is a delivered change, and it is usually in the right
+    # wording already, so this only reads: nothing is built for a request whose changes keep their wording.
     for index, message in enumerate(messages):
         if not isinstance(message, ModelRequest):
             continue
         parts: list[ModelRequestPart] | None = None
         for part_index, part in enumerate(message.parts):
-            if isinstance(part, SystemPromptPart) and (new := _reworded(part, path)) is not part:
+            if (
+                isinstance(part, SystemPromptPart)
+                and (metadata := part.metadata)
+                and (wording := metadata.get(_WORDING_KEY)) is not None
+                and part.content != (text := cast(dict[str, str], wording)[path])
+            ):
                 if parts is None:
                     parts = list(message.parts)
-                parts[part_index] = new
+                parts[part_index] = replace(part, content=text)
         if parts is not None:
             reworded[index] = _with_parts(message, parts)
     return reworded
 
 
-def _reworded(part: SystemPromptPart, path: str) -> SystemPromptPart:
-    """`part` in the wording of `path` if it is a delivered change worded otherwise, else `part` itself."""
-    metadata = part.metadata
-    if not metadata or _WORDING_KEY not in metadata:
-        return part
-    text = cast(dict[str, str], metadata[_WORDING_KEY])[path]
-    return part if part.content == text else replace(part, content=text)
-
-
 def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> Renderer:
     """Set up the request's model for delivery, and return the renderer the changes are sent with.
 
+    The request is noted as delivered on the renderer's path (see `delivered_inline`): the caller sends its changes
+    with that renderer.
+
     Args:
         request_context: The request being prepared; its model and settings may be replaced.
+        tagged: Whether the request's prefix has an append-mode section, so changes can follow.
+    """
+    renderer = prepare_attempt(request_context, tagged=tagged)
+    DELIVERED.note(request_context, inline=renderer.inline)
+    return renderer
+
+
+def prepare_attempt(request_context: ModelRequestContext, *, tagged: bool) -> Renderer:
+    """Set up the model of one attempt at a request, and return the renderer of its path; nothing is noted.
+
+    Args:
+        request_context: The attempt being prepared; its model and settings may be replaced.
         tagged: Whether the request's prefix has an append-mode section, so changes can follow.
     """
     model = request_context.model
@@ -140,6 +157,53 @@ def prepare_model(request_context: ModelRequestContext, *, tagged: bool) -> Rend
     if isinstance(model, FallbackModel) and True in on_paths:
         request_context.model = _with_path_wording(model)
     return WrappedRenderer()
+
+
+def delivered_inline(request_context: ModelRequestContext) -> bool | None:
+    """Whether the request's changes were delivered on the inline path, or `None` if that isn't known of it.
+
+    Known for the `ModelRequestContext` object `prepare_model` was given, as long as it lives: an attempt at the
+    request is given that object again, unless a hook replaced it with a copy.
+    """
+    return DELIVERED.inline(request_context)
+
+
+class DeliveredPaths:
+    """The path each live request's changes were delivered on, so that an attempt on that path skips `reword`.
+
+    A `ModelRequestContext` is unhashable, so it is held by `id()` with a weak reference, which tells a live entry
+    from a reused id and keeps no request alive. Requests of every conversation, in every thread, note here, so
+    notes take a lock; the entries of requests that are gone are dropped whenever the entries have doubled since
+    the last time, which keeps that cost constant per request.
+    """
+
+    def __init__(self) -> None:
+        self._paths: dict[int, tuple[weakref.ref[ModelRequestContext], bool]] = {}
+        self._lock = threading.Lock()
+        self._live = 0
+
+    def note(self, request_context: ModelRequestContext, *, inline: bool) -> None:
+        """Note that `request_context`'s changes are delivered on the inline path or not."""
+        with self._lock:
+            self._paths[id(request_context)] = (weakref.ref(request_context), inline)
+            if len(self._paths) > 2 * self._live + _LIVE_SLACK:
+                self._paths = {key: entry for key, entry in self._paths.items() if entry[0]() is not None}
+                self._live = len(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def inline(self, request_context: ModelRequestContext) -> bool | None:
+        """The path noted for `request_context`: `True` for inline, `None` if none is."""
+        entry = self._paths.get(id(request_context))
+        return entry[1] if entry is not None and entry[0]() is request_context else None
+
+
+_LIVE_SLACK = 64
+"""How many entries `DeliveredPaths` takes beyond twice the live ones it last counted before it counts again."""
+
+DELIVERED = DeliveredPaths()
+"""The paths of the requests `prepare_model` set up, in this process."""
 
 
 def _with_path_wording(model: FallbackModel) -> FallbackModel:
@@ -185,21 +249,22 @@ def deliver(
         start: The index of the first message to render; the ones before it are `reused`.
         built: Filled with the outgoing parts of each message rendered here that differs from its stored one.
     """
-    by_position = {(delivery.message_index, delivery.part_index): delivery for delivery in deliveries}
+    # A delivery's first two fields are its position, and a slice of a named tuple is a plain tuple.
+    by_position = {delivery[:2]: delivery for delivery in deliveries}
     path = renderer.path
     rendered = list(messages)
     if reused:
         for index, sent_parts in reused.items():
             rendered[index] = _with_parts(cast(ModelRequest, messages[index]), list(sent_parts))
-    # This runs on every request over the history not rendered before: a type check or two per part, and a new
-    # message only for a request that has a carrier or a part to escape, whose parts list is started at the first
-    # such part.
+    changes: dict[tuple[int, bool], _Change] = {}
+    # This runs on every request over the history not rendered before: a type check and a look at the text of each
+    # part that can't change, and a new message only for a request that has a carrier or a part to escape, whose
+    # parts list is started at the first such part.
     for index in range(start, len(messages)):
         message = messages[index]
         if (
             isinstance(message, ModelRequest)
-            and (parts := _sent_parts(message, index, by_position, path, wrap=wrap, escape_others=escape_others))
-            is not None
+            and (parts := _sent_parts(message, index, by_position, changes, path, wrap, escape_others)) is not None
         ):
             if built is not None:
                 built[index] = tuple(parts)
@@ -211,25 +276,37 @@ def _sent_parts(
     message: ModelRequest,
     index: int,
     by_position: Mapping[tuple[int, int], Delivery],
+    changes: dict[tuple[int, bool], _Change],
     path: str,
-    *,
     wrap: bool,
     escape_others: bool,
 ) -> list[ModelRequestPart] | None:
-    """The parts `message` is sent with, or `None` if it is sent as it is."""
+    """The parts `message` is sent with, or `None` if it is sent as it is.
+
+    `changes` holds the changes of the deliveries seen so far in this request, by their record's `id()` (the
+    records outlive the request, in its deliveries): a history's equal records are usually one object, which is
+    hashed once rather than at each carrier.
+    """
     parts: list[ModelRequestPart] | None = None
     for part_index, part in enumerate(message.parts):
-        if isinstance(part, SystemPromptPart) and is_carrier(part):
-            delivery = by_position.get((index, part_index))
-            sent = _change_part(delivery, path, part, wrap=wrap) if delivery is not None else None
-        elif escape_others:
-            sent = _escaped(part)
+        if type(part) is UserPromptPart or type(part) is ToolReturnPart:
+            # Text with no `<` has nothing to escape; other content (a list, a dict) is looked through.
+            content = part.content
+            sent = _escaped(part) if escape_others and (type(content) is not str or '<' in content) else part
+        elif isinstance(part, SystemPromptPart):
+            # Only an empty system prompt can be a carrier; one with text is the user's, sent as it is.
+            sent = (
+                part if part.content else _carrier_sent(part, by_position.get((index, part_index)), changes, path, wrap)
+            )
         else:
-            sent = part
-        if sent is not part and parts is None:
-            parts = list(message.parts[:part_index])
-        if parts is not None and sent is not None:
-            parts.append(sent)
+            sent = _escaped(part) if escape_others else part
+        if sent is not part:
+            if parts is None:
+                parts = list(message.parts[:part_index])
+            if sent is not None:
+                parts.append(sent)
+        elif parts is not None:
+            parts.append(part)
     return parts
 
 
@@ -279,8 +356,24 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
     return fresh
 
 
-def _change_part(delivery: Delivery, path: str, carrier: SystemPromptPart, *, wrap: bool) -> ModelRequestPart:
-    change = _change_of(delivery.delta, delivery.base_matches)
+def _carrier_sent(
+    carrier: SystemPromptPart,
+    delivery: Delivery | None,
+    changes: dict[tuple[int, bool], _Change],
+    path: str,
+    wrap: bool,
+) -> ModelRequestPart | None:
+    """What is sent for an empty system prompt: its delivery's part, nothing for a carrier that delivers nothing, or
+    the prompt itself if it is no carrier.
+
+    A delivery's position is a carrier's, as the scan of these messages found it, so it isn't checked again. The
+    part is built once per path, wrapping and carrier timestamp.
+    """
+    if delivery is None:
+        return None if is_carrier(carrier) else carrier
+    key = (id(delivery.delta), delivery.base_matches)
+    if (change := changes.get(key)) is None:
+        change = changes[key] = _change_of(delivery.delta, delivery.base_matches)
     sent_key = (path, wrap, carrier.timestamp)
     if (sent := change.sent.get(sent_key)) is not None:
         return sent
