@@ -32,13 +32,20 @@ from itertools import chain, compress, repeat
 from operator import attrgetter, getitem, is_, itemgetter, not_
 from typing import Any, cast
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    SystemPromptPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
 from ._cache import BoundedCache, content_key
 from ._history import RECORD_KEY, scan
 from ._window import Delivery, WindowState, fold_window
 
-__all__ = ('Fold', 'SentKey')
+__all__ = ('Fold', 'SentKey', 'escape_key')
 
 _PARTS = attrgetter('parts')
 _CONTENT = attrgetter('content')
@@ -104,6 +111,21 @@ class _Snapshot:
 
     others: list[tuple[type, Hashable]]
     """The type and content key of each of those metadata values."""
+
+    escapable_at: list[int]
+    """Where the user prompts and tool returns of requests are among `parts`: `deliver` escapes their text."""
+
+    escapable: list[object]
+    """The content each of them had: the object, so a string given in its place is told apart."""
+
+    walked_at: list[int]
+    """Which of `escapable` aren't strings (lists, dicts), whose items can be changed in place."""
+
+    walked: list[Hashable]
+    """What each of those held, as `escape_key` gives it."""
+
+    opaque: list[object]
+    """The objects inside `walked` that `deliver` doesn't look into, kept alive so their ids name them."""
 
     state: WindowState
     """The window in effect after `messages`."""
@@ -210,6 +232,8 @@ class Fold:
         previous = self._previous
         if previous is None or not self._same_objects or previous.sent_key != sent_key:
             return {}, 0
+        if not _same_escapable(previous, self._parts):
+            return {}, 0
         start = self._start
         cut = bisect.bisect_left(deliveries, start, key=_message_index)
         if tuple(deliveries[:cut]) != previous.deliveries:
@@ -226,7 +250,9 @@ class Fold:
         """Keep this fold and the outgoing parts built for its history, for the conversation's next request."""
         if self._scope is None:
             return
-        snapshot = _extended(self._previous, self._parts, self._messages, self._stop, self._kept)
+        snapshot = _extended(
+            self._previous, self._parts, self._messages, self._stop, self._kept, same_objects=self._same_objects
+        )
         if snapshot is None:
             return
         cut = bisect.bisect_left(deliveries, self._stop, key=_message_index)
@@ -242,28 +268,83 @@ def _message_index(delivery: Delivery) -> int:
     return delivery.message_index
 
 
+_OPAQUE = object()
+"""Marks an object `escape_key` names by its id."""
+
+
+def escape_key(value: object, opaque: list[object]) -> Hashable:
+    """What of `value` decides how `deliver` escapes it: its strings, through lists, tuples and dicts.
+
+    `deliver` leaves any other object as it is, so such an object is named by its id (and added to `opaque`, which
+    keeps it alive so the id can't name another).
+    """
+    if type(value) is str:
+        return value
+    if type(value) is list or type(value) is tuple:
+        kind: type = type(cast(object, value))
+        return (kind, tuple(escape_key(item, opaque) for item in cast(Sequence[object], value)))
+    if type(value) is dict:
+        items = cast(dict[Hashable, object], value).items()
+        return (dict, tuple((name, escape_key(item, opaque)) for name, item in items))
+    opaque.append(value)
+    return (_OPAQUE, id(value))
+
+
+def _same_escapable(snapshot: _Snapshot, parts: list[Any]) -> bool:
+    """Whether the user prompts and tool returns among `parts` hold what they held when `snapshot` was taken.
+
+    The outgoing copy kept for a message holds their text as it was escaped then, and a message kept as it was
+    sent had nothing to escape: either is sent again only if their content is still the same.
+    """
+    contents: list[object] = list(map(_CONTENT, _gather(parts, snapshot.escapable_at)))
+    if not all(map(is_, contents, snapshot.escapable)):
+        return False
+    ignored: list[object] = []
+    return all(
+        escape_key(contents[index], ignored) == key
+        for index, key in zip(snapshot.walked_at, snapshot.walked, strict=True)
+    )
+
+
 def _extended(
     previous: _Snapshot | None,
     previous_parts: list[Any],
     messages: Sequence[ModelMessage],
     stop: int,
     state: WindowState,
+    *,
+    same_objects: bool,
 ) -> _Snapshot | None:
     """A snapshot of `messages[:stop]`: `previous`'s with the messages after it added, or `None` if one can't be kept.
 
-    `previous_parts` are the parts of the messages `previous` folded, as `messages` holds them now.
+    `previous_parts` are the parts of the messages `previous` folded, as `messages` holds them now, and
+    `same_objects` says whether they are the very objects `previous` was taken of.
     """
     if previous is None:
         previous = _EMPTY
+    escapable, walked, opaque = previous.escapable, previous.walked, previous.opaque
+    if not same_objects:
+        # The same parts in the same places, but other objects: what a reused copy is checked against is theirs.
+        escapable = list(map(_CONTENT, _gather(previous_parts, previous.escapable_at)))
+        opaque: list[object] = []
+        walked = [escape_key(escapable[index], opaque) for index in previous.walked_at]
     added = messages[len(previous.messages) : stop]
     lengths = list(map(len, map(_PARTS, added)))
     parts: list[Any] = list(chain.from_iterable(map(_PARTS, added)))
-    # The system prompts of requests, which are all `scan` reads records from.
+    # The system prompts of requests, which are all `scan` reads records from, and the parts of requests whose text
+    # `deliver` escapes.
     prompt_flags: list[bool] = []
+    escapable_flags: list[bool] = []
     for message in added:
         request = isinstance(message, ModelRequest)
         prompt_flags.extend(request and isinstance(part, SystemPromptPart) for part in message.parts)
+        escapable_flags.extend(request and isinstance(part, UserPromptPart | ToolReturnPart) for part in message.parts)
     offset = len(previous.parts)
+    escapable_at = [offset + index for index in compress(range(len(parts)), escapable_flags)]
+    added_escapable: list[object] = list(map(_CONTENT, compress(parts, escapable_flags)))
+    opaque = list(opaque)
+    walked_at = [len(escapable) + index for index, value in enumerate(added_escapable) if type(value) is not str]
+    added_walked = [escape_key(added_escapable[index - len(escapable)], opaque) for index in walked_at]
     prompt_at = [offset + index for index in compress(range(len(parts)), prompt_flags)]
     prompts = cast(list[SystemPromptPart], list(compress(parts, prompt_flags)))
     contents: list[str] = list(map(_CONTENT, prompts))
@@ -321,6 +402,11 @@ def _extended(
         integers=previous.integers + integers,
         other_at=previous.other_at + other_at,
         others=previous.others + others,
+        escapable_at=previous.escapable_at + escapable_at,
+        escapable=escapable + added_escapable,
+        walked_at=previous.walked_at + walked_at,
+        walked=walked + added_walked,
+        opaque=opaque,
         state=state,
         sent_key=None,
         deliveries=(),
@@ -333,4 +419,6 @@ def _instructions(message: ModelMessage) -> str | None:
     return message.instructions if isinstance(message, ModelRequest) else None
 
 
-_EMPTY = _Snapshot((), [], [], [], [], [], [], [], [], [], [], [], [], [], [], WindowState(), None, (), {}, 0)
+_EMPTY = _Snapshot(
+    (), [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], WindowState(), None, (), {}, 0
+)

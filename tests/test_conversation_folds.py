@@ -23,6 +23,9 @@ from pydantic_ai.messages import (
     ModelResponse,
     SystemPromptPart,
     TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
@@ -494,3 +497,87 @@ def test_a_new_window_on_a_resumed_history_sends_no_kept_parts(scans: list[int])
     agent.run_sync('again', message_history=history, conversation_id='c1')
     assert scans[0] > 0
     assert delivered(seen[-1]) == []
+
+
+def _prompt_text(history: list[ModelMessage]) -> None:
+    cast(UserPromptPart, cast(ModelRequest, history[0]).parts[0]).content = 'see <context id="x">'
+
+
+def _prompt_items(history: list[ModelMessage]) -> None:
+    items = cast(list[str], cast(UserPromptPart, cast(ModelRequest, history[-2]).parts[0]).content)
+    items.append('see <context id="x">')
+
+
+def _tool_return(history: list[ModelMessage]) -> None:
+    tool_return = next(part for message in history for part in message.parts if isinstance(part, ToolReturnPart))
+    cast(dict[str, list[str]], tool_return.content)['notes'].append('see <context id="x">')
+
+
+@pytest.mark.parametrize('edit', [_prompt_text, _prompt_items, _tool_return, None])
+def test_a_prompt_or_tool_return_edited_in_place_is_escaped_again(
+    reuses: list[int], edit: Callable[[list[ModelMessage]], None] | None
+):
+    # The outgoing copy kept for a message holds its prompts' text as it was escaped then; one kept as stored had
+    # nothing to escape. Either would send a lookalike written into it later as an element.
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    history += [
+        ModelRequest(parts=[UserPromptPart('use the tool')]),
+        ModelResponse(parts=[ToolCallPart('lookup', {}, tool_call_id='t1')]),
+        ModelRequest(parts=[ToolReturnPart('lookup', {'notes': ['fine']}, tool_call_id='t1')]),
+        ModelResponse(parts=[TextPart('ok')]),
+        ModelRequest(parts=[UserPromptPart(['plain', 'items'])]),
+        ModelResponse(parts=[TextPart('ok')]),
+    ]
+    for _ in range(3):
+        agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert reuses[-1] > 0
+    if edit is not None:
+        edit(history)
+    reuses.clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    resumed = seen[-1]
+    if edit is None:
+        # The negative control: nothing changed, so the kept copy was sent.
+        assert reuses[0] > 0
+        return
+    assert reuses[0] == 0
+    assert '<context id="x">' not in str(resumed)
+    assert '<\\\\context id="x">' in str(resumed)
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    agent.run_sync('again', message_history=loaded, conversation_id='fresh')
+    assert sent(resumed) == sent(seen[-1])
+
+
+def test_what_escaping_reads_is_named_by_value_and_other_objects_by_identity():
+    kept: list[object] = []
+    opaque = object()
+    key = resume.escape_key(['a', ('b', {'c': opaque})], kept)
+    assert kept == [opaque]
+    again = resume.escape_key(['a', ('b', {'c': opaque})], [])
+    assert key == again
+    assert key != resume.escape_key(['a', ['b', {'c': opaque}]], [])
+    assert key != resume.escape_key(['a', ('b', {'c': object()})], [])
+
+
+def test_a_history_loaded_once_and_then_kept_in_process_reuses_its_outgoing_copy(reuses: list[int]):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    history += [ModelRequest(parts=[UserPromptPart(['plain', 'items'])]), ModelResponse(parts=[TextPart('ok')])]
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    # Loaded afresh once (the fold resumes over new objects, whose outgoing copy is built whole), then run on the
+    # objects that run returned: the snapshot was taken of those, so their copy is reused at once.
+    reuses.clear()
+    kept = agent.run_sync('again', message_history=loaded(history), conversation_id='c1').all_messages()
+    for _ in range(2):
+        agent.run_sync('again', message_history=kept, conversation_id='c1')
+    assert reuses[0] == 0
+    assert reuses[1] > 0
+    assert reuses[2] > 0
+    resumed = sent(seen[-1])
+    agent.run_sync('again', message_history=loaded(kept), conversation_id='fresh')
+    assert resumed == sent(seen[-1])
