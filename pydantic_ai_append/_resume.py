@@ -153,11 +153,14 @@ def _gather(items: Sequence[Any], at: Iterable[int]) -> list[Any]:
     return list(map(items.__getitem__, at))
 
 
-def _folds_alike(snapshot: _Snapshot, prefix: Sequence[ModelMessage], parts: list[Any]) -> bool:
-    """Whether `prefix` (with its `parts`) folds as `snapshot`'s messages did: the same records at the same places."""
-    if list(map(type, prefix)) != snapshot.kinds or list(map(len, map(_PARTS, prefix))) != snapshot.lengths:
+def _folds_alike(snapshot: _Snapshot, prefix: Sequence[ModelMessage], parts: list[Any], *, same_objects: bool) -> bool:
+    """Whether `prefix` (with its `parts`) folds as `snapshot`'s messages did: the same records at the same places.
+
+    With `same_objects`, `prefix` and `parts` are the very objects the snapshot was taken of, whose types are known.
+    """
+    if list(map(len, map(_PARTS, prefix))) != snapshot.lengths:
         return False
-    if list(map(type, parts)) != snapshot.types:
+    if not same_objects and (list(map(type, prefix)) != snapshot.kinds or list(map(type, parts)) != snapshot.types):
         return False
     prompts = _gather(parts, snapshot.prompt_at)
     if list(map(_CONTENT, prompts)) != snapshot.contents:
@@ -206,9 +209,9 @@ class Fold:
         if previous is not None and len(messages) >= len(previous.messages):
             prefix = messages[: len(previous.messages)]
             parts = list(chain.from_iterable(map(_PARTS, prefix)))
-            if _folds_alike(previous, prefix, parts):
-                self._previous, self._parts = previous, parts
-                self._same_objects = all(map(is_, prefix, previous.messages)) and all(map(is_, parts, previous.parts))
+            same_objects = all(map(is_, prefix, previous.messages)) and all(map(is_, parts, previous.parts))
+            if _folds_alike(previous, prefix, parts, same_objects=same_objects):
+                self._previous, self._parts, self._same_objects = previous, parts, same_objects
         self._start = len(self._previous.messages) if self._previous is not None else 0
         self._reused = False
         # The request being sent is folded apart: it is still written to (its records are added to it), so it is
