@@ -387,7 +387,7 @@ def _extended(
         + sum(map(sys.getsizeof, dict(zip(map(id, instructions), instructions, strict=True)).values()))
         + sum(map(sys.getsizeof, map(getattr, parts, repeat('content'), repeat(None))))
         + 128 * (len(added) + len(parts))
-        + sum(len(repr(key)) for _, key in others)
+        + sum(_key_size(key) for _, key in others)
     )
     return _Snapshot(
         messages=(*messages[:stop],),
@@ -416,6 +416,15 @@ def _extended(
         sent={},
         size=previous.size + size,
     )
+
+
+def _key_size(key: object) -> int:
+    """About the memory a content key keeps alive: its strings and a little per item (it can hold a block's text)."""
+    if type(key) is str:
+        return sys.getsizeof(key)
+    if type(key) is tuple:
+        return 64 + sum(map(_key_size, cast(tuple[object, ...], key)))
+    return 32
 
 
 def _instructions(message: ModelMessage) -> str | None:
