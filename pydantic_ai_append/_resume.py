@@ -4,14 +4,22 @@ Each request of a conversation is sent with the history of the request before it
 record of that history again, and building the outgoing copy of each of its requests again, costs time that grows with
 the conversation. So the fold of a request's history (all of it but the request being sent, which is still written
 to) and the outgoing parts built for it are kept, by conversation, and the next request of that conversation goes on
-from them if its history starts with the same messages.
+from them if its history starts with what was folded.
 
-"The same messages" is judged by what they hold now, never by identity alone, so nothing edited in place is trusted:
-each message and each of its parts must be the object folded, each system prompt must have the text and the
-metadata object it had, and each record the keys, values and value types it had when it was checked (a record edited
-in place is read and checked again, and fails its check). The comparisons run over whole lists at once, at a cost
-per record far below reading it again. A kept fold is only ever resumed within its own conversation (and with the
-signing key it was checked with); it holds the history it was folded from, and its size counts that history's text.
+"What was folded" is judged by content, so a server that loads each request's history afresh from its store resumes
+too, and nothing edited in place is trusted. The fold of a history depends only on where its records and compactions
+sit and what the records hold, so the check compares exactly that: the type of every message and of every part, the
+number of parts of each message, the text of each system prompt, and for each carrier its record, by value, with every
+integer in it the very object it was (so that `1`, `1.0` and `True`, which compare equal, are told apart; every other
+value of a flat record is a string or `None`, which nothing but an equal string or `None` equals). A metadata dict that
+isn't a flat record (a baseline, a remnant) is compared by its full content key. The comparisons run over whole lists
+at once, at a cost per record far below reading it again.
+
+The outgoing parts kept are reused only when the history holds the very message and part objects they were built
+from: a history loaded afresh has the same fold but new objects, and its outgoing copy is built again.
+
+A kept fold is only ever resumed within its own conversation (and with the signing key it was checked with); it holds
+the history it was folded from, and its size counts that history's text.
 """
 
 from __future__ import annotations
@@ -21,23 +29,29 @@ import sys
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_, itemgetter, methodcaller
+from operator import attrgetter, getitem, is_, itemgetter, not_
 from typing import Any, cast
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, SystemPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    SystemPromptPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
 from ._cache import BoundedCache, content_key
 from ._history import RECORD_KEY, scan
 from ._window import Delivery, WindowState, fold_window
 
-__all__ = ('Fold', 'SentKey')
+__all__ = ('Fold', 'SentKey', 'escape_key')
 
 _PARTS = attrgetter('parts')
 _CONTENT = attrgetter('content')
 _METADATA = attrgetter('metadata')
 _RECORD = itemgetter(RECORD_KEY)
 _FLAT = frozenset({str, int, type(None)})
-_DICT = frozenset({dict})
 _VALUES: Callable[[dict[str, Any]], Iterable[Any]] = dict[str, Any].values
 
 SentKey = tuple[str, bool, bool]
@@ -48,45 +62,70 @@ SentKey = tuple[str, bool, bool]
 class _Snapshot:
     """A conversation's history as one request folded it: what it held, and the window after it.
 
-    Every list is built once and never changed, so a snapshot can be read by many requests at once.
+    Every list is built once and never changed, so a snapshot can be read by many requests at once. Positions are
+    indexes into the lists before them: `prompt_at` into the history's parts, `carrier_at` into its system prompts,
+    and so on.
     """
 
     messages: tuple[ModelMessage, ...]
-    """The messages folded, in order."""
+    """The messages folded, in order: the objects, for reusing `sent`."""
+
+    parts: list[Any]
+    """Every part of every message, in order: the objects, for reusing `sent`."""
+
+    kinds: list[type]
+    """The type of each message."""
 
     lengths: list[int]
     """How many parts each message had."""
 
-    parts: list[Any]
-    """Every part of every message, in order."""
+    types: list[type]
+    """The type of each of `parts`."""
 
-    prompts: list[SystemPromptPart]
-    """Every system prompt of a request, in order."""
+    prompt_at: list[int]
+    """Where the system prompts of requests are among `parts`."""
 
     contents: list[str]
-    """The text each of `prompts` had."""
+    """The text each of those system prompts had."""
 
-    metadata: list[dict[str, Any] | None]
-    """The metadata object each of `prompts` had."""
+    carrier_at: list[int]
+    """Where the system prompts with no text (carriers, remnants, or neither) are among the system prompts."""
+
+    record_at: list[int]
+    """Where the carriers of flat records are among `carrier_at`'s prompts."""
 
     records: list[dict[str, Any]]
-    """The flat record dicts the carriers among `prompts` stored (strings, integers and `None`), in order."""
+    """A copy of each flat record (a dict of strings, integers and `None`), taken when it was folded."""
 
-    holders: list[dict[str, Any]]
-    """The metadata of the carriers that store `records`, in the same order."""
+    integer_of: list[int]
+    """For each integer value of a flat record, which of `records` holds it."""
 
-    sizes: list[int]
-    """How many entries each of `records` had."""
+    integer_keys: list[str]
+    """For each integer value of a flat record, its key."""
 
-    keys: list[str]
-    """The keys of every one of `records`, in order: the very objects."""
+    integers: list[int]
+    """Each integer value of a flat record: the object, which a record holding an equal value of another type isn't."""
 
-    values: list[Any]
-    """The values of every one of `records`, in order: the very objects, each a string, an integer or `None`, which
-    can't change while they are the same objects."""
+    other_at: list[int]
+    """Where the other metadata of `carrier_at`'s prompts is (not a flat record: a baseline, a remnant, none)."""
 
-    others: list[tuple[dict[str, Any], Hashable]]
-    """Every other metadata dict of `prompts` (not a flat record's), with the content key it had."""
+    others: list[tuple[type, Hashable]]
+    """The type and content key of each of those metadata values."""
+
+    escapable_at: list[int]
+    """Where the user prompts and tool returns of requests are among `parts`: `deliver` escapes their text."""
+
+    escapable: list[object]
+    """The content each of them had: the object, so a string given in its place is told apart."""
+
+    walked_at: list[int]
+    """Which of `escapable` aren't strings (lists, dicts), whose items can be changed in place."""
+
+    walked: list[Hashable]
+    """What each of those held, as `escape_key` gives it."""
+
+    opaque: list[object]
+    """The objects inside `walked` that `deliver` doesn't look into, kept alive so their ids name them."""
 
     state: WindowState
     """The window in effect after `messages`."""
@@ -104,60 +143,42 @@ class _Snapshot:
     """About the memory the snapshot keeps alive: the texts of its history, and a little per part."""
 
 
-@dataclass(frozen=True)
-class _Seen:
-    """A conversation's history as a request saw it, by the identity of its messages, kept instead of a snapshot.
-
-    A history that is sent once (as a server that loads each request's history from its store sends it, in a run of
-    one request) would pay for a snapshot that is never used. So the first request of a history only notes its
-    messages' ids, which cost next to nothing, and a request whose history starts with them takes the snapshot.
-    The ids are never trusted for anything else: that request folds its whole history as any other does.
-    """
-
-    ids: tuple[int, ...]
-    """The `id()` of each message seen."""
-
-
-_FOLDS = BoundedCache[tuple[str, bytes | None], _Snapshot | _Seen](
+_FOLDS = BoundedCache[tuple[str, bytes | None], _Snapshot](
     max_entries=1_024, max_bytes=64 * 1024 * 1024, name='conversation folds'
 )
-"""The last fold of each conversation (or what its last request saw), by conversation id and signing key."""
+"""The last fold of each conversation, by conversation id and signing key."""
 
 
-def _matched(snapshot: _Snapshot, messages: Sequence[ModelMessage]) -> bool:
-    """Whether `messages` starts with `snapshot`'s messages, holding what they held when they were folded."""
-    folded = snapshot.messages
-    count = len(folded)
-    if len(messages) < count or not all(map(is_, messages[:count], folded)):
-        return False
-    prefix = messages[:count]
+def _gather(items: Sequence[Any], at: Iterable[int]) -> list[Any]:
+    return list(map(items.__getitem__, at))
+
+
+def _folds_alike(snapshot: _Snapshot, prefix: Sequence[ModelMessage], parts: list[Any], *, same_objects: bool) -> bool:
+    """Whether `prefix` (with its `parts`) folds as `snapshot`'s messages did: the same records at the same places.
+
+    With `same_objects`, `prefix` and `parts` are the very objects the snapshot was taken of, whose types are known.
+    """
     if list(map(len, map(_PARTS, prefix))) != snapshot.lengths:
         return False
-    if not all(map(is_, chain.from_iterable(map(_PARTS, prefix)), snapshot.parts)):
+    if not same_objects and (list(map(type, prefix)) != snapshot.kinds or list(map(type, parts)) != snapshot.types):
         return False
-    prompts = snapshot.prompts
-    if list(map(_CONTENT, prompts)) != snapshot.contents or not all(
-        map(is_, map(_METADATA, prompts), snapshot.metadata)
-    ):
+    prompts = _gather(parts, snapshot.prompt_at)
+    if list(map(_CONTENT, prompts)) != snapshot.contents:
         return False
+    metadata: list[Any] = list(map(_METADATA, _gather(prompts, snapshot.carrier_at)))
     try:
-        records: list[dict[str, Any]] = list(map(_RECORD, snapshot.holders))
-    except KeyError:
+        records: list[Any] = list(map(_RECORD, _gather(metadata, snapshot.record_at)))
+    except (KeyError, TypeError):
         return False
-    # The same keys and values, as the same objects (of types that can't change), mean the same content: nothing
-    # is compared by equality, under which `1`, `1.0` and `True` would pass for one another.
-    return (
-        all(map(is_, records, snapshot.records))
-        and list(map(len, records)) == snapshot.sizes
-        and all(map(is_, chain.from_iterable(records), snapshot.keys))
-        and all(map(is_, chain.from_iterable(map(_VALUES, records)), snapshot.values))
-        and all(content_key(metadata) == key for metadata, key in snapshot.others)
+    # Equal by value, then every integer the same object: `True == 1`, but `True is not 1`.
+    if records != snapshot.records:
+        return False
+    if not all(map(is_, map(getitem, _gather(records, snapshot.integer_of), snapshot.integer_keys), snapshot.integers)):
+        return False
+    return all(
+        (type(held), content_key(held)) == key
+        for held, key in zip(_gather(metadata, snapshot.other_at), snapshot.others, strict=True)
     )
-
-
-def _seen(seen: _Seen, messages: Sequence[ModelMessage]) -> bool:
-    count = len(seen.ids)
-    return len(messages) >= count and tuple(map(id, messages[:count])) == seen.ids
 
 
 class Fold:
@@ -180,11 +201,17 @@ class Fold:
             scope: The conversation the request belongs to, whatever the signing.
         """
         self._messages = messages
-        self._key = key
         self._scope = (scope, key) if scope is not None else None
         previous = _FOLDS.get(self._scope) if self._scope is not None else None
-        self._seen = isinstance(previous, _Seen) and _seen(previous, messages)
-        self._previous = previous if isinstance(previous, _Snapshot) and _matched(previous, messages) else None
+        self._previous: _Snapshot | None = None
+        self._parts: list[Any] = []
+        self._same_objects = False
+        if previous is not None and len(messages) >= len(previous.messages):
+            prefix = messages[: len(previous.messages)]
+            parts = list(chain.from_iterable(map(_PARTS, prefix)))
+            same_objects = all(map(is_, prefix, previous.messages)) and all(map(is_, parts, previous.parts))
+            if _folds_alike(previous, prefix, parts, same_objects=same_objects):
+                self._previous, self._parts, self._same_objects = previous, parts, same_objects
         self._start = len(self._previous.messages) if self._previous is not None else 0
         self._reused = False
         # The request being sent is folded apart: it is still written to (its records are added to it), so it is
@@ -202,10 +229,13 @@ class Fold:
     ) -> tuple[dict[int, tuple[ModelRequestPart, ...]], int]:
         """The outgoing parts kept for the messages this fold resumed over, and the index rendering goes on from.
 
-        They are reused only if they were built for the same path and options and delivered the same changes.
+        They are reused only if the history holds the objects they were built from, and they were built for the same
+        path and options and delivered the same changes.
         """
         previous = self._previous
-        if previous is None or previous.sent_key != sent_key:
+        if previous is None or not self._same_objects or previous.sent_key != sent_key:
+            return {}, 0
+        if not _same_escapable(previous, self._parts):
             return {}, 0
         start = self._start
         cut = bisect.bisect_left(deliveries, start, key=_message_index)
@@ -223,11 +253,9 @@ class Fold:
         """Keep this fold and the outgoing parts built for its history, for the conversation's next request."""
         if self._scope is None:
             return
-        if self._previous is None and not self._seen:
-            ids = tuple(map(id, self._messages[: self._stop]))
-            _FOLDS.put(self._scope, _Seen(ids), size=64 + 8 * len(ids))
-            return
-        snapshot = _extended(self._previous, self._messages, self._stop, self._kept)
+        snapshot = _extended(
+            self._previous, self._parts, self._messages, self._stop, self._kept, same_objects=self._same_objects
+        )
         if snapshot is None:
             return
         cut = bisect.bisect_left(deliveries, self._stop, key=_message_index)
@@ -243,70 +271,145 @@ def _message_index(delivery: Delivery) -> int:
     return delivery.message_index
 
 
+_OPAQUE = object()
+"""Marks an object `escape_key` names by its id."""
+
+
+def escape_key(value: object, opaque: list[object]) -> Hashable:
+    """What of `value` decides how `deliver` escapes it: its strings, through lists, tuples and dicts.
+
+    `deliver` leaves any other object as it is, so such an object is named by its id (and added to `opaque`, which
+    keeps it alive so the id can't name another).
+    """
+    if type(value) is str:
+        return value
+    if type(value) is list or type(value) is tuple:
+        kind: type = type(cast(object, value))
+        return (kind, tuple(escape_key(item, opaque) for item in cast(Sequence[object], value)))
+    if type(value) is dict:
+        items = cast(dict[Hashable, object], value).items()
+        return (dict, tuple((name, escape_key(item, opaque)) for name, item in items))
+    opaque.append(value)
+    return (_OPAQUE, id(value))
+
+
+def _same_escapable(snapshot: _Snapshot, parts: list[Any]) -> bool:
+    """Whether the user prompts and tool returns among `parts` hold what they held when `snapshot` was taken.
+
+    The outgoing copy kept for a message holds their text as it was escaped then, and a message kept as it was
+    sent had nothing to escape: either is sent again only if their content is still the same.
+    """
+    contents: list[object] = list(map(_CONTENT, _gather(parts, snapshot.escapable_at)))
+    if not all(map(is_, contents, snapshot.escapable)):
+        return False
+    ignored: list[object] = []
+    return all(
+        escape_key(contents[index], ignored) == key
+        for index, key in zip(snapshot.walked_at, snapshot.walked, strict=True)
+    )
+
+
 def _extended(
-    previous: _Snapshot | None, messages: Sequence[ModelMessage], stop: int, state: WindowState
+    previous: _Snapshot | None,
+    previous_parts: list[Any],
+    messages: Sequence[ModelMessage],
+    stop: int,
+    state: WindowState,
+    *,
+    same_objects: bool,
 ) -> _Snapshot | None:
-    """A snapshot of `messages[:stop]`: `previous`'s with the messages after it added, or `None` if one can't be kept."""
+    """A snapshot of `messages[:stop]`: `previous`'s with the messages after it added, or `None` if one can't be kept.
+
+    `previous_parts` are the parts of the messages `previous` folded, as `messages` holds them now, and
+    `same_objects` says whether they are the very objects `previous` was taken of.
+    """
     if previous is None:
         previous = _EMPTY
+    escapable, walked, opaque = previous.escapable, previous.walked, previous.opaque
+    if not same_objects:
+        # The same parts in the same places, but other objects: what a reused copy is checked against is theirs.
+        escapable = list(map(_CONTENT, _gather(previous_parts, previous.escapable_at)))
+        opaque: list[object] = []
+        walked = [escape_key(escapable[index], opaque) for index in previous.walked_at]
     added = messages[len(previous.messages) : stop]
     lengths = list(map(len, map(_PARTS, added)))
     parts: list[Any] = list(chain.from_iterable(map(_PARTS, added)))
-    prompts = [part for part in parts if isinstance(part, SystemPromptPart)]
-    metadata: list[dict[str, Any] | None] = list(map(_METADATA, prompts))
+    # The system prompts of requests, which are all `scan` reads records from, and the parts of requests whose text
+    # `deliver` escapes.
+    prompt_flags: list[bool] = []
+    escapable_flags: list[bool] = []
+    for message in added:
+        request = isinstance(message, ModelRequest)
+        prompt_flags.extend(request and isinstance(part, SystemPromptPart) for part in message.parts)
+        escapable_flags.extend(request and isinstance(part, UserPromptPart | ToolReturnPart) for part in message.parts)
+    offset = len(previous.parts)
+    escapable_at = [offset + index for index in compress(range(len(parts)), escapable_flags)]
+    added_escapable: list[object] = list(map(_CONTENT, compress(parts, escapable_flags)))
+    opaque = list(opaque)
+    walked_at = [len(escapable) + index for index, value in enumerate(added_escapable) if type(value) is not str]
+    added_walked = [escape_key(added_escapable[index - len(escapable)], opaque) for index in walked_at]
+    prompt_at = [offset + index for index in compress(range(len(parts)), prompt_flags)]
+    prompts = cast(list[SystemPromptPart], list(compress(parts, prompt_flags)))
     contents: list[str] = list(map(_CONTENT, prompts))
-    # Only an empty system prompt can be a carrier (one with text is compared by its text); most are carriers of a
-    # flat record, which are told apart in one pass over them all.
-    empty = [held for text, held in zip(contents, metadata, strict=True) if not text and held is not None]
-    stored: list[object] = list(map(methodcaller('get', RECORD_KEY), empty))
-    holders: list[dict[str, Any]] = []
+    # Only a system prompt without text can be a carrier: one with text is compared by its text.
+    empty_at = list(compress(range(len(prompts)), map(not_, contents)))
+    carrier_at = [len(previous.contents) + index for index in empty_at]
+    metadata: list[dict[str, Any] | None] = [prompts[index].metadata for index in empty_at]
+    record_at: list[int] = []
     records: list[dict[str, Any]] = []
-    others: list[tuple[dict[str, Any], Hashable]] = []
-    if _DICT.issuperset(map(type, stored)):
-        types = cast(Iterable[Iterable[type]], map(map, repeat(type), map(_VALUES, cast(list[dict[str, Any]], stored))))
-        flat = list(map(_FLAT.issuperset, types))
-        holders = list(compress(empty, flat))
-        records = list(compress(cast(list[dict[str, Any]], stored), flat))
-        rest = [held for held, is_flat in zip(empty, flat, strict=True) if not is_flat]
-    else:
-        rest = empty
-    for held in rest:
-        stored_here = held.get(RECORD_KEY)
-        if (
-            rest is empty
-            and type(stored_here) is dict
-            and _FLAT.issuperset(map(type, cast(dict[str, Any], stored_here).values()))
-        ):
-            holders.append(held)
-            records.append(cast(dict[str, Any], stored_here))
-        elif (key := content_key(held)) is None:
+    integer_of: list[int] = []
+    integer_keys: list[str] = []
+    integers: list[int] = []
+    other_at: list[int] = []
+    others: list[tuple[type, Hashable]] = []
+    for index, held in enumerate(metadata, start=len(previous.carrier_at)):
+        stored: object = held.get(RECORD_KEY) if type(held) is dict else None
+        if type(stored) is dict and _FLAT.issuperset(map(type, cast(dict[str, Any], stored).values())):
+            record = cast(dict[str, Any], stored)
+            for name, value in record.items():
+                if type(value) is int:
+                    integer_of.append(len(previous.records) + len(records))
+                    integer_keys.append(name)
+                    integers.append(value)
+            record_at.append(index)
+            records.append(dict(record))
+        elif (key := content_key(cast(object, held))) is None and held is not None:
             return None
         else:
-            others.append((held, key))
-    values: list[Any] = list(chain.from_iterable(map(_VALUES, records)))
-    # What the snapshot keeps alive: the texts of its history, a little for each part, and the text of the metadata
-    # that isn't a flat record. Requests often share one instructions string, which is counted once.
+            other_at.append(index)
+            others.append((cast(type, type(cast(object, held))), key))
+    # What the snapshot keeps alive: the texts of its history, a little for each part, and the copies of its records.
+    # Requests often share one instructions string, which is counted once.
     instructions = list(map(_instructions, added))
     size = (
-        sum(map(sys.getsizeof, values))
+        sum(sys.getsizeof(value) for record in records for value in record.values())
+        + 256 * len(records)
         + sum(map(sys.getsizeof, dict(zip(map(id, instructions), instructions, strict=True)).values()))
         + sum(map(sys.getsizeof, map(getattr, parts, repeat('content'), repeat(None))))
         + 128 * (len(added) + len(parts))
-        + sum(len(repr(held)) for held, _ in others)
+        + sum(_key_size(key) for _, key in others)
     )
     return _Snapshot(
-        messages=(*previous.messages, *added),
+        messages=(*messages[:stop],),
+        parts=previous_parts + parts,
+        kinds=previous.kinds + list(map(type, added)),
         lengths=previous.lengths + lengths,
-        parts=previous.parts + parts,
-        prompts=previous.prompts + prompts,
+        types=previous.types + list(map(type, parts)),
+        prompt_at=previous.prompt_at + prompt_at,
         contents=previous.contents + contents,
-        metadata=previous.metadata + metadata,
+        carrier_at=previous.carrier_at + carrier_at,
+        record_at=previous.record_at + record_at,
         records=previous.records + records,
-        holders=previous.holders + holders,
-        sizes=previous.sizes + list(map(len, records)),
-        keys=previous.keys + list(chain.from_iterable(records)),
-        values=previous.values + values,
+        integer_of=previous.integer_of + integer_of,
+        integer_keys=previous.integer_keys + integer_keys,
+        integers=previous.integers + integers,
+        other_at=previous.other_at + other_at,
         others=previous.others + others,
+        escapable_at=previous.escapable_at + escapable_at,
+        escapable=escapable + added_escapable,
+        walked_at=previous.walked_at + walked_at,
+        walked=walked + added_walked,
+        opaque=opaque,
         state=state,
         sent_key=None,
         deliveries=(),
@@ -315,8 +418,19 @@ def _extended(
     )
 
 
+def _key_size(key: object) -> int:
+    """About the memory a content key keeps alive: its strings and a little per item (it can hold a block's text)."""
+    if type(key) is str:
+        return sys.getsizeof(key)
+    if type(key) is tuple:
+        return 64 + sum(map(_key_size, cast(tuple[object, ...], key)))
+    return 32
+
+
 def _instructions(message: ModelMessage) -> str | None:
     return message.instructions if isinstance(message, ModelRequest) else None
 
 
-_EMPTY = _Snapshot((), [], [], [], [], [], [], [], [], [], [], [], WindowState(), None, (), {}, 0)
+_EMPTY = _Snapshot(
+    (), [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], WindowState(), None, (), {}, 0
+)

@@ -100,6 +100,10 @@ class WindowState:
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
 
+    hashes: dict[str, str | None] = field(default_factory=dict[str, 'str | None'])
+    """The digest of each of `received`'s texts (`None` for a withdrawn block), kept so that a fold resumed from
+    this state doesn't hash the blocks' texts again."""
+
 
 def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | None = None) -> WindowState:
     """Fold the records found in history, in order, into the window in effect after them.
@@ -112,10 +116,10 @@ def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | N
     so it is read as an unreadable record: no window is continued past it.
     """
     state = WindowState()
-    received_hashes: dict[str, str | None] = {}
     if start is not None:
-        state = WindowState(start.baseline, dict(start.received), list(start.deliveries), start.broken)
-        received_hashes = {block_id: _hash_of(content) for block_id, content in start.received.items()}
+        state = WindowState(
+            start.baseline, dict(start.received), list(start.deliveries), start.broken, dict(start.hashes)
+        )
     for item in found:
         if isinstance(item, Compaction):
             if state.baseline is not None or state.deliveries:
@@ -129,28 +133,24 @@ def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | N
                 state.broken = state.broken or 'the window baseline is gone from history'
                 continue
             if isinstance(record, StoredDiff):
-                rebuilt = rebuild(record, state.received.get(record.id), received_hashes.get(record.id))
+                rebuilt = rebuild(record, state.received.get(record.id), state.hashes.get(record.id))
                 if isinstance(rebuilt, str):
                     state = WindowState(broken=f'a record can not be read: {rebuilt}')
                     continue
                 record, base_matches = rebuilt, True
             else:
                 base_hash = record.base_hash
-                base_matches = base_hash is not None and received_hashes.get(record.id) == base_hash
+                base_matches = base_hash is not None and state.hashes.get(record.id) == base_hash
             state.deliveries.append(Delivery(item.message_index, item.part_index, record, base_matches))
             state.received[record.id] = record.content
-            received_hashes[record.id] = record.content_hash
+            state.hashes[record.id] = record.content_hash
         elif isinstance(record, InstructionBaselinePart):
             state = WindowState(baseline=record if record.instructions else None)
             state.received = {block.id: block.content for block in record.blocks}
-            received_hashes = {block.id: block.content_hash for block in record.blocks}
+            state.hashes = {block.id: block.content_hash for block in record.blocks}
         else:
             state = WindowState(broken=f'a record can not be read: {record.reason}')
     return state
-
-
-def _hash_of(content: str | None) -> str | None:
-    return content_hash(content) if content is not None else None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ from pydantic_ai.messages import (
     ModelResponse,
     SystemPromptPart,
     TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
@@ -287,23 +290,156 @@ def _drop_record(history: list[ModelMessage]) -> None:
     del carrier.metadata[RECORD_KEY]
 
 
-@pytest.mark.parametrize('edit', [_add_part, _replace_part, _give_text, _replace_metadata, _drop_record])
+@pytest.fixture
+def reuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The index each request's outgoing copy is built from: more than 0 when kept outgoing parts were reused.
+
+    Internal, like `scans`.
+    """
+    starts: list[int] = []
+    original = resume.Fold.reusable
+
+    def counted(self: resume.Fold, *args: Any) -> Any:
+        kept, start = original(self, *args)
+        starts.append(start)
+        return kept, start
+
+    monkeypatch.setattr(resume.Fold, 'reusable', counted)
+    return starts
+
+
+@pytest.mark.parametrize(
+    ('edit', 'folds_alike', 'same_objects'),
+    [
+        (_add_part, False, False),
+        (_replace_part, True, False),
+        (_give_text, False, True),
+        (_replace_metadata, True, True),
+        (_drop_record, False, True),
+    ],
+)
 def test_history_changed_in_place_is_folded_again_and_sent_as_a_whole_fold_sends_it(
-    scans: list[int], edit: Callable[[list[ModelMessage]], None]
+    scans: list[int],
+    reuses: list[int],
+    edit: Callable[[list[ModelMessage]], None],
+    folds_alike: bool,
+    same_objects: bool,
 ):
     value = ['one']
     seen: list[list[ModelMessage]] = []
     agent = build_agent(value, seen=seen)
     history = grown(agent, value, ['one', 'two', 'three'], 'c1')
     agent.run_sync('again', message_history=history, conversation_id='c1')
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert reuses[-1] > 0
     edit(history)
     scans.clear()
+    reuses.clear()
     agent.run_sync('again', message_history=history, conversation_id='c1')
-    assert scans[0] == 0
+    # A part or metadata replaced by an equal one leaves the records where they were, holding what they held: the
+    # fold resumes. Anything else is read again. Kept outgoing parts are sent only where the fold resumed over the
+    # very part objects they were built from (a carrier's metadata isn't sent).
+    assert (scans[0] > 0) is folds_alike
+    assert (reuses[0] > 0) is (folds_alike and same_objects)
     resumed = sent(seen[-1])
     loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
     agent.run_sync('again', message_history=loaded, conversation_id='fresh')
     assert resumed == sent(seen[-1])
+
+
+def loaded(history: list[ModelMessage], edit: Callable[[list[Any]], None] | None = None) -> list[ModelMessage]:
+    """`history` as a store gives it back: through JSON, with `edit` applied to the JSON first."""
+    stored = cast(list[Any], ModelMessagesTypeAdapter.dump_python(history, mode='json'))
+    if edit is not None:
+        edit(stored)
+    return ModelMessagesTypeAdapter.validate_python(stored)
+
+
+def test_history_loaded_afresh_resumes_its_fold_and_builds_its_outgoing_copy_again(scans: list[int], reuses: list[int]):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two', 'three', 'four'], 'c1')
+    scans.clear()
+    for _ in range(3):
+        agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
+    # Each request scans twice (what it keeps, then the request being sent): the later ones resumed, with new
+    # objects, so their outgoing copy was built whole.
+    assert scans[0] > 0
+    assert scans[2::2] == [len(history), len(history)]
+    assert reuses[-1] == 0
+    resumed = sent(seen[-1])
+    agent.run_sync('again', message_history=loaded(history), conversation_id='c2')
+    assert scans[-2] == 0
+    assert resumed == sent(seen[-1])
+    assert [text.splitlines()[1] for text in delivered(seen[-1])] == ['two', 'three', 'four']
+
+
+def _stored_records(stored: list[Any]) -> list[dict[str, Any]]:
+    return [
+        part['metadata'][RECORD_KEY]
+        for message in stored
+        if message['kind'] == 'request'
+        for part in message['parts']
+        if part['part_kind'] == 'system-prompt' and part.get('metadata') and RECORD_KEY in part['metadata']
+    ]
+
+
+def _stored_forged(stored: list[Any]) -> None:
+    _stored_records(stored)[-1]['content'] = 'forged'
+
+
+def _stored_version(replacement: object) -> Callable[[list[Any]], None]:
+    def edit(stored: list[Any]) -> None:
+        _stored_records(stored)[-1]['v'] = replacement
+
+    edit.__name__ = f'version {replacement!r}'
+    return edit
+
+
+def _stored_moved(stored: list[Any]) -> None:
+    # The last change's carrier moved to the request before, where it sits after that request's own parts.
+    requests = [message for message in stored if message['kind'] == 'request']
+    carrier = requests[-1]['parts'].pop()
+    requests[-2]['parts'].append(carrier)
+
+
+def _stored_retyped(stored: list[Any]) -> None:
+    # A user prompt turned into a system prompt with the same text.
+    part = stored[-2]['parts'][0]
+    stored[-2]['parts'][0] = {'part_kind': 'system-prompt', 'content': part['content'], 'timestamp': part['timestamp']}
+
+
+@pytest.mark.parametrize(
+    'edit',
+    [_stored_forged, _stored_version(True), _stored_version(2.0), _stored_moved, _stored_retyped],
+    ids=lambda edit: edit.__name__,
+)
+def test_history_loaded_with_a_record_or_its_place_changed_is_folded_whole(
+    scans: list[int], edit: Callable[[list[Any]], None]
+):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
+    agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
+    scans.clear()
+    agent.run_sync('again', message_history=loaded(history, edit), conversation_id='c1')
+    assert scans[0] == 0
+    resumed = sent(seen[-1])
+    agent.run_sync('again', message_history=loaded(history, edit), conversation_id='fresh')
+    assert resumed == sent(seen[-1])
+    assert all('forged' not in str(message) for message in seen[-1])
+
+
+def test_history_loaded_unchanged_is_the_negative_control_of_the_edits(scans: list[int]):
+    value = ['one']
+    agent = build_agent(value)
+    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
+    agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
+    scans.clear()
+    agent.run_sync('again', message_history=loaded(history, lambda stored: None), conversation_id='c1')
+    assert scans[0] > 0
 
 
 def test_a_carrier_that_lost_its_record_is_compared_whole_and_the_fold_still_resumes(scans: list[int]):
@@ -361,3 +497,87 @@ def test_a_new_window_on_a_resumed_history_sends_no_kept_parts(scans: list[int])
     agent.run_sync('again', message_history=history, conversation_id='c1')
     assert scans[0] > 0
     assert delivered(seen[-1]) == []
+
+
+def _prompt_text(history: list[ModelMessage]) -> None:
+    cast(UserPromptPart, cast(ModelRequest, history[0]).parts[0]).content = 'see <context id="x">'
+
+
+def _prompt_items(history: list[ModelMessage]) -> None:
+    items = cast(list[str], cast(UserPromptPart, cast(ModelRequest, history[-2]).parts[0]).content)
+    items.append('see <context id="x">')
+
+
+def _tool_return(history: list[ModelMessage]) -> None:
+    tool_return = next(part for message in history for part in message.parts if isinstance(part, ToolReturnPart))
+    cast(dict[str, list[str]], tool_return.content)['notes'].append('see <context id="x">')
+
+
+@pytest.mark.parametrize('edit', [_prompt_text, _prompt_items, _tool_return, None])
+def test_a_prompt_or_tool_return_edited_in_place_is_escaped_again(
+    reuses: list[int], edit: Callable[[list[ModelMessage]], None] | None
+):
+    # The outgoing copy kept for a message holds its prompts' text as it was escaped then; one kept as stored had
+    # nothing to escape. Either would send a lookalike written into it later as an element.
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    history += [
+        ModelRequest(parts=[UserPromptPart('use the tool')]),
+        ModelResponse(parts=[ToolCallPart('lookup', {}, tool_call_id='t1')]),
+        ModelRequest(parts=[ToolReturnPart('lookup', {'notes': ['fine']}, tool_call_id='t1')]),
+        ModelResponse(parts=[TextPart('ok')]),
+        ModelRequest(parts=[UserPromptPart(['plain', 'items'])]),
+        ModelResponse(parts=[TextPart('ok')]),
+    ]
+    for _ in range(3):
+        agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert reuses[-1] > 0
+    if edit is not None:
+        edit(history)
+    reuses.clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    resumed = seen[-1]
+    if edit is None:
+        # The negative control: nothing changed, so the kept copy was sent.
+        assert reuses[0] > 0
+        return
+    assert reuses[0] == 0
+    assert '<context id="x">' not in str(resumed)
+    assert '<\\\\context id="x">' in str(resumed)
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    agent.run_sync('again', message_history=loaded, conversation_id='fresh')
+    assert sent(resumed) == sent(seen[-1])
+
+
+def test_what_escaping_reads_is_named_by_value_and_other_objects_by_identity():
+    kept: list[object] = []
+    opaque = object()
+    key = resume.escape_key(['a', ('b', {'c': opaque})], kept)
+    assert kept == [opaque]
+    again = resume.escape_key(['a', ('b', {'c': opaque})], [])
+    assert key == again
+    assert key != resume.escape_key(['a', ['b', {'c': opaque}]], [])
+    assert key != resume.escape_key(['a', ('b', {'c': object()})], [])
+
+
+def test_a_history_loaded_once_and_then_kept_in_process_reuses_its_outgoing_copy(reuses: list[int]):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    history += [ModelRequest(parts=[UserPromptPart(['plain', 'items'])]), ModelResponse(parts=[TextPart('ok')])]
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    # Loaded afresh once (the fold resumes over new objects, whose outgoing copy is built whole), then run on the
+    # objects that run returned: the snapshot was taken of those, so their copy is reused at once.
+    reuses.clear()
+    kept = agent.run_sync('again', message_history=loaded(history), conversation_id='c1').all_messages()
+    for _ in range(2):
+        agent.run_sync('again', message_history=kept, conversation_id='c1')
+    assert reuses[0] == 0
+    assert reuses[1] > 0
+    assert reuses[2] > 0
+    resumed = sent(seen[-1])
+    agent.run_sync('again', message_history=loaded(kept), conversation_id='fresh')
+    assert resumed == sent(seen[-1])
