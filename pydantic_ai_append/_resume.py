@@ -139,6 +139,9 @@ class _Snapshot:
     sent: dict[int, tuple[ModelRequestPart, ...]]
     """The outgoing parts of each message of `messages` that was sent other than stored, by index."""
 
+    sent_request: ModelMessage | None
+    """The request that was being sent when the snapshot was taken (folded apart, so not in `messages`)."""
+
     size: int
     """About the memory the snapshot keeps alive: the texts of its history, and a little per part."""
 
@@ -205,13 +208,19 @@ class Fold:
         previous = _FOLDS.get(self._scope) if self._scope is not None else None
         self._previous: _Snapshot | None = None
         self._parts: list[Any] = []
-        self._same_objects = False
+        self._same_objects = self._adopt = False
         if previous is not None and len(messages) >= len(previous.messages):
-            prefix = messages[: len(previous.messages)]
+            count = len(previous.messages)
+            prefix = messages[:count]
             parts = list(chain.from_iterable(map(_PARTS, prefix)))
             same_objects = all(map(is_, prefix, previous.messages)) and all(map(is_, parts, previous.parts))
             if _folds_alike(previous, prefix, parts, same_objects=same_objects):
                 self._previous, self._parts, self._same_objects = previous, parts, same_objects
+                # Other objects holding the same: a history loaded afresh, whose objects are dropped after the
+                # request (and kept, the snapshot would free the ones it holds here, at a cost like loading them),
+                # unless the history goes on from the request sent last, as a history kept in process after one
+                # load does: its objects are kept from now on.
+                self._adopt = same_objects or (count < len(messages) and messages[count] is previous.sent_request)
         self._start = len(self._previous.messages) if self._previous is not None else 0
         self._reused = False
         # The request being sent is folded apart: it is still written to (its records are added to it), so it is
@@ -254,7 +263,13 @@ class Fold:
         if self._scope is None:
             return
         snapshot = _extended(
-            self._previous, self._parts, self._messages, self._stop, self._kept, same_objects=self._same_objects
+            self._previous,
+            self._parts,
+            self._messages,
+            self._stop,
+            self._kept,
+            same_objects=self._same_objects,
+            adopt=self._adopt,
         )
         if snapshot is None:
             return
@@ -317,16 +332,21 @@ def _extended(
     state: WindowState,
     *,
     same_objects: bool,
+    adopt: bool,
 ) -> _Snapshot | None:
     """A snapshot of `messages[:stop]`: `previous`'s with the messages after it added, or `None` if one can't be kept.
 
-    `previous_parts` are the parts of the messages `previous` folded, as `messages` holds them now, and
-    `same_objects` says whether they are the very objects `previous` was taken of.
+    `previous_parts` are the parts of the messages `previous` folded, as `messages` holds them now; `same_objects`
+    says whether they are the very objects `previous` was taken of, and `adopt` whether the snapshot is to hold
+    `messages`' objects rather than `previous`'s (which fold alike).
     """
     if previous is None:
         previous = _EMPTY
+    held_messages, held_parts = previous.messages, previous.parts
     escapable, walked, opaque = previous.escapable, previous.walked, previous.opaque
-    if not same_objects:
+    if adopt:
+        held_messages, held_parts = tuple(messages[: len(previous.messages)]), previous_parts
+    if adopt and not same_objects:
         # The same parts in the same places, but other objects: what a reused copy is checked against is theirs.
         escapable = list(map(_CONTENT, _gather(previous_parts, previous.escapable_at)))
         opaque: list[object] = []
@@ -390,8 +410,8 @@ def _extended(
         + sum(_key_size(key) for _, key in others)
     )
     return _Snapshot(
-        messages=(*messages[:stop],),
-        parts=previous_parts + parts,
+        messages=(*held_messages, *added),
+        parts=held_parts + parts,
         kinds=previous.kinds + list(map(type, added)),
         lengths=previous.lengths + lengths,
         types=previous.types + list(map(type, parts)),
@@ -414,6 +434,7 @@ def _extended(
         sent_key=None,
         deliveries=(),
         sent={},
+        sent_request=messages[stop] if stop < len(messages) else None,
         size=previous.size + size,
     )
 
@@ -432,5 +453,5 @@ def _instructions(message: ModelMessage) -> str | None:
 
 
 _EMPTY = _Snapshot(
-    (), [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], WindowState(), None, (), {}, 0
+    (), [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], WindowState(), None, (), {}, None, 0
 )

@@ -10,6 +10,8 @@ objects, and that nothing crosses from one conversation to another.
 from __future__ import annotations
 
 import copy
+import gc
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, cast
@@ -570,14 +572,33 @@ def test_a_history_loaded_once_and_then_kept_in_process_reuses_its_outgoing_copy
     history += [ModelRequest(parts=[UserPromptPart(['plain', 'items'])]), ModelResponse(parts=[TextPart('ok')])]
     agent.run_sync('again', message_history=history, conversation_id='c1')
     # Loaded afresh once (the fold resumes over new objects, whose outgoing copy is built whole), then run on the
-    # objects that run returned: the snapshot was taken of those, so their copy is reused at once.
+    # objects that run returned: that history goes on from the request sent last, so its objects are taken on, and
+    # their copy is reused from the request after.
     reuses.clear()
     kept = agent.run_sync('again', message_history=loaded(history), conversation_id='c1').all_messages()
-    for _ in range(2):
+    for _ in range(3):
         agent.run_sync('again', message_history=kept, conversation_id='c1')
-    assert reuses[0] == 0
-    assert reuses[1] > 0
+    assert reuses[:2] == [0, 0]
     assert reuses[2] > 0
+    assert reuses[3] > 0
     resumed = sent(seen[-1])
     agent.run_sync('again', message_history=loaded(kept), conversation_id='fresh')
     assert resumed == sent(seen[-1])
+
+
+def test_a_history_loaded_afresh_each_request_is_not_kept_alive_by_the_fold(scans: list[int]):
+    # A server drops each request's history after it; the fold keeps the objects it was first taken of, so freeing
+    # the next history is the server's, not the next request's.
+    value = ['one']
+    agent = build_agent(value)
+    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
+    agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
+    copy_ = loaded(history)
+    first = weakref.ref(copy_[0])
+    agent.run_sync('again', message_history=copy_, conversation_id='c1')
+    del copy_
+    gc.collect()
+    assert first() is None
+    scans.clear()
+    agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
+    assert scans[0] > 0
