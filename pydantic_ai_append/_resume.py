@@ -67,11 +67,15 @@ class _Snapshot:
     and so on.
     """
 
-    messages: tuple[ModelMessage, ...]
-    """The messages folded, in order: the objects, for reusing `sent`."""
+    count: int
+    """How many messages were folded."""
 
-    parts: list[Any]
-    """Every part of every message, in order: the objects, for reusing `sent`."""
+    messages: tuple[ModelMessage, ...] | None
+    """The messages folded, in order: the objects, for reusing `sent`; `None` when the snapshot holds no objects
+    (it was taken of a history loaded afresh, which is dropped after its request)."""
+
+    parts: list[Any] | None
+    """Every part of every message, in order: the objects, held with `messages`."""
 
     kinds: list[type]
     """The type of each message."""
@@ -116,13 +120,14 @@ class _Snapshot:
     """Where the user prompts and tool returns of requests are among `parts`: `deliver` escapes their text."""
 
     escapable: list[object]
-    """The content each of them had: the object, so a string given in its place is told apart."""
+    """The content each of them had: the object, so a string given in its place is told apart (held with
+    `messages`)."""
 
     walked_at: list[int]
-    """Which of `escapable` aren't strings (lists, dicts), whose items can be changed in place."""
+    """Which of `escapable_at`'s parts don't hold a string (a list, a dict), whose items can be changed in place."""
 
     walked: list[Hashable]
-    """What each of those held, as `escape_key` gives it."""
+    """What each of those held, as `escape_key` gives it (held with `messages`)."""
 
     opaque: list[object]
     """The objects inside `walked` that `deliver` doesn't look into, kept alive so their ids name them."""
@@ -142,8 +147,14 @@ class _Snapshot:
     sent_request: ModelMessage | None
     """The request that was being sent when the snapshot was taken (folded apart, so not in `messages`)."""
 
+    content_size: int
+    """About the memory of what the snapshot compares by content: its records' copies, its texts, its lists."""
+
+    held_size: int
+    """About the memory of the objects it holds: the texts of their parts and instructions, a little per part."""
+
     size: int
-    """About the memory the snapshot keeps alive: the texts of its history, and a little per part."""
+    """About the memory the snapshot keeps alive in all, the outgoing parts in `sent` included."""
 
 
 _FOLDS = BoundedCache[tuple[str, bytes | None], _Snapshot](
@@ -208,20 +219,26 @@ class Fold:
         previous = _FOLDS.get(self._scope) if self._scope is not None else None
         self._previous: _Snapshot | None = None
         self._parts: list[Any] = []
-        self._same_objects = self._adopt = False
-        if previous is not None and len(messages) >= len(previous.messages):
-            count = len(previous.messages)
+        self._same_objects = False
+        self._hold = True
+        if previous is not None and len(messages) >= previous.count:
+            count = previous.count
             prefix = messages[:count]
             parts = list(chain.from_iterable(map(_PARTS, prefix)))
-            same_objects = all(map(is_, prefix, previous.messages)) and all(map(is_, parts, previous.parts))
+            same_objects = (
+                previous.messages is not None
+                and previous.parts is not None
+                and all(map(is_, prefix, previous.messages))
+                and all(map(is_, parts, previous.parts))
+            )
             if _folds_alike(previous, prefix, parts, same_objects=same_objects):
                 self._previous, self._parts, self._same_objects = previous, parts, same_objects
-                # Other objects holding the same: a history loaded afresh, whose objects are dropped after the
-                # request (and kept, the snapshot would free the ones it holds here, at a cost like loading them),
-                # unless the history goes on from the request sent last, as a history kept in process after one
-                # load does: its objects are kept from now on.
-                self._adopt = same_objects or (count < len(messages) and messages[count] is previous.sent_request)
-        self._start = len(self._previous.messages) if self._previous is not None else 0
+                # Other objects holding the same are a history loaded afresh, which its caller drops after the
+                # request: holding them would keep a second copy of the history alive and free the one held before
+                # inside this request. They are held only if the history goes on from the request sent last, as a
+                # history kept in process after one load does.
+                self._hold = same_objects or (count < len(messages) and messages[count] is previous.sent_request)
+        self._start = self._previous.count if self._previous is not None else 0
         self._reused = False
         # The request being sent is folded apart: it is still written to (its records are added to it), so it is
         # never part of what is kept.
@@ -269,15 +286,15 @@ class Fold:
             self._stop,
             self._kept,
             same_objects=self._same_objects,
-            adopt=self._adopt,
+            hold=self._hold,
         )
         if snapshot is None:
             return
         cut = bisect.bisect_left(deliveries, self._stop, key=_message_index)
-        sent = {index: parts for index, parts in built.items() if index < self._stop}
+        sent = {index: parts for index, parts in built.items() if index < self._stop} if self._hold else {}
         if self._reused and self._previous is not None:
             sent = {**self._previous.sent, **sent}
-        size = snapshot.size + sum(64 * (1 + len(parts)) for index, parts in built.items() if index < self._stop)
+        size = snapshot.size + sum(64 * (1 + len(parts)) for parts in sent.values())
         snapshot = replace(snapshot, sent_key=sent_key, deliveries=tuple(deliveries[:cut]), sent=sent, size=size)
         _FOLDS.put(self._scope, snapshot, size=snapshot.size)
 
@@ -332,26 +349,17 @@ def _extended(
     state: WindowState,
     *,
     same_objects: bool,
-    adopt: bool,
+    hold: bool,
 ) -> _Snapshot | None:
     """A snapshot of `messages[:stop]`: `previous`'s with the messages after it added, or `None` if one can't be kept.
 
     `previous_parts` are the parts of the messages `previous` folded, as `messages` holds them now; `same_objects`
-    says whether they are the very objects `previous` was taken of, and `adopt` whether the snapshot is to hold
-    `messages`' objects rather than `previous`'s (which fold alike).
+    says whether they are the very objects `previous` holds, and `hold` whether the snapshot is to hold `messages`'
+    objects, for reusing their outgoing copy.
     """
     if previous is None:
         previous = _EMPTY
-    held_messages, held_parts = previous.messages, previous.parts
-    escapable, walked, opaque = previous.escapable, previous.walked, previous.opaque
-    if adopt:
-        held_messages, held_parts = tuple(messages[: len(previous.messages)]), previous_parts
-    if adopt and not same_objects:
-        # The same parts in the same places, but other objects: what a reused copy is checked against is theirs.
-        escapable = list(map(_CONTENT, _gather(previous_parts, previous.escapable_at)))
-        opaque: list[object] = []
-        walked = [escape_key(escapable[index], opaque) for index in previous.walked_at]
-    added = messages[len(previous.messages) : stop]
+    added = messages[previous.count : stop]
     lengths = list(map(len, map(_PARTS, added)))
     parts: list[Any] = list(chain.from_iterable(map(_PARTS, added)))
     # The system prompts of requests, which are all `scan` reads records from, and the parts of requests whose text
@@ -362,12 +370,12 @@ def _extended(
         request = isinstance(message, ModelRequest)
         prompt_flags.extend(request and isinstance(part, SystemPromptPart) for part in message.parts)
         escapable_flags.extend(request and isinstance(part, UserPromptPart | ToolReturnPart) for part in message.parts)
-    offset = len(previous.parts)
+    offset = len(previous.types)
     escapable_at = [offset + index for index in compress(range(len(parts)), escapable_flags)]
     added_escapable: list[object] = list(map(_CONTENT, compress(parts, escapable_flags)))
-    opaque = list(opaque)
-    walked_at = [len(escapable) + index for index, value in enumerate(added_escapable) if type(value) is not str]
-    added_walked = [escape_key(added_escapable[index - len(escapable)], opaque) for index in walked_at]
+    walked_at = [
+        len(previous.escapable_at) + index for index, value in enumerate(added_escapable) if type(value) is not str
+    ]
     prompt_at = [offset + index for index in compress(range(len(parts)), prompt_flags)]
     prompts = cast(list[SystemPromptPart], list(compress(parts, prompt_flags)))
     contents: list[str] = list(map(_CONTENT, prompts))
@@ -398,20 +406,39 @@ def _extended(
         else:
             other_at.append(index)
             others.append((cast(type, type(cast(object, held))), key))
-    # What the snapshot keeps alive: the texts of its history, a little for each part, and the copies of its records.
-    # Requests often share one instructions string, which is counted once.
-    instructions = list(map(_instructions, added))
-    size = (
-        sum(sys.getsizeof(value) for record in records for value in record.values())
+    # What the snapshot compares by content and keeps alive: the copies of its records, the system prompts' texts,
+    # the content keys, and a few list entries per part.
+    content_size = (
+        previous.content_size
+        + sum(sys.getsizeof(value) for record in records for value in record.values())
         + 256 * len(records)
-        + sum(map(sys.getsizeof, dict(zip(map(id, instructions), instructions, strict=True)).values()))
-        + sum(map(sys.getsizeof, map(getattr, parts, repeat('content'), repeat(None))))
-        + 128 * (len(added) + len(parts))
+        + sum(map(sys.getsizeof, contents))
         + sum(_key_size(key) for _, key in others)
+        + 64 * (len(added) + len(parts))
     )
+    held_messages: tuple[ModelMessage, ...] | None = None
+    held_parts: list[Any] | None = None
+    escapable: list[object] = []
+    walked: list[Hashable] = []
+    opaque: list[object] = []
+    held_size = 0
+    if hold:
+        if same_objects:
+            escapable, walked, opaque = list(previous.escapable), list(previous.walked), list(previous.opaque)
+            held_size = previous.held_size
+        else:
+            # Other objects than the snapshot's (or none held): what a reused copy is checked against is theirs.
+            escapable = list(map(_CONTENT, _gather(previous_parts, previous.escapable_at)))
+            walked = [escape_key(escapable[index], opaque) for index in previous.walked_at]
+            held_size = _held_size(messages[: previous.count], previous_parts)
+        escapable += added_escapable
+        walked += [escape_key(escapable[index], opaque) for index in walked_at]
+        held_messages, held_parts = (*messages[:stop],), previous_parts + parts
+        held_size += _held_size(added, parts)
     return _Snapshot(
-        messages=(*held_messages, *added),
-        parts=held_parts + parts,
+        count=stop,
+        messages=held_messages,
+        parts=held_parts,
         kinds=previous.kinds + list(map(type, added)),
         lengths=previous.lengths + lengths,
         types=previous.types + list(map(type, parts)),
@@ -426,16 +453,31 @@ def _extended(
         other_at=previous.other_at + other_at,
         others=previous.others + others,
         escapable_at=previous.escapable_at + escapable_at,
-        escapable=escapable + added_escapable,
+        escapable=escapable,
         walked_at=previous.walked_at + walked_at,
-        walked=walked + added_walked,
+        walked=walked,
         opaque=opaque,
         state=state,
         sent_key=None,
         deliveries=(),
         sent={},
         sent_request=messages[stop] if stop < len(messages) else None,
-        size=previous.size + size,
+        content_size=content_size,
+        held_size=held_size,
+        size=content_size + held_size,
+    )
+
+
+def _held_size(messages: Sequence[ModelMessage], parts: list[Any]) -> int:
+    """About the memory of holding `messages` and their `parts`: the texts of the parts and of the instructions.
+
+    Requests often share one instructions string, which is counted once.
+    """
+    instructions = list(map(_instructions, messages))
+    return (
+        sum(map(sys.getsizeof, dict(zip(map(id, instructions), instructions, strict=True)).values()))
+        + sum(map(sys.getsizeof, map(getattr, parts, repeat('content'), repeat(None))))
+        + 128 * (len(messages) + len(parts))
     )
 
 
@@ -453,5 +495,33 @@ def _instructions(message: ModelMessage) -> str | None:
 
 
 _EMPTY = _Snapshot(
-    (), [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], WindowState(), None, (), {}, None, 0
+    count=0,
+    messages=(),
+    parts=[],
+    kinds=[],
+    lengths=[],
+    types=[],
+    prompt_at=[],
+    contents=[],
+    carrier_at=[],
+    record_at=[],
+    records=[],
+    integer_of=[],
+    integer_keys=[],
+    integers=[],
+    other_at=[],
+    others=[],
+    escapable_at=[],
+    escapable=[],
+    walked_at=[],
+    walked=[],
+    opaque=[],
+    state=WindowState(),
+    sent_key=None,
+    deliveries=(),
+    sent={},
+    sent_request=None,
+    content_size=0,
+    held_size=0,
+    size=0,
 )
