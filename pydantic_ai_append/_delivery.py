@@ -28,6 +28,7 @@ Two more details keep the prefix byte-stable:
 
 from __future__ import annotations
 
+import bisect
 import copy
 import threading
 import weakref
@@ -250,7 +251,9 @@ def deliver(
         built: Filled with the outgoing parts of each message rendered here that differs from its stored one.
     """
     # A delivery's first two fields are its position, and a slice of a named tuple is a plain tuple.
-    by_position = {delivery[:2]: delivery for delivery in deliveries}
+    # Deliveries are in history order, so those of the messages rendered here are the last ones.
+    first = bisect.bisect_left(deliveries, start, key=_message_index) if start else 0
+    by_position = {delivery[:2]: delivery for delivery in deliveries[first:]}
     path = renderer.path
     rendered = list(messages)
     if reused:
@@ -342,17 +345,23 @@ def _escaped_value(value: object) -> object:
     return value
 
 
+def _message_index(delivery: Delivery) -> int:
+    return delivery.message_index
+
+
 def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRequest:
     """A new request like `message` with other parts; downstream code needs new message objects on each request.
 
     This is what `copy.copy` does for a dataclass, without the generic copy protocol, which costs more than the
     rest of a delivery; `dataclasses.replace` costs more still. The parts are `message`'s own (already checked when
-    it was built) with carriers taken out or replaced by system prompts, or with their text escaped, so the request's `__post_init__` check of
-    its parts has nothing to check and isn't run again.
+    it was built) with carriers taken out or replaced by system prompts, or with their text escaped, so the request's
+    `__post_init__` check of its parts has nothing to check and isn't run again. The fields are copied into a dict of
+    the new object's own in one step, which is the cheapest way to make one.
     """
+    fields = message.__dict__.copy()
+    fields['parts'] = parts
     fresh = object.__new__(type(message))
-    fresh.__dict__.update(message.__dict__)
-    fresh.parts = parts
+    fresh.__dict__ = fields
     return fresh
 
 
@@ -382,8 +391,19 @@ def _carrier_sent(
         sent = UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
     else:
         sent = SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: change.wording})
-    if len(change.sent) < _SENT_PER_CHANGE:
+    limit, cost = (_WRAPPED_PER_CHANGE, _PART_BYTES + len(text)) if wrap else (_SENT_PER_CHANGE, _PART_BYTES)
+    # Counted apart from `sent`, which other threads may be adding to: a count a race leaves short lets an entry
+    # keep a part or two beyond its limit, never without end.
+    kept = change.wrapped_kept if wrap else change.inline_kept
+    if kept < limit:
         change.sent[sent_key] = sent
+        if wrap:
+            change.wrapped_kept += 1
+        else:
+            change.inline_kept += 1
+        # The entry's size grows with it, so the cache's bound counts the parts kept.
+        change.size += cost
+        _WORDINGS.put((delivery.delta, delivery.base_matches), change, size=change.size)
     return sent
 
 
@@ -394,6 +414,15 @@ class _Change:
     wording: dict[str, str]
     """The text on each path, keyed `'inline'` and `'wrapped'`; nothing changes it once made."""
 
+    size: int
+    """About the memory the entry keeps alive, its parts included."""
+
+    inline_kept: int = 0
+    """How many system prompt parts `sent` keeps."""
+
+    wrapped_kept: int = 0
+    """How many `<system>`-wrapped parts `sent` keeps."""
+
     sent: dict[tuple[str, bool, datetime], ModelRequestPart] = field(
         default_factory=dict[tuple[str, bool, datetime], ModelRequestPart]
     )
@@ -403,10 +432,18 @@ class _Change:
     built anew for each request."""
 
 
-_SENT_PER_CHANGE = 6
-"""The most parts kept for one change: one per path and way of wrapping, with room for a record copied into another
-request (another timestamp). Parts beyond it are built every time, so a record copied many times can't grow an
-entry."""
+_SENT_PER_CHANGE = 64
+"""The most system prompt parts kept for one change. A change's value can recur in a conversation (a todo item
+ticked and unticked), each time in a carrier of its own timestamp, and a history freshly loaded from JSON delivers
+all of them on each request; parts beyond the limit are built every time, so a record copied many times can't grow
+an entry without end."""
+
+_WRAPPED_PER_CHANGE = 4
+"""The most `<system>`-wrapped parts kept for one change (each holds a text of its own; only a resumed turn is
+wrapped here)."""
+
+_PART_BYTES = 512
+"""About the memory one kept part takes besides its text: the part, its metadata dict, the key."""
 
 
 _WORDINGS = BoundedCache[tuple[InstructionDeltaPart, bool], _Change](
@@ -417,7 +454,7 @@ _WORDINGS = BoundedCache[tuple[InstructionDeltaPart, bool], _Change](
 Every request of a window delivers all of its changes again, and one lookup gives both texts. Keyed by the record's
 value (records are frozen, and compare and hash by their fields), so a record decoded again from history freshly
 loaded from JSON finds the wording rendered before. The entry's size counts the record's texts, each path's text,
-and the text of a `<system>`-wrapped part.
+and the parts kept (a `<system>`-wrapped part's text too), and grows as parts are kept.
 """
 
 
@@ -425,17 +462,12 @@ def _change_of(delta: InstructionDeltaPart, base_matches: bool) -> _Change:
     key = (delta, base_matches)
     if (change := _WORDINGS.get(key)) is not None:
         return change
-    change = _Change(
-        {
-            'inline': InlineRenderer().change(delta, base_matches=base_matches),
-            'wrapped': WrappedRenderer().change(delta, base_matches=base_matches),
-        }
-    )
-    _WORDINGS.put(
-        key,
-        change,
-        size=size_of([*change.wording.values(), change.wording['wrapped'], delta.content, delta.diff]) + 512,
-    )
+    wording = {
+        'inline': InlineRenderer().change(delta, base_matches=base_matches),
+        'wrapped': WrappedRenderer().change(delta, base_matches=base_matches),
+    }
+    change = _Change(wording, size=size_of([*wording.values(), delta.content, delta.diff]) + 512)
+    _WORDINGS.put(key, change, size=change.size)
     return change
 
 

@@ -6,10 +6,16 @@ Unit tests: the bounds are far too large to reach through an agent in a test.
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 
 from inline_snapshot import snapshot
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 
-from pydantic_ai_append._cache import BoundedCache, size_of
+from pydantic_ai_append import InstructionDeltaPart
+from pydantic_ai_append._cache import BoundedCache, process_caches, size_of
+from pydantic_ai_append._delivery import deliver
+from pydantic_ai_append._rendering import InlineRenderer
+from pydantic_ai_append._window import Delivery
 
 
 def test_the_oldest_entries_go_first_past_the_entry_bound():
@@ -88,3 +94,34 @@ def test_a_cleared_cache_holds_nothing_and_fills_again():
     assert (len(cache), cache.size, cache.get('a')) == (0, 0, None)
     cache.put('b', 'B', size=10)
     assert (len(cache), cache.size, cache.get('b')) == (1, 10, 'B')
+
+
+def _delivered_parts(timestamps: int, *, wrap: bool) -> tuple[list[object], int]:
+    """The parts `deliver` sends for one change recorded in `timestamps` carriers of their own, and its entry's size."""
+    change = InstructionDeltaPart(id=f'capability:c:wrap-{wrap}', content='- [x] one', base_hash=None)
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[SystemPromptPart('', timestamp=start + timedelta(seconds=index))])
+        for index in range(timestamps)
+    ]
+    deliveries = [Delivery(index, 0, change, False) for index in range(timestamps)]
+    first = deliver(messages, deliveries, InlineRenderer(), wrap=wrap)
+    again = deliver(messages, deliveries, InlineRenderer(), wrap=wrap)
+    entry = process_caches()['change wordings'].get((change, False))
+    assert entry is not None
+    kept: list[object] = [
+        before.parts[0] for before, after in zip(first, again, strict=True) if before.parts[0] is after.parts[0]
+    ]
+    size: int = entry.size
+    return kept, size
+
+
+def test_a_change_keeps_its_delivered_parts_up_to_a_bound_and_its_entry_counts_them():
+    kept, size = _delivered_parts(100, wrap=False)
+    # One part per carrier timestamp is kept and sent again, up to the bound; the rest are built on each request.
+    assert len(kept) == 64
+    assert size > 64 * 512
+    # `<system>`-wrapped parts, each with a text of its own, are kept fewer.
+    wrapped, wrapped_size = _delivered_parts(10, wrap=True)
+    assert len(wrapped) == 4
+    assert wrapped_size < size
