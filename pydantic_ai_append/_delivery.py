@@ -257,8 +257,16 @@ def deliver(
     path = renderer.path
     rendered = list(messages)
     if reused:
+        # `_with_parts` written out: this runs for every request of the history that carries a change, on every
+        # request, where a call per message costs as much as the copy.
+        new = object.__new__
         for index, sent_parts in reused.items():
-            rendered[index] = _with_parts(cast(ModelRequest, messages[index]), list(sent_parts))
+            message = messages[index]
+            fields = message.__dict__.copy()
+            fields['parts'] = list(sent_parts)
+            fresh = new(type(message))
+            fresh.__dict__ = fields
+            rendered[index] = fresh
     changes: dict[tuple[int, bool], _Change] = {}
     # This runs on every request over the history not rendered before: a type check and a look at the text of each
     # part that can't change, and a new message only for a request that has a carrier or a part to escape, whose

@@ -10,8 +10,6 @@ objects, and that nothing crosses from one conversation to another.
 from __future__ import annotations
 
 import copy
-import gc
-import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, cast
@@ -591,14 +589,13 @@ def test_a_history_loaded_afresh_each_request_is_not_kept_alive_by_the_fold(scan
     # the next history is the server's, not the next request's.
     value = ['one']
     agent = build_agent(value)
-    history = grown(agent, value, ['one', 'two', 'three'], 'c1')
-    agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
-    copy_ = loaded(history)
-    first = weakref.ref(copy_[0])
-    agent.run_sync('again', message_history=copy_, conversation_id='c1')
-    del copy_
-    gc.collect()
-    assert first() is None
+    history = grown(agent, value, ['one', 'two', 'three'], 'loaded each request')
+    agent.run_sync('again', message_history=loaded(history), conversation_id='loaded each request')
+    copied = loaded(history)
+    agent.run_sync('again', message_history=copied, conversation_id='loaded each request')
+    held = [message for _, kept in process_caches()['conversation folds'].items() for message in (kept.messages or ())]
+    assert held
+    assert all(message is not copied_message for message in held for copied_message in copied)
     scans.clear()
-    agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
+    agent.run_sync('again', message_history=loaded(history), conversation_id='loaded each request')
     assert scans[0] > 0
