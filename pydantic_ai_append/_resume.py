@@ -144,6 +144,9 @@ class _Snapshot:
     sent: dict[int, tuple[ModelRequestPart, ...]]
     """The outgoing parts of each message of `messages` that was sent other than stored, by index."""
 
+    sent_size: int
+    """About the memory of the parts in `sent`."""
+
     sent_request: ModelMessage | None
     """The request that was being sent when the snapshot was taken (folded apart, so not in `messages`)."""
 
@@ -292,10 +295,19 @@ class Fold:
             return
         cut = bisect.bisect_left(deliveries, self._stop, key=_message_index)
         sent = {index: parts for index, parts in built.items() if index < self._stop} if self._hold else {}
+        # Counted as the parts are added: what was reused was counted when it was built.
+        sent_size = sum(64 * (1 + len(parts)) for parts in sent.values())
         if self._reused and self._previous is not None:
             sent = {**self._previous.sent, **sent}
-        size = snapshot.size + sum(64 * (1 + len(parts)) for parts in sent.values())
-        snapshot = replace(snapshot, sent_key=sent_key, deliveries=tuple(deliveries[:cut]), sent=sent, size=size)
+            sent_size += self._previous.sent_size
+        snapshot = replace(
+            snapshot,
+            sent_key=sent_key,
+            deliveries=tuple(deliveries[:cut]),
+            sent=sent,
+            sent_size=sent_size,
+            size=snapshot.size + sent_size,
+        )
         _FOLDS.put(self._scope, snapshot, size=snapshot.size)
 
 
@@ -461,6 +473,7 @@ def _extended(
         sent_key=None,
         deliveries=(),
         sent={},
+        sent_size=0,
         sent_request=messages[stop] if stop < len(messages) else None,
         content_size=content_size,
         held_size=held_size,
@@ -520,6 +533,7 @@ _EMPTY = _Snapshot(
     sent_key=None,
     deliveries=(),
     sent={},
+    sent_size=0,
     sent_request=None,
     content_size=0,
     held_size=0,
