@@ -49,6 +49,7 @@ __all__ = ('Fold', 'SentKey', 'escape_key')
 
 _PARTS = attrgetter('parts')
 _CONTENT = attrgetter('content')
+_TIMESTAMP = attrgetter('timestamp')
 _METADATA = attrgetter('metadata')
 _RECORD = itemgetter(RECORD_KEY)
 _FLAT = frozenset({str, int, type(None)})
@@ -124,13 +125,19 @@ class _Snapshot:
     `messages`)."""
 
     walked_at: list[int]
-    """Which of `escapable_at`'s parts don't hold a string (a list, a dict), whose items can be changed in place."""
+    """Which of `escapable` aren't strings (a list, a dict), whose items can be changed in place."""
 
     walked: list[Hashable]
     """What each of those held, as `escape_key` gives it (held with `messages`)."""
 
     opaque: list[object]
     """The objects inside `walked` that `deliver` doesn't look into, kept alive so their ids name them."""
+
+    timestamps: list[object]
+    """The timestamp of each carrier (held with `messages`): a delivered change is sent with its carrier's."""
+
+    copied: list[tuple[Any, dict[str, Any]]]
+    """Each part `sent` holds an escaped copy of, with its fields as they were (held with `messages`)."""
 
     state: WindowState
     """The window in effect after `messages`."""
@@ -188,7 +195,7 @@ def _folds_alike(snapshot: _Snapshot, prefix: Sequence[ModelMessage], parts: lis
     except (KeyError, TypeError):
         return False
     # Equal by value, then every integer the same object: `True == 1`, but `True is not 1`.
-    if records != snapshot.records:
+    if records != snapshot.records or not all(map(is_, map(type, records), repeat(dict))):
         return False
     if not all(map(is_, map(getitem, _gather(records, snapshot.integer_of), snapshot.integer_keys), snapshot.integers)):
         return False
@@ -297,15 +304,25 @@ class Fold:
         sent = {index: parts for index, parts in built.items() if index < self._stop} if self._hold else {}
         # Counted as the parts are added: what was reused was counted when it was built.
         sent_size = sum(64 * (1 + len(parts)) for parts in sent.values())
+        copied: list[tuple[Any, dict[str, Any]]] = []
+        for index, outgoing in sent.items():
+            # The user prompts and tool returns sent as escaped copies, whose other fields the copies keep.
+            kept = set(map(id, outgoing))
+            for part in self._messages[index].parts:
+                if isinstance(part, UserPromptPart | ToolReturnPart) and id(part) not in kept:
+                    copied.append((part, dict(part.__dict__)))
+                    sent_size += 2 * _content_size(part.content)
         if self._reused and self._previous is not None:
             sent = {**self._previous.sent, **sent}
             sent_size += self._previous.sent_size
+            copied = self._previous.copied + copied
         snapshot = replace(
             snapshot,
             sent_key=sent_key,
             deliveries=tuple(deliveries[:cut]),
             sent=sent,
             sent_size=sent_size,
+            copied=copied,
             size=snapshot.size + sent_size,
         )
         _FOLDS.put(self._scope, snapshot, size=snapshot.size)
@@ -324,15 +341,24 @@ def escape_key(value: object, opaque: list[object]) -> Hashable:
 
     `deliver` leaves any other object as it is, so such an object is named by its id (and added to `opaque`, which
     keeps it alive so the id can't name another).
+
+    ```python
+    from pydantic_ai_append._resume import escape_key
+
+    print(escape_key(['a', {'b': 'c'}], []) == escape_key(['a', {'b': 'c'}], []))
+    #> True
+    ```
     """
-    if type(value) is str:
-        return value
-    if type(value) is list or type(value) is tuple:
+    # The same tests, in the same order, as `_delivery._escaped_value` makes: subclasses are looked through too.
+    if isinstance(value, str):
+        # A subclass is named by its characters, which are all that escaping reads.
+        return value if type(value) is str else (type(value), str.__str__(value))
+    if isinstance(value, list | tuple):
         kind: type = type(cast(object, value))
         return (kind, tuple(escape_key(item, opaque) for item in cast(Sequence[object], value)))
-    if type(value) is dict:
+    if isinstance(value, dict):
         items = cast(dict[Hashable, object], value).items()
-        return (dict, tuple((name, escape_key(item, opaque)) for name, item in items))
+        return (type(cast(object, value)), tuple((name, escape_key(item, opaque)) for name, item in items))
     opaque.append(value)
     return (_OPAQUE, id(value))
 
@@ -345,6 +371,13 @@ def _same_escapable(snapshot: _Snapshot, parts: list[Any]) -> bool:
     """
     contents: list[object] = list(map(_CONTENT, _gather(parts, snapshot.escapable_at)))
     if not all(map(is_, contents, snapshot.escapable)):
+        return False
+    # A part sent as an escaped copy is sent with the other fields it had then; a change is sent with the timestamp
+    # of its carrier.
+    if not all(part.__dict__ == fields for part, fields in snapshot.copied):
+        return False
+    carriers = _gather(_gather(parts, snapshot.prompt_at), snapshot.carrier_at)
+    if not all(map(is_, map(_TIMESTAMP, carriers), snapshot.timestamps)):
         return False
     ignored: list[object] = []
     return all(
@@ -384,10 +417,6 @@ def _extended(
         escapable_flags.extend(request and isinstance(part, UserPromptPart | ToolReturnPart) for part in message.parts)
     offset = len(previous.types)
     escapable_at = [offset + index for index in compress(range(len(parts)), escapable_flags)]
-    added_escapable: list[object] = list(map(_CONTENT, compress(parts, escapable_flags)))
-    walked_at = [
-        len(previous.escapable_at) + index for index, value in enumerate(added_escapable) if type(value) is not str
-    ]
     prompt_at = [offset + index for index in compress(range(len(parts)), prompt_flags)]
     prompts = cast(list[SystemPromptPart], list(compress(parts, prompt_flags)))
     contents: list[str] = list(map(_CONTENT, prompts))
@@ -431,22 +460,25 @@ def _extended(
     held_messages: tuple[ModelMessage, ...] | None = None
     held_parts: list[Any] | None = None
     escapable: list[object] = []
+    walked_at: list[int] = []
     walked: list[Hashable] = []
     opaque: list[object] = []
+    timestamps: list[object] = []
     held_size = 0
     if hold:
-        if same_objects:
-            escapable, walked, opaque = list(previous.escapable), list(previous.walked), list(previous.opaque)
-            held_size = previous.held_size
-        else:
-            # Other objects than the snapshot's (or none held): what a reused copy is checked against is theirs.
-            escapable = list(map(_CONTENT, _gather(previous_parts, previous.escapable_at)))
-            walked = [escape_key(escapable[index], opaque) for index in previous.walked_at]
-            held_size = _held_size(messages[: previous.count], previous_parts)
-        escapable += added_escapable
-        walked += [escape_key(escapable[index], opaque) for index in walked_at]
         held_messages, held_parts = (*messages[:stop],), previous_parts + parts
-        held_size += _held_size(added, parts)
+        # What a reused copy will be checked against: what these objects hold now, which is what `deliver` read for
+        # the copy kept with this snapshot (built now, or reused because they held what they held before).
+        escapable = list(map(_CONTENT, _gather(held_parts, [*previous.escapable_at, *escapable_at])))
+        walked_at = [index for index, value in enumerate(escapable) if not isinstance(value, str)]
+        walked = [escape_key(escapable[index], opaque) for index in walked_at]
+        carrier_parts = _gather(
+            _gather(held_parts, [*previous.prompt_at, *prompt_at]), previous.carrier_at + carrier_at
+        )
+        timestamps = list(map(_TIMESTAMP, carrier_parts))
+        held_size = (
+            previous.held_size if same_objects else _held_size(messages[: previous.count], previous_parts)
+        ) + _held_size(added, parts)
     return _Snapshot(
         count=stop,
         messages=held_messages,
@@ -466,9 +498,11 @@ def _extended(
         others=previous.others + others,
         escapable_at=previous.escapable_at + escapable_at,
         escapable=escapable,
-        walked_at=previous.walked_at + walked_at,
+        walked_at=walked_at,
         walked=walked,
         opaque=opaque,
+        timestamps=timestamps,
+        copied=[],
         state=state,
         sent_key=None,
         deliveries=(),
@@ -477,8 +511,16 @@ def _extended(
         sent_request=messages[stop] if stop < len(messages) else None,
         content_size=content_size,
         held_size=held_size,
-        size=content_size + held_size,
+        size=content_size + held_size + _request_size(messages, stop),
     )
+
+
+def _request_size(messages: Sequence[ModelMessage], stop: int) -> int:
+    """About the memory of holding the request being sent (`sent_request`), held whether or not the others are."""
+    if stop >= len(messages):
+        return 0
+    request = messages[stop]
+    return _held_size([request], list(_PARTS(request)))
 
 
 def _held_size(messages: Sequence[ModelMessage], parts: list[Any]) -> int:
@@ -489,9 +531,21 @@ def _held_size(messages: Sequence[ModelMessage], parts: list[Any]) -> int:
     instructions = list(map(_instructions, messages))
     return (
         sum(map(sys.getsizeof, dict(zip(map(id, instructions), instructions, strict=True)).values()))
-        + sum(map(sys.getsizeof, map(getattr, parts, repeat('content'), repeat(None))))
+        + sum(map(_content_size, map(getattr, parts, repeat('content'), repeat(None))))
         + 128 * (len(messages) + len(parts))
     )
+
+
+def _content_size(value: object) -> int:
+    """About the memory a part's content takes: its strings, through lists, tuples and dicts."""
+    if isinstance(value, str):
+        return sys.getsizeof(value)
+    if isinstance(value, list | tuple):
+        return 64 + sum(map(_content_size, cast(Sequence[object], value)))
+    if isinstance(value, dict):
+        items = cast(dict[object, object], value).items()
+        return 64 + sum(_content_size(name) + _content_size(item) for name, item in items)
+    return sys.getsizeof(value)
 
 
 def _key_size(key: object) -> int:
@@ -527,6 +581,8 @@ _EMPTY = _Snapshot(
     escapable_at=[],
     escapable=[],
     walked_at=[],
+    timestamps=[],
+    copied=[],
     walked=[],
     opaque=[],
     state=WindowState(),
