@@ -28,7 +28,6 @@ Two more details keep the prefix byte-stable:
 
 from __future__ import annotations
 
-import bisect
 import copy
 import threading
 import weakref
@@ -54,7 +53,7 @@ from ._compat import ask_for_framing_announcement
 from ._history import is_carrier
 from ._records import InstructionDeltaPart
 from ._rendering import InlineRenderer, Renderer, WrappedRenderer, escape
-from ._window import Delivery
+from ._window import Delivery, first_delivery_at
 
 __all__ = (
     'DELIVERED',
@@ -252,7 +251,7 @@ def deliver(
     """
     # A delivery's first two fields are its position, and a slice of a named tuple is a plain tuple.
     # Deliveries are in history order, so those of the messages rendered here are the last ones.
-    first = bisect.bisect_left(deliveries, start, key=_message_index) if start else 0
+    first = first_delivery_at(deliveries, start) if start else 0
     by_position = {delivery[:2]: delivery for delivery in deliveries[first:]}
     path = renderer.path
     rendered = list(messages)
@@ -351,10 +350,6 @@ def _escaped_value(value: object) -> object:
         new_values = {key: _escaped_value(item) for key, item in mapping.items()}
         return unchanged if all(new_values[key] is item for key, item in mapping.items()) else new_values
     return value
-
-
-def _message_index(delivery: Delivery) -> int:
-    return delivery.message_index
 
 
 def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRequest:

@@ -24,9 +24,8 @@ the history it was folded from, and its size counts that history's text.
 
 from __future__ import annotations
 
-import bisect
 import sys
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, compress, repeat
 from operator import attrgetter, getitem, is_, itemgetter, not_
@@ -43,7 +42,7 @@ from pydantic_ai.messages import (
 
 from ._cache import BoundedCache, content_key
 from ._history import RECORD_KEY, scan
-from ._window import Delivery, WindowState, fold_window
+from ._window import Delivery, WindowState, first_delivery_at, fold_window
 
 __all__ = ('Fold', 'SentKey', 'escape_key')
 
@@ -53,7 +52,6 @@ _TIMESTAMP = attrgetter('timestamp')
 _METADATA = attrgetter('metadata')
 _RECORD = itemgetter(RECORD_KEY)
 _FLAT = frozenset({str, int, type(None)})
-_VALUES: Callable[[dict[str, Any]], Iterable[Any]] = dict[str, Any].values
 
 SentKey = tuple[str, bool, bool]
 """What the outgoing parts were built for: the delivery path, `<system>` wrapping here, escaping of others' text."""
@@ -274,7 +272,7 @@ class Fold:
         if not _same_escapable(previous, self._parts):
             return {}, 0
         start = self._start
-        cut = bisect.bisect_left(deliveries, start, key=_message_index)
+        cut = first_delivery_at(deliveries, start)
         if tuple(deliveries[:cut]) != previous.deliveries:
             return {}, 0
         self._reused = True
@@ -300,7 +298,7 @@ class Fold:
         )
         if snapshot is None:
             return
-        cut = bisect.bisect_left(deliveries, self._stop, key=_message_index)
+        cut = first_delivery_at(deliveries, self._stop)
         sent = {index: parts for index, parts in built.items() if index < self._stop} if self._hold else {}
         # Counted as the parts are added: what was reused was counted when it was built.
         sent_size = sum(64 * (1 + len(parts)) for parts in sent.values())
@@ -326,10 +324,6 @@ class Fold:
             size=snapshot.size + sent_size,
         )
         _FOLDS.put(self._scope, snapshot, size=snapshot.size)
-
-
-def _message_index(delivery: Delivery) -> int:
-    return delivery.message_index
 
 
 _OPAQUE = object()
@@ -470,7 +464,7 @@ def _extended(
         # What a reused copy will be checked against: what these objects hold now, which is what `deliver` read for
         # the copy kept with this snapshot (built now, or reused because they held what they held before).
         escapable = list(map(_CONTENT, _gather(held_parts, [*previous.escapable_at, *escapable_at])))
-        walked_at = [index for index, value in enumerate(escapable) if not isinstance(value, str)]
+        walked_at = list(compress(range(len(escapable)), map(not_, map(isinstance, escapable, repeat(str)))))
         walked = [escape_key(escapable[index], opaque) for index in walked_at]
         carrier_parts = _gather(
             _gather(held_parts, [*previous.prompt_at, *prompt_at]), previous.carrier_at + carrier_at

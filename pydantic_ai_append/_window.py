@@ -18,6 +18,7 @@ for this request, and says what to record and what to send.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
@@ -40,6 +41,7 @@ __all__ = (
     'Delivery',
     'WindowPlan',
     'WindowState',
+    'first_delivery_at',
     'fold_window',
     'plan_request',
     'split_recorded_prefix',
@@ -103,6 +105,15 @@ class WindowState:
     hashes: dict[str, str | None] = field(default_factory=dict[str, 'str | None'])
     """The digest of each of `received`'s texts (`None` for a withdrawn block), kept so that a fold resumed from
     this state doesn't hash the blocks' texts again."""
+
+
+def first_delivery_at(deliveries: Sequence[Delivery], message_index: int) -> int:
+    """Where in `deliveries` (in history order) the first one carried at or after `message_index` is."""
+    return bisect.bisect_left(deliveries, message_index, key=_message_index)
+
+
+def _message_index(delivery: Delivery) -> int:
+    return delivery.message_index
 
 
 def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | None = None) -> WindowState:
