@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from operator import attrgetter, getitem, is_, itemgetter, not_
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -57,7 +57,7 @@ SentKey = tuple[str, bool, bool]
 """What the outgoing parts were built for: the delivery path, `<system>` wrapping here, escaping of others' text."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Snapshot:
     """A conversation's history as one request folded it: what it held, and the window after it.
 
@@ -75,6 +75,22 @@ class _Snapshot:
 
     parts: list[Any] | None
     """Every part of every message, in order: the objects, held with `messages`."""
+
+    prompts: list[Any] | None
+    """The system prompts of requests among `parts` (at `prompt_at`): the objects, held with `messages`, so a request
+    over the same objects reads them without gathering them again."""
+
+    carriers: list[Any] | None
+    """The system prompts among `prompts` with no text (at `carrier_at`): the objects, held with `messages`."""
+
+    record_carriers: list[Any] | None
+    """The carriers of flat records among `carriers` (at `record_at`): the objects, held with `messages`."""
+
+    other_carriers: list[Any] | None
+    """The other prompts among `carriers` (at `other_at`): the objects, held with `messages`."""
+
+    escapable_parts: list[Any] | None
+    """The user prompts and tool returns among `parts` (at `escapable_at`): the objects, held with `messages`."""
 
     kinds: list[type]
     """The type of each message."""
@@ -175,21 +191,32 @@ def _gather(items: Sequence[Any], at: Iterable[int]) -> list[Any]:
     return list(map(items.__getitem__, at))
 
 
-def _folds_alike(snapshot: _Snapshot, prefix: Sequence[ModelMessage], parts: list[Any], *, same_objects: bool) -> bool:
-    """Whether `prefix` (with its `parts`) folds as `snapshot`'s messages did: the same records at the same places.
+def _folds_alike(
+    snapshot: _Snapshot, lists: list[list[Any]], prefix: Sequence[ModelMessage], parts: list[Any], *, same_objects: bool
+) -> bool:
+    """Whether `prefix` (with its parts `lists`, and those `parts` in one list) folds as `snapshot`'s messages did: the
+    same records at the same places.
 
-    With `same_objects`, `prefix` and `parts` are the very objects the snapshot was taken of, whose types are known.
+    With `same_objects`, `prefix` and `parts` are the very objects the snapshot was taken of, whose types are known
+    and whose system prompts the snapshot holds.
     """
-    if list(map(len, map(_PARTS, prefix))) != snapshot.lengths:
+    if list(map(len, lists)) != snapshot.lengths:
         return False
-    if not same_objects and (list(map(type, prefix)) != snapshot.kinds or list(map(type, parts)) != snapshot.types):
+    if same_objects:
+        prompts = cast(list[Any], snapshot.prompts)
+        record_carriers = cast(list[Any], snapshot.record_carriers)
+        others: list[Any] = list(map(_METADATA, cast(list[Any], snapshot.other_carriers)))
+    elif list(map(type, prefix)) != snapshot.kinds or list(map(type, parts)) != snapshot.types:
         return False
-    prompts = _gather(parts, snapshot.prompt_at)
+    else:
+        prompts = _gather(parts, snapshot.prompt_at)
+        carriers = _gather(prompts, snapshot.carrier_at)
+        record_carriers = _gather(carriers, snapshot.record_at)
+        others = list(map(_METADATA, _gather(carriers, snapshot.other_at)))
     if list(map(_CONTENT, prompts)) != snapshot.contents:
         return False
-    metadata: list[Any] = list(map(_METADATA, _gather(prompts, snapshot.carrier_at)))
     try:
-        records: list[Any] = list(map(_RECORD, _gather(metadata, snapshot.record_at)))
+        records: list[Any] = list(map(_RECORD, map(_METADATA, record_carriers)))
     except (KeyError, TypeError):
         return False
     # Equal by value, then every integer the same object: `True == 1`, but `True is not 1`.
@@ -197,10 +224,7 @@ def _folds_alike(snapshot: _Snapshot, prefix: Sequence[ModelMessage], parts: lis
         return False
     if not all(map(is_, map(getitem, _gather(records, snapshot.integer_of), snapshot.integer_keys), snapshot.integers)):
         return False
-    return all(
-        (type(held), content_key(held)) == key
-        for held, key in zip(_gather(metadata, snapshot.other_at), snapshot.others, strict=True)
-    )
+    return all((type(held), content_key(held)) == key for held, key in zip(others, snapshot.others, strict=True))
 
 
 class Fold:
@@ -232,14 +256,15 @@ class Fold:
         if previous is not None and len(messages) >= previous.count:
             count = previous.count
             prefix = messages[:count]
-            parts = list(chain.from_iterable(map(_PARTS, prefix)))
+            lists: list[list[Any]] = list(map(_PARTS, prefix))
+            parts = list(chain.from_iterable(lists))
             same_objects = (
                 previous.messages is not None
                 and previous.parts is not None
                 and all(map(is_, prefix, previous.messages))
                 and all(map(is_, parts, previous.parts))
             )
-            if _folds_alike(previous, prefix, parts, same_objects=same_objects):
+            if _folds_alike(previous, lists, prefix, parts, same_objects=same_objects):
                 self._previous, self._parts, self._same_objects = previous, parts, same_objects
                 # Other objects holding the same are a history loaded afresh, which its caller drops after the
                 # request: holding them would keep a second copy of the history alive and free the one held before
@@ -269,7 +294,7 @@ class Fold:
         previous = self._previous
         if previous is None or not self._same_objects or previous.sent_key != sent_key:
             return {}, 0
-        if not _same_escapable(previous, self._parts):
+        if not _same_escapable(previous):
             return {}, 0
         start = self._start
         cut = first_delivery_at(deliveries, start)
@@ -287,18 +312,6 @@ class Fold:
         """Keep this fold and the outgoing parts built for its history, for the conversation's next request."""
         if self._scope is None:
             return
-        snapshot = _extended(
-            self._previous,
-            self._parts,
-            self._messages,
-            self._stop,
-            self._kept,
-            same_objects=self._same_objects,
-            hold=self._hold,
-        )
-        if snapshot is None:
-            return
-        cut = first_delivery_at(deliveries, self._stop)
         sent = {index: parts for index, parts in built.items() if index < self._stop} if self._hold else {}
         # Counted as the parts are added: what was reused was counted when it was built.
         sent_size = sum(64 * (1 + len(parts)) for parts in sent.values())
@@ -310,20 +323,36 @@ class Fold:
                 if isinstance(part, UserPromptPart | ToolReturnPart) and id(part) not in kept:
                     copied.append((part, dict(part.__dict__)))
                     sent_size += 2 * _content_size(part.content)
-        if self._reused and self._previous is not None:
-            sent = {**self._previous.sent, **sent}
-            sent_size += self._previous.sent_size
-            copied = self._previous.copied + copied
-        snapshot = replace(
-            snapshot,
-            sent_key=sent_key,
-            deliveries=tuple(deliveries[:cut]),
-            sent=sent,
-            sent_size=sent_size,
-            copied=copied,
-            size=snapshot.size + sent_size,
+        previous = self._previous
+        if self._reused and previous is not None:
+            sent = {**previous.sent, **sent}
+            sent_size += previous.sent_size
+            copied = previous.copied + copied
+        snapshot = _extended(
+            previous,
+            self._parts,
+            self._messages,
+            self._stop,
+            self._kept,
+            same_objects=self._same_objects,
+            hold=self._hold,
+            checked=self._reused,
+            sent=_Sent(
+                sent_key, tuple(deliveries[: first_delivery_at(deliveries, self._stop)]), sent, sent_size, copied
+            ),
         )
-        _FOLDS.put(self._scope, snapshot, size=snapshot.size)
+        if snapshot is not None:
+            _FOLDS.put(self._scope, snapshot, size=snapshot.size)
+
+
+class _Sent(NamedTuple):
+    """What a snapshot keeps of the outgoing copy built for its messages (see `_Snapshot`'s fields of these names)."""
+
+    sent_key: SentKey
+    deliveries: tuple[Delivery, ...]
+    sent: dict[int, tuple[ModelRequestPart, ...]]
+    sent_size: int
+    copied: list[tuple[Any, dict[str, Any]]]
 
 
 _OPAQUE = object()
@@ -357,21 +386,20 @@ def escape_key(value: object, opaque: list[object]) -> Hashable:
     return (_OPAQUE, id(value))
 
 
-def _same_escapable(snapshot: _Snapshot, parts: list[Any]) -> bool:
-    """Whether the user prompts and tool returns among `parts` hold what they held when `snapshot` was taken.
+def _same_escapable(snapshot: _Snapshot) -> bool:
+    """Whether the user prompts and tool returns `snapshot` holds hold what they held when it was taken.
 
     The outgoing copy kept for a message holds their text as it was escaped then, and a message kept as it was
     sent had nothing to escape: either is sent again only if their content is still the same.
     """
-    contents: list[object] = list(map(_CONTENT, _gather(parts, snapshot.escapable_at)))
+    contents: list[object] = list(map(_CONTENT, cast(list[Any], snapshot.escapable_parts)))
     if not all(map(is_, contents, snapshot.escapable)):
         return False
     # A part sent as an escaped copy is sent with the other fields it had then; a change is sent with the timestamp
     # of its carrier.
     if not all(part.__dict__ == fields for part, fields in snapshot.copied):
         return False
-    carriers = _gather(_gather(parts, snapshot.prompt_at), snapshot.carrier_at)
-    if not all(map(is_, map(_TIMESTAMP, carriers), snapshot.timestamps)):
+    if not all(map(is_, map(_TIMESTAMP, cast(list[Any], snapshot.carriers)), snapshot.timestamps)):
         return False
     ignored: list[object] = []
     return all(
@@ -389,12 +417,15 @@ def _extended(
     *,
     same_objects: bool,
     hold: bool,
+    checked: bool,
+    sent: _Sent,
 ) -> _Snapshot | None:
     """A snapshot of `messages[:stop]`: `previous`'s with the messages after it added, or `None` if one can't be kept.
 
     `previous_parts` are the parts of the messages `previous` folded, as `messages` holds them now; `same_objects`
-    says whether they are the very objects `previous` holds, and `hold` whether the snapshot is to hold `messages`'
-    objects, for reusing their outgoing copy.
+    says whether they are the very objects `previous` holds, `hold` whether the snapshot is to hold `messages`'
+    objects, for reusing their outgoing copy, and `checked` whether what `previous` compares a reused copy against
+    was found unchanged in this request (its copy was reused). `sent` is what is kept of this request's copy.
     """
     if previous is None:
         previous = _EMPTY
@@ -417,7 +448,8 @@ def _extended(
     # Only a system prompt without text can be a carrier: one with text is compared by its text.
     empty_at = list(compress(range(len(prompts)), map(not_, contents)))
     carrier_at = [len(previous.contents) + index for index in empty_at]
-    metadata: list[dict[str, Any] | None] = [prompts[index].metadata for index in empty_at]
+    carriers = [prompts[index] for index in empty_at]
+    metadata: list[dict[str, Any] | None] = list(map(_METADATA, carriers))
     record_at: list[int] = []
     records: list[dict[str, Any]] = []
     integer_of: list[int] = []
@@ -453,6 +485,11 @@ def _extended(
     )
     held_messages: tuple[ModelMessage, ...] | None = None
     held_parts: list[Any] | None = None
+    held_prompts: list[Any] | None = None
+    held_carriers: list[Any] | None = None
+    held_records: list[Any] | None = None
+    held_others: list[Any] | None = None
+    held_escapable: list[Any] | None = None
     escapable: list[object] = []
     walked_at: list[int] = []
     walked: list[Hashable] = []
@@ -461,15 +498,23 @@ def _extended(
     held_size = 0
     if hold:
         held_messages, held_parts = (*messages[:stop],), previous_parts + parts
-        # What a reused copy will be checked against: what these objects hold now, which is what `deliver` read for
-        # the copy kept with this snapshot (built now, or reused because they held what they held before).
-        escapable = list(map(_CONTENT, _gather(held_parts, [*previous.escapable_at, *escapable_at])))
-        walked_at = list(compress(range(len(escapable)), map(not_, map(isinstance, escapable, repeat(str)))))
-        walked = [escape_key(escapable[index], opaque) for index in walked_at]
-        carrier_parts = _gather(
-            _gather(held_parts, [*previous.prompt_at, *prompt_at]), previous.carrier_at + carrier_at
+        added_escapable = list(compress(parts, escapable_flags))
+        if same_objects and previous.prompts is not None:
+            # `previous` holds these very objects: only the messages added are gathered.
+            held_prompts = previous.prompts + prompts
+            held_carriers = cast(list[Any], previous.carriers) + carriers
+            held_records = cast(list[Any], previous.record_carriers) + _gather(carriers, _shifted(record_at, previous))
+            held_others = cast(list[Any], previous.other_carriers) + _gather(carriers, _shifted(other_at, previous))
+            held_escapable = cast(list[Any], previous.escapable_parts) + added_escapable
+        else:
+            held_prompts = _gather(held_parts, [*previous.prompt_at, *prompt_at])
+            held_carriers = _gather(held_prompts, previous.carrier_at + carrier_at)
+            held_records = _gather(held_carriers, previous.record_at + record_at)
+            held_others = _gather(held_carriers, previous.other_at + other_at)
+            held_escapable = _gather(held_parts, [*previous.escapable_at, *escapable_at])
+        escapable, walked_at, walked, opaque, timestamps = _compared(
+            previous, held_escapable, held_carriers, added_escapable, carriers, checked=checked
         )
-        timestamps = list(map(_TIMESTAMP, carrier_parts))
         held_size = (
             previous.held_size if same_objects else _held_size(messages[: previous.count], previous_parts)
         ) + _held_size(added, parts)
@@ -477,6 +522,11 @@ def _extended(
         count=stop,
         messages=held_messages,
         parts=held_parts,
+        prompts=held_prompts,
+        carriers=held_carriers,
+        record_carriers=held_records,
+        other_carriers=held_others,
+        escapable_parts=held_escapable,
         kinds=previous.kinds + list(map(type, added)),
         lengths=previous.lengths + lengths,
         types=previous.types + list(map(type, parts)),
@@ -496,17 +546,58 @@ def _extended(
         walked=walked,
         opaque=opaque,
         timestamps=timestamps,
-        copied=[],
+        copied=sent.copied,
         state=state,
-        sent_key=None,
-        deliveries=(),
-        sent={},
-        sent_size=0,
+        sent_key=sent.sent_key,
+        deliveries=sent.deliveries,
+        sent=sent.sent,
+        sent_size=sent.sent_size,
         sent_request=messages[stop] if stop < len(messages) else None,
         content_size=content_size,
         held_size=held_size,
-        size=content_size + held_size + _request_size(messages, stop),
+        size=content_size + held_size + _request_size(messages, stop) + sent.sent_size,
     )
+
+
+def _compared(
+    previous: _Snapshot,
+    escapable_parts: list[Any],
+    carriers: list[Any],
+    added_escapable: list[Any],
+    added_carriers: list[Any],
+    *,
+    checked: bool,
+) -> tuple[list[object], list[int], list[Hashable], list[object], list[object]]:
+    """What a reused copy will be checked against (`escapable`, `walked_at`, `walked`, `opaque`, `timestamps`): what
+    the held objects hold now, which is what `deliver` read for the copy kept with the snapshot (built now, or reused
+    because they held what they held before).
+
+    With `checked`, `previous`'s were found unchanged in this request, and only the parts added are read.
+    """
+    if not checked:
+        escapable: list[object] = list(map(_CONTENT, escapable_parts))
+        walked_at = _not_text(escapable)
+        opaque: list[object] = []
+        walked = [escape_key(escapable[index], opaque) for index in walked_at]
+        return escapable, walked_at, walked, opaque, list(map(_TIMESTAMP, carriers))
+    added: list[object] = list(map(_CONTENT, added_escapable))
+    escapable = previous.escapable + added
+    added_walked_at = [len(previous.escapable) + index for index in _not_text(added)]
+    opaque = list(previous.opaque)
+    walked = previous.walked + [escape_key(escapable[index], opaque) for index in added_walked_at]
+    timestamps = previous.timestamps + list(map(_TIMESTAMP, added_carriers))
+    return escapable, previous.walked_at + added_walked_at, walked, opaque, timestamps
+
+
+def _shifted(positions: list[int], previous: _Snapshot) -> list[int]:
+    """`positions` among all the carriers as positions among the carriers added after `previous`'s."""
+    start = len(previous.carrier_at)
+    return [position - start for position in positions]
+
+
+def _not_text(values: list[object]) -> list[int]:
+    """Where the values that aren't strings are among `values` (a list, a dict: what `escape_key` walks)."""
+    return list(compress(range(len(values)), map(not_, map(isinstance, values, repeat(str)))))
 
 
 def _request_size(messages: Sequence[ModelMessage], stop: int) -> int:
@@ -559,6 +650,11 @@ _EMPTY = _Snapshot(
     count=0,
     messages=(),
     parts=[],
+    prompts=[],
+    carriers=[],
+    record_carriers=[],
+    other_carriers=[],
+    escapable_parts=[],
     kinds=[],
     lengths=[],
     types=[],

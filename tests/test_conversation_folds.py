@@ -81,7 +81,10 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The index each scan of history starts at: 0 for a whole history, more for a resumed one.
 
     Internal: whether a fold resumed is invisible through the agent (that is the point of it), so it is counted here.
+    The folds other tests kept are dropped first: a test's conversation ids are its own only within it (under xdist,
+    an earlier test of the same worker may have kept a fold of a conversation of the same id and content).
     """
+    process_caches()['conversation folds'].clear()
     starts: list[int] = []
     original = resume.scan
 
@@ -553,6 +556,33 @@ def test_a_prompt_or_tool_return_edited_in_place_is_escaped_again(
     assert sent(resumed) == sent(seen[-1])
 
 
+@pytest.mark.parametrize('edited', [True, False], ids=['edited', 'unedited'])
+def test_a_prompt_added_by_a_request_whose_copy_was_reused_is_checked_on_later_requests(
+    reuses: list[int], edited: bool
+):
+    # A kept fold that was reused takes on what the messages added after it hold, without reading the rest again:
+    # a prompt added then and edited in place later must still be escaped.
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two', 'three', 'four'], 'grown then edited')
+    # The last request of `history` was being sent when the fold was kept; it is taken on by the next one.
+    agent.run_sync('again', message_history=history, conversation_id='grown then edited')
+    assert reuses[-1] > 0
+    added = cast(UserPromptPart, cast(ModelRequest, history[-2]).parts[0])
+    assert added.content == 'next'
+    if edited:
+        added.content = 'see <context id="x">'
+    reuses.clear()
+    agent.run_sync('again', message_history=history, conversation_id='grown then edited')
+    assert (reuses[0] == 0) is edited
+    resumed = sent(seen[-1])
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    agent.run_sync('again', message_history=loaded, conversation_id='grown then edited, whole')
+    assert resumed == sent(seen[-1])
+    assert ('<\\\\context id="x">' in str(seen[-1])) is edited
+
+
 def test_what_escaping_reads_is_named_by_value_and_other_objects_by_identity():
     kept: list[object] = []
     opaque = object()
@@ -591,13 +621,19 @@ def test_a_history_loaded_afresh_each_request_is_not_kept_alive_by_the_fold(scan
     # the next history is the server's, not the next request's.
     value = ['one']
     agent = build_agent(value)
+    folds = process_caches()['conversation folds']
+
+    def holds(messages: list[ModelMessage]) -> bool:
+        kept = [message for _, fold in folds.items() for message in (fold.messages or ())]
+        return any(message is held for message in messages for held in kept)
+
     history = grown(agent, value, ['one', 'two', 'three'], 'loaded each request')
+    # The negative control: a history kept in process is held.
+    assert holds(history)
     agent.run_sync('again', message_history=loaded(history), conversation_id='loaded each request')
     copied = loaded(history)
     agent.run_sync('again', message_history=copied, conversation_id='loaded each request')
-    held = [message for _, kept in process_caches()['conversation folds'].items() for message in (kept.messages or ())]
-    assert held
-    assert all(message is not copied_message for message in held for copied_message in copied)
+    assert not holds(copied)
     scans.clear()
     agent.run_sync('again', message_history=loaded(history), conversation_id='loaded each request')
     assert scans[0] > 0
