@@ -146,8 +146,17 @@ def _changed_lines(old: str, new: str) -> tuple[int, int, list[str], list[str]]:
     """How many lines `old` and `new` (which differ) share at their head and then at their tail, and the lines of
     each from the head's last line to the tail's first, both included when there is one.
 
-    Found on the characters, so only the lines between are split.
+    Short texts are split whole and compared line by line, which takes fewer steps than finding their shared
+    characters; longer ones are compared on the characters, so only the lines between are split. Both ways find
+    the same.
     """
+    if len(old) + len(new) <= _SHORT_CHARS and old.count('\n') + new.count('\n') < _SHORT_LINES:
+        return _changed_split_lines(old.split('\n'), new.split('\n'))
+    return _changed_text_lines(old, new)
+
+
+def _changed_text_lines(old: str, new: str) -> tuple[int, int, list[str], list[str]]:
+    """What `_changed_lines` finds, found on the characters of `old` and `new`."""
     # The head: the lines before the first differing character, and the line that character ends if it ends one
     # text and is a line break in the other. `first` is where the head's last line starts.
     shared = _shared_chars(old, new, min(len(old), len(new)), tail=False)
@@ -175,6 +184,30 @@ def _changed_lines(old: str, new: str) -> tuple[int, int, list[str], list[str]]:
     b = new[first : b_stop if b_stop >= 0 else len(new)]
     return head, tail, a.split('\n'), b.split('\n')
 
+
+def _changed_split_lines(old: list[str], new: list[str]) -> tuple[int, int, list[str], list[str]]:
+    """What `_changed_lines` finds, found on the lines of the two texts."""
+    shortest = min(len(old), len(new))
+    head = 0
+    while head < shortest and old[head] == new[head]:
+        head += 1
+    low = max(head - 1, 0)
+    if head == shortest:
+        # One text is all head, so there is no tail.
+        return head, 0, old[low:], new[low:]
+    tail = 0
+    while tail < shortest - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    if not tail:
+        return head, 0, old[low:], new[low:]
+    return head, tail, old[low : len(old) - tail + 1], new[low : len(new) - tail + 1]
+
+
+_SHORT_CHARS = 8192
+"""Up to how many characters (both texts together) `_changed_lines` may compare lines rather than characters."""
+
+_SHORT_LINES = 128
+"""Below how many line breaks (both texts together) `_changed_lines` may compare lines: each line is a step."""
 
 _WHOLE_LINES = 2000
 """Up to how many lines (both texts together) the whole texts are matched when trimming could change the hunks:
