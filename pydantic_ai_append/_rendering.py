@@ -395,10 +395,19 @@ def _change_text(renderer: Renderer, delta: InstructionDeltaPart, base_matches: 
     return text
 
 
-def record_change(block_id: str, previous: str | None, content: str | None) -> InstructionDeltaPart:
+def record_change(
+    block_id: str, previous: str | None, content: str | None, *, previous_hash: str | None = None
+) -> InstructionDeltaPart:
     """Record one block's change from `previous` to `content`, with a diff when that is the shorter element.
 
     This is the only place a diff is computed: later requests render the stored hunks.
+
+    Args:
+        block_id: The block's id.
+        previous: The text the model last received for the block, `None` if it had none.
+        content: The block's text now, `None` if it is withdrawn.
+        previous_hash: The digest of `previous`, when the caller holds it already (a window keeps the digest of
+            each text it holds); it is computed when not given.
     """
     if previous is None or content is None:
         return InstructionDeltaPart(id=block_id, content=content, base_hash=None)
@@ -410,5 +419,8 @@ def record_change(block_id: str, previous: str | None, content: str | None) -> I
         context_element(block_id, content)
     )
     return InstructionDeltaPart(
-        id=block_id, content=content, base_hash=content_hash(previous), diff=hunks if shorter else None
+        id=block_id,
+        content=content,
+        base_hash=previous_hash if previous_hash is not None else content_hash(previous),
+        diff=hunks if shorter else None,
     )
