@@ -338,7 +338,14 @@ class Renderer:
 
     def block(self, block_id: str, content: str) -> str:
         """A block as the prefix states it."""
-        return context_element(block_id, content)
+        if type(block_id) is not str or type(content) is not str:
+            # A subclass may compare or hash unlike its text, which would make the cache give another block's text.
+            return context_element(block_id, content)
+        key = (block_id, content)
+        if (text := _BLOCK_TEXTS.get(key)) is None:
+            text = context_element(block_id, content)
+            _BLOCK_TEXTS.put(key, text, size=size_of([text, content]))
+        return text
 
     def withdrawal(self, block_id: str) -> str:
         """The element saying a block no longer applies."""
@@ -372,6 +379,10 @@ class WrappedRenderer(Renderer):
 
     inline: ClassVar[bool] = False
 
+
+_BLOCK_TEXTS = BoundedCache[tuple[str, str], str](max_entries=4096, max_bytes=64 * 1024 * 1024, name='block texts')
+"""Each prefix block's text, by the block's id and value: every request of a window states its baseline's blocks
+again, the same on both paths."""
 
 _CHANGE_TEXTS = BoundedCache[tuple[bool, InstructionDeltaPart, bool], str](
     max_entries=8192, max_bytes=64 * 1024 * 1024, name='change texts'

@@ -387,7 +387,7 @@ async def _current_blocks(
     loaded deferred capability's), comes without a `CurrentBlock`: it is passed through and takes no part
     in this window.
     """
-    counts = Counter(str(part.id) for part in parts if part.id is not None)
+    counts = _shared_ids(settings, parts)
     literal: list[tuple[CurrentBlock, InstructionPart | None]] = []
     appending: list[tuple[CurrentBlock, InstructionPart | None]] = []
     rewriting: list[tuple[CurrentBlock, InstructionPart | None]] = []
@@ -430,6 +430,13 @@ async def _current_blocks(
     return [*literal, *appending, *native, *rewriting]
 
 
+def _shared_ids(settings: RequestSettings[Any], parts: Sequence[InstructionPart]) -> Mapping[str, int]:
+    """How many of `parts` have each id; counted only when something is routed, as only routed ids are looked up."""
+    if not settings.append_ids:
+        return {}
+    return Counter(str(part.id) for part in parts if part.id is not None)
+
+
 def _absent_routed_blocks(
     settings: RequestSettings[Any],
     capabilities: Mapping[str, AbstractCapability[Any]],
@@ -443,6 +450,8 @@ def _absent_routed_blocks(
     a preset names many blocks a given agent never has. Unmatched entries are warned about once per capability,
     when the request has instructions at all: one the user named, and any whose source is on the agent with no id.
     """
+    if not settings.append_ids:
+        return []
     ids = [str(part.id) for part in parts if part.id is not None]
     ids.extend(settings.block_id(name) for name in settings.blocks)
     absent: list[CurrentBlock] = []
@@ -514,7 +523,7 @@ def _prefix(
     ordered: list[tuple[CurrentBlock | None, InstructionPart | None]],
     renderer: Renderer,
 ) -> list[InstructionPart]:
-    """The instruction parts the request is sent with: literal, the window's blocks, the sentence, rewrite."""
+    """The instruction parts the request is sent with: literal, the window's blocks, the sentence, native, rewrite."""
     sources = {block.id: part for block, part in ordered if block and block.mode == 'append'}
     prefix: list[InstructionPart] = [part for block, part in ordered if block and block.mode == 'literal' and part]
     for block in plan.prefix:
@@ -549,6 +558,8 @@ def takes_run_context(function: Callable[..., Any]) -> bool:
 async def _call_block(block: OwnBlock[Any], ctx: RunContext[Any]) -> str | None:
     function = cast(Callable[..., Any], block.function)
     value = function(ctx) if block.takes_ctx else function()
+    if value is None or type(value) is str:
+        return value
     if inspect.isawaitable(value):
         value = await value
     if value is not None and not isinstance(value, str):

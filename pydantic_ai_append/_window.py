@@ -51,9 +51,12 @@ __all__ = (
 BlockMode = Literal['literal', 'append', 'rewrite', 'native']
 
 
-@dataclass(frozen=True)
-class CurrentBlock:
-    """One instruction block as this request resolved it."""
+class CurrentBlock(NamedTuple):
+    """One instruction block as this request resolved it.
+
+    A named tuple rather than a frozen dataclass because every request builds one for each of its blocks, and a
+    tuple is built at a fraction of the cost.
+    """
 
     id: str | None
     """The block's id, or `None` if nothing addresses it (never for an append-mode block)."""
