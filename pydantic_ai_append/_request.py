@@ -200,11 +200,17 @@ class _StepClaims:
     every capability's hook of a request receives; it is unhashable, so it is held by `id()` with a weak
     reference that tells a live entry from a reused id. Requests of every conversation, in every thread, claim
     here, so claims take a lock: pruning iterates the entries, which another thread's claim would change midway.
+    The entries of requests that are gone are dropped whenever the entries have doubled since the last time, which
+    keeps that cost constant per claim however many requests are live.
     """
 
     def __init__(self) -> None:
         self._owners: dict[int, tuple[weakref.ref[ModelRequestContext], object, str]] = {}
         self._lock = threading.Lock()
+        self._live = 0
+
+    def __len__(self) -> int:
+        return len(self._owners)
 
     def claim(self, request_context: ModelRequestContext, owner: object, owner_id: str) -> str | None:
         """Claim the request for `owner`; the id of the capability that has it already, if another one does."""
@@ -212,12 +218,20 @@ class _StepClaims:
             entry = self._owners.get(id(request_context))
             if entry is not None and entry[0]() is request_context:
                 return None if entry[1] is owner else entry[2]
-            self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
+            # A dead entry under a reused id is replaced here, so pruning can wait.
             self._owners[id(request_context)] = (weakref.ref(request_context), owner, owner_id)
+            if len(self._owners) > 2 * self._live + _CLAIMS_SLACK:
+                self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
+                self._live = len(self._owners)
             return None
 
 
-_CLAIMS = _StepClaims()
+_CLAIMS_SLACK = 64
+"""How many entries `_StepClaims` takes beyond twice the live ones it last counted before it counts again."""
+
+
+STEP_CLAIMS = _StepClaims()
+"""Which capability handles each live model request, in this process."""
 
 
 async def handle_request(
@@ -252,7 +266,7 @@ async def handle_request(
 
     params = request_context.model_request_parameters
     parts = list(params.instruction_parts or [])
-    if (other := _CLAIMS.claim(request_context, settings.owner, settings.source_id)) is not None:
+    if (other := STEP_CLAIMS.claim(request_context, settings.owner, settings.source_id)) is not None:
         raise UserError(
             f'An agent can have only one `AppendInstructions` capability, but {other!r} and {settings.source_id!r} '
             'both handle this request: register all blocks on one, and route other sources through its `append_ids`.'

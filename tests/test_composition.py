@@ -307,3 +307,26 @@ def test_the_delivered_paths_keep_no_request_alive_and_forget_the_ones_gone():
     assert (delivered_inline(kept), delivered_inline(unknown)) == (True, None)
     # Without dropping the entries of requests gone it would hold all 1,000.
     assert len(DELIVERED) < 300
+
+
+def test_the_step_claims_keep_no_request_alive_and_forget_the_ones_gone():
+    # A unit test, as for the delivered paths: the claims' bound can't be seen through the agent.
+    from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+
+    from pydantic_ai_append._request import STEP_CLAIMS
+
+    def request() -> ModelRequestContext:
+        return ModelRequestContext(
+            model=ScriptedModel().model(),
+            messages=[],
+            model_settings=None,
+            model_request_parameters=ModelRequestParameters(),
+        )
+
+    kept, first, second = request(), object(), object()
+    assert STEP_CLAIMS.claim(kept, first, 'first') is None
+    for _ in range(1_000):
+        assert STEP_CLAIMS.claim(request(), second, 'second') is None
+    assert (STEP_CLAIMS.claim(kept, first, 'first'), STEP_CLAIMS.claim(kept, second, 'second')) == (None, 'first')
+    # Without dropping the entries of requests gone it would hold all 1,000.
+    assert len(STEP_CLAIMS) < 300
