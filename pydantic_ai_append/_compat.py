@@ -29,6 +29,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
+from ._cache import BoundedCache, size_of
+
 __all__ = ('ask_for_framing_announcement', 'in_prefix', 'instruction_id', 'native_policy', 'retried_call')
 
 
@@ -43,12 +45,32 @@ def in_prefix(params: ModelRequestParameters, part: InstructionPart) -> bool:
     Newer releases deliver a loaded deferred capability's instructions through history instead, which they say
     in `instruction_visibility`.
     """
-    visibility = cast(dict[str, str] | None, getattr(params, 'instruction_visibility', None)) or {}
-    return part.id is None or visibility.get(str(part.id), 'prefix') == 'prefix'
+    if part.id is None:
+        return True
+    visibility = cast(dict[str, str] | None, getattr(params, 'instruction_visibility', None))
+    return not visibility or visibility.get(str(part.id), 'prefix') == 'prefix'
 
 
 def instruction_id(text: str) -> InstructionId:
-    """The `InstructionId` an id string names, such as `'capability:todos:state'` or `'agent:memory'`."""
+    """The `InstructionId` an id string names, such as `'capability:todos:state'` or `'agent:memory'`.
+
+    An `InstructionId` is frozen, so the one made for an id is kept (by the id's text) and given again: every request
+    names each block of its prefix.
+    """
+    if type(text) is not str:
+        # A subclass may compare or hash unlike its text, which would make the cache give another id.
+        return _parsed_id(text)
+    if (key := _IDS.get(text)) is None:
+        key = _parsed_id(text)
+        _IDS.put(text, key, size=size_of([text]) * 3)
+    return key
+
+
+_IDS = BoundedCache[str, InstructionId](max_entries=4096, max_bytes=4 * 1024 * 1024, name='instruction ids')
+"""The `InstructionId` of each id string `instruction_id` was given."""
+
+
+def _parsed_id(text: str) -> InstructionId:
     namespace, _, rest = text.partition(':')
     if namespace == 'agent':
         return InstructionId(AgentInstructionSource(), name=rest or None)

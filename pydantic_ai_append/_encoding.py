@@ -43,12 +43,15 @@ _FULL_VERSION = 1
 _Kind = Literal['baseline', 'delta']
 
 
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(',', ':'), sort_keys=True)
+"""The JSON a record's check is taken of: what `json.dumps` gives with these options, from one encoder made once
+rather than one per record (an encoder keeps nothing between calls)."""
+
+
 def _signature(payload: dict[str, Any], key: bytes | None) -> str:
     """The integrity check of a record: a keyed HMAC when a signing key is set, a plain digest otherwise."""
     # As in `content_hash`, a lone surrogate in a block's text is encoded as its code point rather than refused.
-    encoded = json.dumps(payload, sort_keys=True, separators=(',', ':'), ensure_ascii=False).encode(
-        'utf-8', 'surrogatepass'
-    )
+    encoded = _CANONICAL.encode(payload).encode('utf-8', 'surrogatepass')
     if key is None:
         return hashlib.sha256(encoded).hexdigest()[:32]
     return hmac.new(key, encoded, hashlib.sha256).hexdigest()

@@ -137,12 +137,13 @@ class InstructionBaselinePart:
     """The ids of the blocks Pydantic AI's own append mode (2.59 and later) owned when the window opened, so a
     block that moves between the two mechanisms opens a new window. Empty in records written before it existed."""
 
-    @property
+    # Kept once computed, as `content_hash` is: every request of a window reads both from its decoded baseline.
+    @functools.cached_property
     def blocks(self) -> tuple[InstructionBlock, ...]:
         """The append-mode blocks, in prefix order."""
         return tuple(block for block in self.instructions if isinstance(block, InstructionBlock))
 
-    @property
+    @functools.cached_property
     def digests(self) -> tuple[InstructionDigest, ...]:
         """The digests of every other block, in prefix order."""
         return tuple(block for block in self.instructions if isinstance(block, InstructionDigest))

@@ -146,8 +146,17 @@ def _changed_lines(old: str, new: str) -> tuple[int, int, list[str], list[str]]:
     """How many lines `old` and `new` (which differ) share at their head and then at their tail, and the lines of
     each from the head's last line to the tail's first, both included when there is one.
 
-    Found on the characters, so only the lines between are split.
+    Short texts are split whole and compared line by line, which takes fewer steps than finding their shared
+    characters; longer ones are compared on the characters, so only the lines between are split. Both ways find
+    the same.
     """
+    if len(old) + len(new) <= _SHORT_CHARS and old.count('\n') + new.count('\n') < _SHORT_LINES:
+        return _changed_split_lines(old.split('\n'), new.split('\n'))
+    return _changed_text_lines(old, new)
+
+
+def _changed_text_lines(old: str, new: str) -> tuple[int, int, list[str], list[str]]:
+    """What `_changed_lines` finds, found on the characters of `old` and `new`."""
     # The head: the lines before the first differing character, and the line that character ends if it ends one
     # text and is a line break in the other. `first` is where the head's last line starts.
     shared = _shared_chars(old, new, min(len(old), len(new)), tail=False)
@@ -175,6 +184,30 @@ def _changed_lines(old: str, new: str) -> tuple[int, int, list[str], list[str]]:
     b = new[first : b_stop if b_stop >= 0 else len(new)]
     return head, tail, a.split('\n'), b.split('\n')
 
+
+def _changed_split_lines(old: list[str], new: list[str]) -> tuple[int, int, list[str], list[str]]:
+    """What `_changed_lines` finds, found on the lines of the two texts."""
+    shortest = min(len(old), len(new))
+    head = 0
+    while head < shortest and old[head] == new[head]:
+        head += 1
+    low = max(head - 1, 0)
+    if head == shortest:
+        # One text is all head, so there is no tail.
+        return head, 0, old[low:], new[low:]
+    tail = 0
+    while tail < shortest - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    if not tail:
+        return head, 0, old[low:], new[low:]
+    return head, tail, old[low : len(old) - tail + 1], new[low : len(new) - tail + 1]
+
+
+_SHORT_CHARS = 8192
+"""Up to how many characters (both texts together) `_changed_lines` may compare lines rather than characters."""
+
+_SHORT_LINES = 128
+"""Below how many line breaks (both texts together) `_changed_lines` may compare lines: each line is a step."""
 
 _WHOLE_LINES = 2000
 """Up to how many lines (both texts together) the whole texts are matched when trimming could change the hunks:
@@ -305,7 +338,14 @@ class Renderer:
 
     def block(self, block_id: str, content: str) -> str:
         """A block as the prefix states it."""
-        return context_element(block_id, content)
+        if type(block_id) is not str or type(content) is not str:
+            # A subclass may compare or hash unlike its text, which would make the cache give another block's text.
+            return context_element(block_id, content)
+        key = (block_id, content)
+        if (text := _BLOCK_TEXTS.get(key)) is None:
+            text = context_element(block_id, content)
+            _BLOCK_TEXTS.put(key, text, size=size_of([text, content]))
+        return text
 
     def withdrawal(self, block_id: str) -> str:
         """The element saying a block no longer applies."""
@@ -340,6 +380,10 @@ class WrappedRenderer(Renderer):
     inline: ClassVar[bool] = False
 
 
+_BLOCK_TEXTS = BoundedCache[tuple[str, str], str](max_entries=4096, max_bytes=64 * 1024 * 1024, name='block texts')
+"""Each prefix block's text, by the block's id and value: every request of a window states its baseline's blocks
+again, the same on both paths."""
+
 _CHANGE_TEXTS = BoundedCache[tuple[bool, InstructionDeltaPart, bool], str](
     max_entries=8192, max_bytes=64 * 1024 * 1024, name='change texts'
 )
@@ -362,10 +406,19 @@ def _change_text(renderer: Renderer, delta: InstructionDeltaPart, base_matches: 
     return text
 
 
-def record_change(block_id: str, previous: str | None, content: str | None) -> InstructionDeltaPart:
+def record_change(
+    block_id: str, previous: str | None, content: str | None, *, previous_hash: str | None = None
+) -> InstructionDeltaPart:
     """Record one block's change from `previous` to `content`, with a diff when that is the shorter element.
 
     This is the only place a diff is computed: later requests render the stored hunks.
+
+    Args:
+        block_id: The block's id.
+        previous: The text the model last received for the block, `None` if it had none.
+        content: The block's text now, `None` if it is withdrawn.
+        previous_hash: The digest of `previous`, when the caller holds it already (a window keeps the digest of
+            each text it holds); it is computed when not given.
     """
     if previous is None or content is None:
         return InstructionDeltaPart(id=block_id, content=content, base_hash=None)
@@ -377,5 +430,8 @@ def record_change(block_id: str, previous: str | None, content: str | None) -> I
         context_element(block_id, content)
     )
     return InstructionDeltaPart(
-        id=block_id, content=content, base_hash=content_hash(previous), diff=hunks if shorter else None
+        id=block_id,
+        content=content,
+        base_hash=previous_hash if previous_hash is not None else content_hash(previous),
+        diff=hunks if shorter else None,
     )

@@ -200,11 +200,17 @@ class _StepClaims:
     every capability's hook of a request receives; it is unhashable, so it is held by `id()` with a weak
     reference that tells a live entry from a reused id. Requests of every conversation, in every thread, claim
     here, so claims take a lock: pruning iterates the entries, which another thread's claim would change midway.
+    The entries of requests that are gone are dropped whenever the entries have doubled since the last time, which
+    keeps that cost constant per claim however many requests are live.
     """
 
     def __init__(self) -> None:
         self._owners: dict[int, tuple[weakref.ref[ModelRequestContext], object, str]] = {}
         self._lock = threading.Lock()
+        self._live = 0
+
+    def __len__(self) -> int:
+        return len(self._owners)
 
     def claim(self, request_context: ModelRequestContext, owner: object, owner_id: str) -> str | None:
         """Claim the request for `owner`; the id of the capability that has it already, if another one does."""
@@ -212,12 +218,20 @@ class _StepClaims:
             entry = self._owners.get(id(request_context))
             if entry is not None and entry[0]() is request_context:
                 return None if entry[1] is owner else entry[2]
-            self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
+            # A dead entry under a reused id is replaced here, so pruning can wait.
             self._owners[id(request_context)] = (weakref.ref(request_context), owner, owner_id)
+            if len(self._owners) > 2 * self._live + _CLAIMS_SLACK:
+                self._owners = {key: value for key, value in self._owners.items() if value[0]() is not None}
+                self._live = len(self._owners)
             return None
 
 
-_CLAIMS = _StepClaims()
+_CLAIMS_SLACK = 64
+"""How many entries `_StepClaims` takes beyond twice the live ones it last counted before it counts again."""
+
+
+STEP_CLAIMS = _StepClaims()
+"""Which capability handles each live model request, in this process."""
 
 
 async def handle_request(
@@ -252,7 +266,7 @@ async def handle_request(
 
     params = request_context.model_request_parameters
     parts = list(params.instruction_parts or [])
-    if (other := _CLAIMS.claim(request_context, settings.owner, settings.source_id)) is not None:
+    if (other := STEP_CLAIMS.claim(request_context, settings.owner, settings.source_id)) is not None:
         raise UserError(
             f'An agent can have only one `AppendInstructions` capability, but {other!r} and {settings.source_id!r} '
             'both handle this request: register all blocks on one, and route other sources through its `append_ids`.'
@@ -387,7 +401,7 @@ async def _current_blocks(
     loaded deferred capability's), comes without a `CurrentBlock`: it is passed through and takes no part
     in this window.
     """
-    counts = Counter(str(part.id) for part in parts if part.id is not None)
+    counts = _shared_ids(settings, parts)
     literal: list[tuple[CurrentBlock, InstructionPart | None]] = []
     appending: list[tuple[CurrentBlock, InstructionPart | None]] = []
     rewriting: list[tuple[CurrentBlock, InstructionPart | None]] = []
@@ -430,6 +444,13 @@ async def _current_blocks(
     return [*literal, *appending, *native, *rewriting]
 
 
+def _shared_ids(settings: RequestSettings[Any], parts: Sequence[InstructionPart]) -> Mapping[str, int]:
+    """How many of `parts` have each id; counted only when something is routed, as only routed ids are looked up."""
+    if not settings.append_ids:
+        return {}
+    return Counter(str(part.id) for part in parts if part.id is not None)
+
+
 def _absent_routed_blocks(
     settings: RequestSettings[Any],
     capabilities: Mapping[str, AbstractCapability[Any]],
@@ -443,6 +464,8 @@ def _absent_routed_blocks(
     a preset names many blocks a given agent never has. Unmatched entries are warned about once per capability,
     when the request has instructions at all: one the user named, and any whose source is on the agent with no id.
     """
+    if not settings.append_ids:
+        return []
     ids = [str(part.id) for part in parts if part.id is not None]
     ids.extend(settings.block_id(name) for name in settings.blocks)
     absent: list[CurrentBlock] = []
@@ -514,7 +537,7 @@ def _prefix(
     ordered: list[tuple[CurrentBlock | None, InstructionPart | None]],
     renderer: Renderer,
 ) -> list[InstructionPart]:
-    """The instruction parts the request is sent with: literal, the window's blocks, the sentence, rewrite."""
+    """The instruction parts the request is sent with: literal, the window's blocks, the sentence, native, rewrite."""
     sources = {block.id: part for block, part in ordered if block and block.mode == 'append'}
     prefix: list[InstructionPart] = [part for block, part in ordered if block and block.mode == 'literal' and part]
     for block in plan.prefix:
@@ -549,6 +572,8 @@ def takes_run_context(function: Callable[..., Any]) -> bool:
 async def _call_block(block: OwnBlock[Any], ctx: RunContext[Any]) -> str | None:
     function = cast(Callable[..., Any], block.function)
     value = function(ctx) if block.takes_ctx else function()
+    if value is None or type(value) is str:
+        return value
     if inspect.isawaitable(value):
         value = await value
     if value is not None and not isinstance(value, str):

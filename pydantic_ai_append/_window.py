@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from ._cache import BoundedCache, size_of
 from ._history import Compaction, Located
 from ._patch import rebuild
 from ._records import (
@@ -50,9 +51,12 @@ __all__ = (
 BlockMode = Literal['literal', 'append', 'rewrite', 'native']
 
 
-@dataclass(frozen=True)
-class CurrentBlock:
-    """One instruction block as this request resolved it."""
+class CurrentBlock(NamedTuple):
+    """One instruction block as this request resolved it.
+
+    A named tuple rather than a frozen dataclass because every request builds one for each of its blocks, and a
+    tuple is built at a fraction of the cost.
+    """
 
     id: str | None
     """The block's id, or `None` if nothing addresses it (never for an append-mode block)."""
@@ -202,7 +206,8 @@ def plan_request(state: WindowState, current: Sequence[CurrentBlock]) -> WindowP
         for block_id in dict.fromkeys([*state.received, *now]):
             previous, value = state.received.get(block_id), now.get(block_id)
             if previous != value:
-                new_changes.append((record_change(block_id, previous, value), previous is not None))
+                change = record_change(block_id, previous, value, previous_hash=state.hashes.get(block_id))
+                new_changes.append((change, previous is not None))
         return WindowPlan(
             records=tuple(delta for delta, _ in new_changes),
             prefix=baseline.blocks,
@@ -239,12 +244,12 @@ def _changed_owner(baseline: InstructionBaselinePart, current: Sequence[CurrentB
     Either way the prefix moves: the other mechanism states the block in its own prefix, and keeping the
     window would send the block twice, or deliver a withdrawal of a block that is still there.
     """
-    ours = {block.id for block in baseline.blocks}
-    theirs = set(baseline.native)
-    return any(
-        (block.mode == 'native' and block.id in ours) or (block.mode == 'append' and block.id in theirs)
-        for block in current
-    )
+    # Most windows have no native blocks, in the baseline or now, and then nothing can have moved.
+    native = [block.id for block in current if block.mode == 'native']
+    if native and not {block.id for block in baseline.blocks}.isdisjoint(native):
+        return True
+    theirs = baseline.native
+    return bool(theirs) and any(block.mode == 'append' and block.id in theirs for block in current)
 
 
 def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
@@ -252,9 +257,31 @@ def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock
     others = [block for block in current if block.mode in ('literal', 'rewrite')]
     digests = baseline.digests
     return len(digests) == len(others) and all(
-        digest.matches(id=block.id, dynamic=block.mode == 'rewrite', content=block.content or '')
+        digest.id == block.id
+        and digest.dynamic == (block.mode == 'rewrite')
+        and digest.content_hash == _prefix_digest(block.content or '')
         for digest, block in zip(digests, others, strict=True)
     )
+
+
+_PREFIX_DIGESTS = BoundedCache[str, str](max_entries=1024, max_bytes=16 * 1024 * 1024, name='prefix digests')
+"""The digest of each literal or rewrite-mode block's text, by the text.
+
+Every request of a window checks that these blocks are the ones its baseline recorded, and they are the same texts
+request after request (an agent's fixed instructions, often many kilobytes): each is hashed once per process rather
+than on every request. Only the text's own digest is kept, which says nothing of any conversation.
+"""
+
+
+def _prefix_digest(text: str) -> str:
+    """The digest of a literal or rewrite-mode block's text (`content_hash`), hashed once per process."""
+    if type(text) is not str:
+        # A subclass may compare or hash unlike its text, which would make the cache give another text's digest.
+        return content_hash(text)
+    if (digest := _PREFIX_DIGESTS.get(text)) is None:
+        digest = content_hash(text)
+        _PREFIX_DIGESTS.put(text, digest, size=size_of([text, digest]))
+    return digest
 
 
 def _why_new_window(state: WindowState, baseline: InstructionBaselinePart | None) -> str:
@@ -268,7 +295,7 @@ def _baseline_entry(block: CurrentBlock) -> InstructionBlock | InstructionDigest
         assert block.id is not None, 'append-mode blocks always have an id'
         return InstructionBlock(id=block.id, content=block.content)
     return InstructionDigest(
-        id=block.id, dynamic=block.mode == 'rewrite', content_hash=content_hash(block.content or '')
+        id=block.id, dynamic=block.mode == 'rewrite', content_hash=_prefix_digest(block.content or '')
     )
 
 

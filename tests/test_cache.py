@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Self, cast
 
 from inline_snapshot import snapshot
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 
-from pydantic_ai_append import InstructionDeltaPart
+from pydantic_ai_append import InstructionBaselinePart, InstructionDeltaPart
 from pydantic_ai_append._cache import BoundedCache, process_caches, size_of
+from pydantic_ai_append._compat import instruction_id
 from pydantic_ai_append._delivery import deliver
 from pydantic_ai_append._rendering import InlineRenderer
-from pydantic_ai_append._window import Delivery
+from pydantic_ai_append._window import CurrentBlock, Delivery, WindowState, plan_request
 
 
 def test_the_oldest_entries_go_first_past_the_entry_bound():
@@ -125,3 +127,43 @@ def test_a_change_keeps_its_delivered_parts_up_to_a_bound_and_its_entry_counts_t
     wrapped, wrapped_size = _delivered_parts(10, wrap=True)
     assert len(wrapped) == 4
     assert wrapped_size < size
+
+
+class Lookalike(str):
+    """A text that says it equals `claimed` and hashes as `claimed` does: a cache keyed by it finds `claimed`'s entry."""
+
+    claimed: str
+
+    def __new__(cls, text: str, claimed: str) -> Self:
+        lookalike = super().__new__(cls, text)
+        lookalike.claimed = claimed
+        return lookalike
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return hash(self.claimed)
+
+
+def test_caches_keyed_by_text_never_take_a_str_subclass_for_the_text_it_claims():
+    # Unit tests: Pydantic AI hands the plugin plain strings for ids and literal instructions, but a block function
+    # may return a subclass, and a history built in Python may hold one. Each cache would give the claimed text's
+    # entry (the first assertion of each pair shows the subclass does find it in a plain dict).
+    literal = CurrentBlock('agent', 'Be brief.', 'literal')
+    appending = CurrentBlock('capability:c:state', 'a', 'append')
+    opened = plan_request(WindowState(), [literal, appending])
+    assert opened.opened is not None
+    baseline = cast(InstructionBaselinePart, opened.records[0])
+    state = WindowState(baseline=baseline, received={'capability:c:state': 'a'})
+    assert plan_request(state, [literal, appending]).opened is None
+    edited = CurrentBlock('agent', Lookalike('Be long.', 'Be brief.'), 'literal')
+    assert {'Be brief.': 1}.get(cast(str, edited.content)) == 1
+    assert plan_request(state, [edited, appending]).opened is not None
+
+    renderer = InlineRenderer()
+    assert renderer.block('agent:memory', 'old') == '<context id="agent:memory">\nold\n</context>'
+    assert renderer.block('agent:memory', Lookalike('new', 'old')) == '<context id="agent:memory">\nnew\n</context>'
+
+    assert instruction_id('agent:memory').name == 'memory'
+    assert instruction_id(Lookalike('agent:notes', 'agent:memory')).name == 'notes'

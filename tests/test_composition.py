@@ -307,3 +307,37 @@ def test_the_delivered_paths_keep_no_request_alive_and_forget_the_ones_gone():
     assert (delivered_inline(kept), delivered_inline(unknown)) == (True, None)
     # Without dropping the entries of requests gone it would hold all 1,000.
     assert len(DELIVERED) < 300
+
+
+def test_the_step_claims_keep_no_request_alive_and_still_tell_the_owner_of_a_live_one():
+    # A unit test, as for the delivered paths: a second capability on the agent is refused before the claims are seen.
+    import gc
+    import weakref
+
+    from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+
+    from pydantic_ai_append._request import STEP_CLAIMS
+
+    def request() -> ModelRequestContext:
+        return ModelRequestContext(
+            model=ScriptedModel().model(),
+            messages=[],
+            model_settings=None,
+            model_request_parameters=ModelRequestParameters(),
+        )
+
+    kept, first, second = request(), object(), object()
+    assert STEP_CLAIMS.claim(kept, first, 'first') is None
+    gone = weakref.ref(gone_request := request())
+    assert STEP_CLAIMS.claim(gone_request, second, 'second') is None
+    del gone_request
+    gc.collect()
+    assert gone() is None
+    # Past the point where the entries of requests gone are dropped, many times over.
+    batch = [request() for _ in range(500)]
+    assert all(STEP_CLAIMS.claim(each, second, 'second') is None for each in batch)
+    del batch
+    for _ in range(1_000):
+        assert STEP_CLAIMS.claim(request(), second, 'second') is None
+    assert (STEP_CLAIMS.claim(kept, first, 'first'), STEP_CLAIMS.claim(kept, second, 'second')) == (None, 'first')
+    assert len(STEP_CLAIMS) <= 1_000

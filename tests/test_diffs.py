@@ -138,3 +138,48 @@ def test_edits_at_the_edges_and_everywhere(old: str, new: str):
 def test_equal_texts_have_no_hunks():
     assert diff_hunks('a\nb', 'a\nb') == ''
     assert diff_hunks('', '') == ''
+
+
+# Longer than the texts `diff_hunks` compares line by line (8,192 characters between both), so a text whose every
+# line ends with it is compared on the characters.
+LONG_ENDING = 'z' * 9000
+
+
+def lengthened(text: str) -> str:
+    """`text` with `LONG_ENDING` after each of its lines: lines equal in it exactly where they are equal in `text`."""
+    return '\n'.join(f'{line}{LONG_ENDING}' for line in text.split('\n'))
+
+
+def lengthened_hunks(hunks: str) -> str:
+    """The hunks of two texts, as they read for the two texts `lengthened`."""
+    return '\n'.join(line if line.startswith('@@') else f'{line}{LONG_ENDING}' for line in hunks.split('\n') if line)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines, edited)
+def test_short_and_long_lines_diff_alike(old: list[str], new: list[str]):
+    # Short texts are compared line by line and long ones on the characters; the hunks must not depend on which.
+    short_old, short_new = '\n'.join(old), '\n'.join(new)
+    assert diff_hunks(lengthened(short_old), lengthened(short_new)) == lengthened_hunks(
+        diff_hunks(short_old, short_new)
+    )
+
+
+@pytest.mark.parametrize(
+    'old,new',
+    [
+        pytest.param('a\nb\nc', 'x\nb\nc', id='first line'),
+        pytest.param('a\nb\nc', 'a\nb\nx', id='last line'),
+        pytest.param('a\nb', 'a\nb\nc', id='line added at the end'),
+        pytest.param('a\nb\nc', 'a', id='lines removed at the end'),
+        pytest.param('b\nc', 'a\nb\nc', id='line added at the start'),
+        pytest.param('a\nb\nc', 'b\nc', id='first line removed'),
+        pytest.param('a\nc', 'a\nb\nc', id='middle line added'),
+        pytest.param('a\nb\nc', 'a\nc', id='middle line removed'),
+        pytest.param('', 'a', id='from empty'),
+        pytest.param('ab\nc', 'a\nb\nc', id='line split'),
+    ],
+)
+def test_edges_diff_alike_with_short_and_long_lines(old: str, new: str):
+    assert diff_hunks(lengthened(old), lengthened(new)) == lengthened_hunks(diff_hunks(old, new))
+    assert diff_hunks(old, new) == difflib_hunks(old, new)

@@ -19,8 +19,10 @@ from pydantic_ai.messages import (
 
 from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions, instruction_records, strip_records
+from pydantic_ai_append._cache import process_caches
 from pydantic_ai_append._encoding import seal
 from pydantic_ai_append._history import RECORD_KEY
+from pydantic_ai_append._records import content_hash
 from pydantic_ai_append.testing import Api
 
 from .conversation import ScriptedModel
@@ -265,6 +267,29 @@ def test_a_prefix_that_must_move_opens_a_new_window(
     history = agent_with(chat, after + appending).run_sync('two', message_history=history).all_messages()
     assert kinds(history) == ['Baseline', 'Baseline']
     assert chat.last.instructions != chat.seen[0].instructions
+
+
+def test_literal_instructions_are_checked_by_their_text_on_every_request():
+    # Each literal block's digest is kept by its text (the `prefix digests` cache): an equal text built anew
+    # continues the window, and an edited one opens a new window, whatever was kept for the text before it.
+    chat = ScriptedModel()
+
+    def agent(instructions: str) -> Agent[None, str]:
+        context = AppendInstructions(id='context')
+        context.instructions(name='state')(lambda: 'a')
+        return Agent(chat.model(), instructions=instructions, capabilities=[context])
+
+    text = ' '.join(['Be brief.'] * 300)
+    history = agent(text).run_sync('one').all_messages()
+    rebuilt = ''.join(list(text))
+    assert rebuilt == text and rebuilt is not text
+    history = agent(rebuilt).run_sync('two', message_history=history).all_messages()
+    assert kinds(history) == ['Baseline']
+    edited = text.replace('brief', 'short', 1)
+    history = agent(edited).run_sync('three', message_history=history).all_messages()
+    assert kinds(history) == ['Baseline', 'Baseline']
+    digests = process_caches()['prefix digests']
+    assert (digests.get(text), digests.get(edited)) == (content_hash(text), content_hash(edited))
 
 
 @live_loopback
