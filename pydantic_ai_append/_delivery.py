@@ -220,7 +220,7 @@ def _with_path_wording(model: FallbackModel) -> FallbackModel:
     return mixed
 
 
-def deliver(
+def deliver(  # noqa: C901 (one loop, written out: see the comment in it)
     messages: list[ModelMessage],
     deliveries: Sequence[Delivery],
     renderer: Renderer,
@@ -249,75 +249,101 @@ def deliver(
         start: The index of the first message to render; the ones before it are `reused`.
         built: Filled with the outgoing parts of each message rendered here that differs from its stored one.
     """
-    # A delivery's first two fields are its position, and a slice of a named tuple is a plain tuple.
-    # Deliveries are in history order, so those of the messages rendered here are the last ones.
-    first = first_delivery_at(deliveries, start) if start else 0
-    by_position = {delivery[:2]: delivery for delivery in deliveries[first:]}
     path = renderer.path
     rendered = list(messages)
     if reused:
-        # `_with_parts` written out: this runs for every request of the history that carries a change, on every
-        # request, where a call per message costs as much as the copy.
-        new = object.__new__
-        for index, sent_parts in reused.items():
-            message = messages[index]
+        _copy_reused(rendered, messages, reused)
+    # The part each change is delivered with in this request, by its record's `id()` (the records outlive the
+    # request, in its deliveries) and whether its base matches: a history's equal records are usually one object,
+    # which is looked up by content once rather than at each carrier.
+    delivered: dict[tuple[int, bool], ModelRequestPart] = {}
+    # Deliveries are in history order, by message and then part, so they are walked alongside the messages: `at` is
+    # the first one not yet passed.
+    at = first_delivery_at(deliveries, start) if start else 0
+    count = len(deliveries)
+    new = object.__new__
+    # This runs on every request over the history not rendered before: a type check and a look at the text of each
+    # part that can't change, and a new message only for a request that has a carrier or a part to escape, whose
+    # parts list is started at the first such part. It is one loop, with no call per message or per carrier: on
+    # history freshly loaded from JSON every request of the history is copied on every request, and those calls cost
+    # about a fifth of the walk.
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if not isinstance(message, ModelRequest):
+            continue
+        # Deliveries at messages that have no carrier there are passed.
+        while at < count and deliveries[at].message_index < index:
+            at += 1
+        parts: list[ModelRequestPart] | None = None
+        for part_index, part in enumerate(message.parts):
+            sent: ModelRequestPart | None
+            if type(part) is UserPromptPart or type(part) is ToolReturnPart:
+                # Text with no `<` has nothing to escape; other content (a list, a dict) is looked through.
+                content = part.content
+                sent = _escaped(part) if escape_others and (type(content) is not str or '<' in content) else part
+            elif not isinstance(part, SystemPromptPart):
+                sent = _escaped(part) if escape_others else part
+            elif part.content:
+                # Only an empty system prompt can be a carrier; one with text is the user's, sent as it is.
+                sent = part
+            else:
+                # Deliveries at earlier parts of the message, where no carrier is, are passed.
+                delivery: Delivery | None = None
+                while at < count and (ahead := deliveries[at]).message_index == index:
+                    if ahead.part_index >= part_index:
+                        if ahead.part_index == part_index:
+                            delivery = ahead
+                            at += 1
+                        break
+                    at += 1
+                if delivery is None:
+                    sent = None if is_carrier(part) else part
+                else:
+                    key = (id(delivery.delta), delivery.base_matches)
+                    if (template := delivered.get(key)) is None:
+                        template = delivered[key] = _part_of(delivery.delta, delivery.base_matches, path, wrap)
+                    # The template's copy with the carrier's timestamp, made as `_with_parts` makes a message: the
+                    # template was built by its class, so there is nothing to check again. The copy has a metadata
+                    # dict of its own, so that a hook editing it in place can't reach the template, which serves
+                    # every conversation.
+                    fields = template.__dict__.copy()
+                    fields['timestamp'] = part.timestamp
+                    if (metadata := fields.get('metadata')) is not None:
+                        fields['metadata'] = metadata.copy()
+                    sent = new(type(template))
+                    sent.__dict__ = fields
+            if sent is not part:
+                if parts is None:
+                    parts = list(message.parts[:part_index])
+                if sent is not None:
+                    parts.append(sent)
+            elif parts is not None:
+                parts.append(part)
+        if parts is not None:
+            if built is not None:
+                built[index] = tuple(parts)
             fields = message.__dict__.copy()
-            fields['parts'] = list(sent_parts)
+            fields['parts'] = parts
             fresh = new(type(message))
             fresh.__dict__ = fields
             rendered[index] = fresh
-    changes: dict[tuple[int, bool], _Change] = {}
-    # This runs on every request over the history not rendered before: a type check and a look at the text of each
-    # part that can't change, and a new message only for a request that has a carrier or a part to escape, whose
-    # parts list is started at the first such part.
-    for index in range(start, len(messages)):
-        message = messages[index]
-        if (
-            isinstance(message, ModelRequest)
-            and (parts := _sent_parts(message, index, by_position, changes, path, wrap, escape_others)) is not None
-        ):
-            if built is not None:
-                built[index] = tuple(parts)
-            rendered[index] = _with_parts(message, parts)
     return rendered
 
 
-def _sent_parts(
-    message: ModelRequest,
-    index: int,
-    by_position: Mapping[tuple[int, int], Delivery],
-    changes: dict[tuple[int, bool], _Change],
-    path: str,
-    wrap: bool,
-    escape_others: bool,
-) -> list[ModelRequestPart] | None:
-    """The parts `message` is sent with, or `None` if it is sent as it is.
-
-    `changes` holds the changes of the deliveries seen so far in this request, by their record's `id()` (the
-    records outlive the request, in its deliveries): a history's equal records are usually one object, which is
-    hashed once rather than at each carrier.
-    """
-    parts: list[ModelRequestPart] | None = None
-    for part_index, part in enumerate(message.parts):
-        if type(part) is UserPromptPart or type(part) is ToolReturnPart:
-            # Text with no `<` has nothing to escape; other content (a list, a dict) is looked through.
-            content = part.content
-            sent = _escaped(part) if escape_others and (type(content) is not str or '<' in content) else part
-        elif isinstance(part, SystemPromptPart):
-            # Only an empty system prompt can be a carrier; one with text is the user's, sent as it is.
-            sent = (
-                part if part.content else _carrier_sent(part, by_position.get((index, part_index)), changes, path, wrap)
-            )
-        else:
-            sent = _escaped(part) if escape_others else part
-        if sent is not part:
-            if parts is None:
-                parts = list(message.parts[:part_index])
-            if sent is not None:
-                parts.append(sent)
-        elif parts is not None:
-            parts.append(part)
-    return parts
+def _copy_reused(
+    rendered: list[ModelMessage], messages: list[ModelMessage], reused: Mapping[int, tuple[ModelRequestPart, ...]]
+) -> None:
+    """Put in `rendered` a new message, with a new parts list, for each message of `reused`."""
+    # `_with_parts` written out: this runs for every request of the history that carries a change, on every
+    # request, where a call per message costs as much as the copy.
+    new = object.__new__
+    for index, sent_parts in reused.items():
+        message = messages[index]
+        fields = message.__dict__.copy()
+        fields['parts'] = list(sent_parts)
+        fresh = new(type(message))
+        fresh.__dict__ = fields
+        rendered[index] = fresh
 
 
 def _escaped(part: ModelRequestPart) -> ModelRequestPart:
@@ -368,51 +394,35 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
     return fresh
 
 
-def _carrier_sent(
-    carrier: SystemPromptPart,
-    delivery: Delivery | None,
-    changes: dict[tuple[int, bool], _Change],
-    path: str,
-    wrap: bool,
-) -> ModelRequestPart | None:
-    """What is sent for an empty system prompt: its delivery's part, nothing for a carrier that delivers nothing, or
-    the prompt itself if it is no carrier.
+def _part_of(delta: InstructionDeltaPart, base_matches: bool, path: str, wrap: bool) -> ModelRequestPart:
+    """The part that delivers the change on `path`, `<system>`-wrapped here or not.
 
-    A delivery's position is a carrier's, as the scan of these messages found it, so it isn't checked again. The
-    part is built once per path, wrapping and carrier timestamp.
+    Its timestamp is none of its carriers': each carrier is sent a copy with its own.
     """
-    if delivery is None:
-        return None if is_carrier(carrier) else carrier
-    key = (id(delivery.delta), delivery.base_matches)
-    if (change := changes.get(key)) is None:
-        change = changes[key] = _change_of(delivery.delta, delivery.base_matches)
-    sent_key = (path, wrap, carrier.timestamp)
-    if (sent := change.sent.get(sent_key)) is not None:
-        return sent
+    change = _change_of(delta, base_matches)
+    if (part := change.parts.get((path, wrap))) is not None:
+        return part
     text = change.wording[path]
     if wrap:
-        sent = UserPromptPart(f'<system>{text}</system>', timestamp=carrier.timestamp)
+        part = UserPromptPart(f'<system>{text}</system>', timestamp=_NO_TIME)
+        # The entry's size grows with the wrapped text, so the cache's bound counts it.
+        change.size += _PART_BYTES + len(part.content)
     else:
-        sent = SystemPromptPart(text, timestamp=carrier.timestamp, metadata={_WORDING_KEY: change.wording})
-    limit, cost = (_WRAPPED_PER_CHANGE, _PART_BYTES + len(text)) if wrap else (_SENT_PER_CHANGE, _PART_BYTES)
-    # Counted apart from `sent`, which other threads may be adding to: a count a race leaves short lets an entry
-    # keep a part or two beyond its limit, never without end.
-    kept = change.wrapped_kept if wrap else change.inline_kept
-    if kept < limit:
-        change.sent[sent_key] = sent
-        if wrap:
-            change.wrapped_kept += 1
-        else:
-            change.inline_kept += 1
-        # The entry's size grows with it, so the cache's bound counts the parts kept.
-        change.size += cost
-        _WORDINGS.put((delivery.delta, delivery.base_matches), change, size=change.size)
-    return sent
+        part = SystemPromptPart(text, timestamp=_NO_TIME, metadata={_WORDING_KEY: change.wording})
+        change.size += _PART_BYTES
+    # Two threads may build a path's part at once: either is right, and the entry keeps one of them.
+    change.parts[(path, wrap)] = part
+    _WORDINGS.put((delta, base_matches), change, size=change.size)
+    return part
+
+
+_NO_TIME = datetime.min
+"""The timestamp of a change's kept part, which is never sent: each carrier's copy has the carrier's."""
 
 
 @dataclass
 class _Change:
-    """A change's text on both paths, and the parts already built to deliver it."""
+    """A change's text on both paths, and the parts built to deliver it."""
 
     wording: dict[str, str]
     """The text on each path, keyed `'inline'` and `'wrapped'`; nothing changes it once made."""
@@ -420,30 +430,11 @@ class _Change:
     size: int
     """About the memory the entry keeps alive, its parts included."""
 
-    inline_kept: int = 0
-    """How many system prompt parts `sent` keeps."""
+    parts: dict[tuple[str, bool], ModelRequestPart] = field(default_factory=dict[tuple[str, bool], ModelRequestPart])
+    """The part that delivers the change, by path and by whether it is `<system>`-wrapped here (at most four). Each
+    request sends a copy of it with its carrier's timestamp: keyed by the timestamp instead, a request of a history
+    freshly loaded from JSON would hash a new `datetime` per carrier, which costs more than the copy."""
 
-    wrapped_kept: int = 0
-    """How many `<system>`-wrapped parts `sent` keeps."""
-
-    sent: dict[tuple[str, bool, datetime], ModelRequestPart] = field(
-        default_factory=dict[tuple[str, bool, datetime], ModelRequestPart]
-    )
-    """The part that delivers the change, by path, by whether it is `<system>`-wrapped here, and by its carrier's
-    timestamp (which the part keeps). Pydantic AI never changes a request part it is given (it builds new ones where
-    it rewrites), so one part object is sent in every request that delivers the change; the messages around it are
-    built anew for each request."""
-
-
-_SENT_PER_CHANGE = 64
-"""The most system prompt parts kept for one change. A change's value can recur in a conversation (a todo item
-ticked and unticked), each time in a carrier of its own timestamp, and a history freshly loaded from JSON delivers
-all of them on each request; parts beyond the limit are built every time, so a record copied many times can't grow
-an entry without end."""
-
-_WRAPPED_PER_CHANGE = 4
-"""The most `<system>`-wrapped parts kept for one change (each holds a text of its own; only a resumed turn is
-wrapped here)."""
 
 _PART_BYTES = 512
 """About the memory one kept part takes besides its text: the part, its metadata dict, the key."""
