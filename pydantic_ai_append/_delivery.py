@@ -253,10 +253,10 @@ def deliver(  # noqa: C901 (one loop, written out: see the comment in it)
     rendered = list(messages)
     if reused:
         _copy_reused(rendered, messages, reused)
-    # The part each change is delivered with in this request, by its record's `id()` (the records outlive the
+    # The changes of the deliveries seen so far in this request, by their record's `id()` (the records outlive the
     # request, in its deliveries) and whether its base matches: a history's equal records are usually one object,
     # which is looked up by content once rather than at each carrier.
-    delivered: dict[tuple[int, bool], ModelRequestPart] = {}
+    changes: dict[tuple[int, bool], _Change] = {}
     # Deliveries are in history order, by message and then part, so they are walked alongside the messages: `at` is
     # the first one not yet passed.
     at = first_delivery_at(deliveries, start) if start else 0
@@ -300,18 +300,10 @@ def deliver(  # noqa: C901 (one loop, written out: see the comment in it)
                     sent = None if is_carrier(part) else part
                 else:
                     key = (id(delivery.delta), delivery.base_matches)
-                    if (template := delivered.get(key)) is None:
-                        template = delivered[key] = _part_of(delivery.delta, delivery.base_matches, path, wrap)
-                    # The template's copy with the carrier's timestamp, made as `_with_parts` makes a message: the
-                    # template was built by its class, so there is nothing to check again. The copy has a metadata
-                    # dict of its own, so that a hook editing it in place can't reach the template, which serves
-                    # every conversation.
-                    fields = template.__dict__.copy()
-                    fields['timestamp'] = part.timestamp
-                    if (metadata := fields.get('metadata')) is not None:
-                        fields['metadata'] = metadata.copy()
-                    sent = new(type(template))
-                    sent.__dict__ = fields
+                    if (change := changes.get(key)) is None:
+                        change = changes[key] = _change_of(delivery.delta, delivery.base_matches)
+                    if (sent := change.sent.get((path, wrap, part.timestamp))) is None:
+                        sent = _sent_part(change, delivery, part.timestamp, path, wrap)
             if sent is not part:
                 if parts is None:
                     parts = list(message.parts[:part_index])
@@ -394,35 +386,33 @@ def _with_parts(message: ModelRequest, parts: list[ModelRequestPart]) -> ModelRe
     return fresh
 
 
-def _part_of(delta: InstructionDeltaPart, base_matches: bool, path: str, wrap: bool) -> ModelRequestPart:
-    """The part that delivers the change on `path`, `<system>`-wrapped here or not.
-
-    Its timestamp is none of its carriers': each carrier is sent a copy with its own.
-    """
-    change = _change_of(delta, base_matches)
-    if (part := change.parts.get((path, wrap))) is not None:
-        return part
+def _sent_part(change: _Change, delivery: Delivery, timestamp: datetime, path: str, wrap: bool) -> ModelRequestPart:
+    """The part that delivers `change` from a carrier of `timestamp` on `path`, built and kept up to the bound."""
     text = change.wording[path]
+    sent: ModelRequestPart
     if wrap:
-        part = UserPromptPart(f'<system>{text}</system>', timestamp=_NO_TIME)
-        # The entry's size grows with the wrapped text, so the cache's bound counts it.
-        change.size += _PART_BYTES + len(part.content)
+        sent = UserPromptPart(f'<system>{text}</system>', timestamp=timestamp)
     else:
-        part = SystemPromptPart(text, timestamp=_NO_TIME, metadata={_WORDING_KEY: change.wording})
-        change.size += _PART_BYTES
-    # Two threads may build a path's part at once: either is right, and the entry keeps one of them.
-    change.parts[(path, wrap)] = part
-    _WORDINGS.put((delta, base_matches), change, size=change.size)
-    return part
-
-
-_NO_TIME = datetime.min
-"""The timestamp of a change's kept part, which is never sent: each carrier's copy has the carrier's."""
+        sent = SystemPromptPart(text, timestamp=timestamp, metadata={_WORDING_KEY: change.wording})
+    limit, cost = (_WRAPPED_PER_CHANGE, _PART_BYTES + len(text)) if wrap else (_SENT_PER_CHANGE, _PART_BYTES)
+    # Counted apart from `sent`, which other threads may be adding to: a count a race leaves short lets an entry
+    # keep a part or two beyond its limit, never without end.
+    kept = change.wrapped_kept if wrap else change.inline_kept
+    if kept < limit:
+        change.sent[(path, wrap, timestamp)] = sent
+        if wrap:
+            change.wrapped_kept += 1
+        else:
+            change.inline_kept += 1
+        # The entry's size grows with it, so the cache's bound counts the parts kept.
+        change.size += cost
+        _WORDINGS.put((delivery.delta, delivery.base_matches), change, size=change.size)
+    return sent
 
 
 @dataclass
 class _Change:
-    """A change's text on both paths, and the parts built to deliver it."""
+    """A change's text on both paths, and the parts already built to deliver it."""
 
     wording: dict[str, str]
     """The text on each path, keyed `'inline'` and `'wrapped'`; nothing changes it once made."""
@@ -430,11 +420,31 @@ class _Change:
     size: int
     """About the memory the entry keeps alive, its parts included."""
 
-    parts: dict[tuple[str, bool], ModelRequestPart] = field(default_factory=dict[tuple[str, bool], ModelRequestPart])
-    """The part that delivers the change, by path and by whether it is `<system>`-wrapped here (at most four). Each
-    request sends a copy of it with its carrier's timestamp: keyed by the timestamp instead, a request of a history
-    freshly loaded from JSON would hash a new `datetime` per carrier, which costs more than the copy."""
+    inline_kept: int = 0
+    """How many system prompt parts `sent` keeps."""
 
+    wrapped_kept: int = 0
+    """How many `<system>`-wrapped parts `sent` keeps."""
+
+    sent: dict[tuple[str, bool, datetime], ModelRequestPart] = field(
+        default_factory=dict[tuple[str, bool, datetime], ModelRequestPart]
+    )
+    """The part that delivers the change, by path, by whether it is `<system>`-wrapped here, and by its carrier's
+    timestamp (which the part keeps). Pydantic AI never changes a request part it is given (it builds new ones where
+    it rewrites), so one part object is sent in every request that delivers the change: a part per carrier built
+    on each request, with its own fields, costs a history freshly loaded from JSON more in collections of the
+    objects made than the timestamp's hash costs."""
+
+
+_SENT_PER_CHANGE = 64
+"""The most system prompt parts kept for one change. A change's value can recur in a conversation (a todo item
+ticked and unticked), each time in a carrier of its own timestamp, and a history freshly loaded from JSON delivers
+all of them on each request; parts beyond the limit are built every time, so a record copied many times can't grow
+an entry without end."""
+
+_WRAPPED_PER_CHANGE = 4
+"""The most `<system>`-wrapped parts kept for one change (each holds a text of its own; only a resumed turn is
+wrapped here)."""
 
 _PART_BYTES = 512
 """About the memory one kept part takes besides its text: the part, its metadata dict, the key."""

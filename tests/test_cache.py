@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Self, cast
 
 from inline_snapshot import snapshot
-from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 
 from pydantic_ai_append import InstructionBaselinePart, InstructionDeltaPart
 from pydantic_ai_append._cache import BoundedCache, process_caches, size_of
 from pydantic_ai_append._compat import instruction_id
-from pydantic_ai_append._delivery import deliver, wording_of
+from pydantic_ai_append._delivery import deliver
 from pydantic_ai_append._rendering import InlineRenderer
 from pydantic_ai_append._window import CurrentBlock, Delivery, WindowState, plan_request
 
@@ -98,36 +98,35 @@ def test_a_cleared_cache_holds_nothing_and_fills_again():
     assert (len(cache), cache.size, cache.get('b')) == (1, 10, 'B')
 
 
-def _carriers(change: InstructionDeltaPart, count: int, *, after: int = 0) -> list[ModelMessage]:
-    start = datetime(2026, 12, 1, tzinfo=UTC) + timedelta(days=after)
-    return [ModelRequest(parts=[SystemPromptPart('', timestamp=start + timedelta(seconds=i))]) for i in range(count)]
-
-
-def _timestamps(messages: list[ModelMessage]) -> list[datetime]:
-    return [cast(SystemPromptPart, message.parts[0]).timestamp for message in messages]
-
-
-def test_a_change_keeps_one_part_per_path_however_many_carriers_and_its_entry_counts_it():
-    # A change's value can recur in a conversation (a todo item ticked and unticked), each time in a carrier of its
-    # own timestamp; the entry keeps one part per path, and each carrier is sent a copy with its timestamp.
-    change = InstructionDeltaPart(id='capability:c:recurring', content='- [x] one', base_hash=None)
-    messages = _carriers(change, 100)
-    deliveries = [Delivery(index, 0, change, False) for index in range(len(messages))]
-    sent = deliver(messages, deliveries, InlineRenderer())
+def _delivered_parts(timestamps: int, *, wrap: bool) -> tuple[list[object], int]:
+    """The parts `deliver` sends for one change recorded in `timestamps` carriers of their own, and its entry's size."""
+    change = InstructionDeltaPart(id=f'capability:c:wrap-{wrap}', content='- [x] one', base_hash=None)
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[SystemPromptPart('', timestamp=start + timedelta(seconds=index))])
+        for index in range(timestamps)
+    ]
+    deliveries = [Delivery(index, 0, change, False) for index in range(timestamps)]
+    first = deliver(messages, deliveries, InlineRenderer(), wrap=wrap)
+    again = deliver(messages, deliveries, InlineRenderer(), wrap=wrap)
     entry = process_caches()['change wordings'].get((change, False))
     assert entry is not None
-    inline_size: int = entry.size
-    assert _timestamps(sent) == _timestamps(messages)
-    assert len({id(message.parts[0]) for message in sent}) == len(messages)
-    # Carriers of other timestamps don't grow the entry (a part kept per timestamp would).
-    later = _carriers(change, 100, after=1)
-    again = deliver(later, deliveries, InlineRenderer())
-    assert (entry.size, len(entry.parts)) == (inline_size, 1)
-    assert _timestamps(again) == _timestamps(later)
-    # A `<system>`-wrapped part holds a text of its own, which the entry counts.
-    wrapped = deliver(messages, deliveries, InlineRenderer(), wrap=True)
-    assert len(entry.parts) == 2
-    assert entry.size >= inline_size + len(cast(str, cast(UserPromptPart, wrapped[0].parts[0]).content))
+    kept: list[object] = [
+        before.parts[0] for before, after in zip(first, again, strict=True) if before.parts[0] is after.parts[0]
+    ]
+    size: int = entry.size
+    return kept, size
+
+
+def test_a_change_keeps_its_delivered_parts_up_to_a_bound_and_its_entry_counts_them():
+    kept, size = _delivered_parts(100, wrap=False)
+    # One part per carrier timestamp is kept and sent again, up to the bound; the rest are built on each request.
+    assert len(kept) == 64
+    assert size > 64 * 512
+    # `<system>`-wrapped parts, each with a text of its own, are kept fewer.
+    wrapped, wrapped_size = _delivered_parts(10, wrap=True)
+    assert len(wrapped) == 4
+    assert wrapped_size < size
 
 
 class Lookalike(str):
@@ -168,19 +167,3 @@ def test_caches_keyed_by_text_never_take_a_str_subclass_for_the_text_it_claims()
 
     assert instruction_id('agent:memory').name == 'memory'
     assert instruction_id(Lookalike('agent:notes', 'agent:memory')).name == 'notes'
-
-
-def test_a_sent_part_is_a_copy_that_a_hook_cannot_edit_for_other_requests():
-    change = InstructionDeltaPart(id='capability:c:edited', content='one', base_hash=None)
-    messages = _carriers(change, 1)
-    deliveries = [Delivery(0, 0, change, False)]
-    first = cast(SystemPromptPart, deliver(messages, deliveries, InlineRenderer())[0].parts[0])
-    assert first.metadata is not None
-    first.metadata['pydantic_ai_append_wording'] = {'inline': 'edited', 'wrapped': 'edited'}
-    first.content = 'edited'
-    second = cast(SystemPromptPart, deliver(messages, deliveries, InlineRenderer())[0].parts[0])
-    assert second is not first
-    # What the first request's hook wrote stays in its copy; the next request is sent the change's own wording.
-    wording = wording_of(change, False)
-    assert (second.content, second.metadata) == (wording['inline'], {'pydantic_ai_append_wording': wording})
-    assert 'edited' not in wording.values()
