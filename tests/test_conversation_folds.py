@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, cast
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -782,3 +782,59 @@ def test_a_fold_of_no_messages_keeps_an_empty_snapshot():
     kept = process_caches()['conversation folds'].get(('no messages', None))
     assert kept is not None
     assert (kept.count, kept.sent_request) == (0, None)
+
+
+@pytest.mark.parametrize('edit', [_forge, None], ids=['forged', 'unedited'])
+def test_a_record_edited_during_the_request_that_keeps_its_fold_is_checked_on_the_next(
+    scans: list[int], edit: Callable[[dict[str, Any]], None] | None
+):
+    # A block function runs after the request's history was folded and before the fold is kept, and it can reach
+    # the history's messages (here through `RunContext.messages`; another task could too while it awaits). What the
+    # kept fold compares the next request against must be what its window was folded from, or an edit made then is
+    # trusted from the next request on.
+    value = ['one']
+    tamper: list[bool] = [False]
+    seen: list[list[ModelMessage]] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    def state(ctx: RunContext[object]) -> str:
+        if tamper[0]:
+            tamper[0] = False
+            if edit is not None:
+                edit(_last_record(ctx.messages))
+        return value[0]
+
+    context = AppendInstructions(id='notes')
+    context.instructions(name='state')(state)
+    agent = Agent(
+        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=True)), capabilities=[context]
+    )
+    history = grown(agent, value, ['one', 'two'], 'edited during')
+    tamper[0] = True
+    history = agent.run_sync('again', message_history=history, conversation_id='edited during').all_messages()
+    assert not tamper[0]
+    scans.clear()
+    agent.run_sync('again', message_history=history, conversation_id='edited during')
+    resumed = sent(seen[-1])
+    # What a fresh process sends for the same history (loaded from JSON, nothing kept).
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    agent.run_sync('again', message_history=loaded, conversation_id='edited during, whole')
+    assert resumed == sent(seen[-1])
+    assert ('forged' in str(seen[-1])) is False
+    # The negative control: with nothing edited, the fold resumed.
+    assert (scans[0] > 0) is (edit is None)
+
+
+def _last_record(messages: list[ModelMessage]) -> dict[str, Any]:
+    carrier = next(
+        part
+        for message in reversed(messages)
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, SystemPromptPart) and part.metadata and RECORD_KEY in part.metadata
+    )
+    assert carrier.metadata is not None
+    return carrier.metadata[RECORD_KEY]
