@@ -10,6 +10,8 @@ objects, and that nothing crosses from one conversation to another.
 from __future__ import annotations
 
 import copy
+import gc
+import sys
 from collections import OrderedDict, UserDict
 from collections.abc import Callable
 from dataclasses import replace
@@ -838,3 +840,42 @@ def _last_record(messages: list[ModelMessage]) -> dict[str, Any]:
     )
     assert carrier.metadata is not None
     return carrier.metadata[RECORD_KEY]
+
+
+def _strings_held(root: object) -> dict[int, int]:
+    """The size of every string of over 10,000 characters that `root` reaches, by the string's id."""
+    found: dict[int, int] = {}
+    visited: set[int] = set()
+    stack: list[object] = [root]
+    while stack:
+        item = stack.pop()
+        if id(item) in visited or isinstance(item, type):
+            continue
+        visited.add(id(item))
+        if isinstance(item, str):
+            if len(item) > 10_000:
+                found[id(item)] = sys.getsizeof(item)
+            continue
+        stack.extend(gc.get_referents(item))
+    return found
+
+
+@pytest.mark.parametrize('inline', [True, False], ids=['inline', 'wrapped'])
+def test_a_kept_fold_counts_the_text_of_the_changes_it_delivered(inline: bool):
+    # The parts that deliver a change hold its text on both paths. The change's wording entry counts them while it
+    # keeps them, but that cache drops its entries on its own bound while the kept fold still holds the parts.
+    block = 100_000
+    value = ['v' * block]
+    agent = build_agent(value, inline=inline)
+    history = grown(agent, value, [letter * block for letter in 'abcde'], f'counted changes {inline}')
+    for _ in range(2):
+        agent.run_sync('again', message_history=history, conversation_id=f'counted changes {inline}')
+    for name in ('change wordings', 'change texts', 'block texts', 'decoded records'):
+        process_caches()[name].clear()
+    kept = process_caches()['conversation folds'].get((f'counted changes {inline}', None))
+    assert kept is not None
+    held = _strings_held(kept)
+    # Not vacuous: the delivered parts hold texts of their own, that nothing else in the fold holds.
+    in_sent = _strings_held(kept.sent)
+    assert set(in_sent) - set(_strings_held([kept.messages, kept.records, kept.state])), 'no text of its own'
+    assert kept.size >= sum(held.values())
