@@ -319,10 +319,17 @@ class Fold:
         for index, outgoing in sent.items():
             # The user prompts and tool returns sent as escaped copies, whose other fields the copies keep.
             kept = set(map(id, outgoing))
-            for part in self._messages[index].parts:
+            own = self._messages[index].parts
+            for part in own:
                 if isinstance(part, UserPromptPart | ToolReturnPart) and id(part) not in kept:
                     copied.append((part, dict(part.__dict__)))
                     sent_size += 2 * _content_size(part.content)
+            # The parts that deliver a change hold its text on both paths (in their content and metadata): the
+            # change's wording entry counts them only while that cache keeps it.
+            stored = set(map(id, own))
+            for part in outgoing:
+                if isinstance(part, SystemPromptPart) and id(part) not in stored:
+                    sent_size += _content_size(part.content) + _content_size(part.metadata)
         previous = self._previous
         if self._reused and previous is not None:
             sent = {**previous.sent, **sent}
