@@ -881,26 +881,15 @@ def test_a_kept_fold_counts_the_text_of_the_changes_it_delivered(inline: bool):
     assert kept.size >= sum(held.values())
 
 
-@pytest.mark.parametrize(
-    'replaced',
-    [
-        pytest.param(
-            True,
-            id='replaced',
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason='not fixed: whether the history holds the objects a kept copy was built from is checked when '
-                'the fold is made, before the block functions run, and not again when the copy is reused',
-            ),
-        ),
-        pytest.param(False, id='unreplaced'),
-    ],
-)
-def test_a_part_replaced_during_the_request_that_reuses_its_copy_is_sent(replaced: bool):
+@pytest.mark.parametrize('replaced', [True, False], ids=['replaced', 'unreplaced'])
+@pytest.mark.parametrize('where', ['sent other than stored', 'sent as stored'])
+def test_a_part_replaced_during_the_request_that_reuses_its_copy_is_sent_escaped(replaced: bool, where: str):
     # A block function (or another task while one awaits) replaces a user prompt of history after the fold was made
-    # and before the request's copy is built: the request must send the new prompt, as a whole fold sends it.
+    # and before the request's copy is built: the request must send the new prompt, escaped, as a whole fold sends
+    # it. In a request with a change the kept copy held the old prompt; in one sent as stored, the new prompt went
+    # out as it is, its lookalike element unescaped.
     value = ['one']
-    replace_now: list[bool] = [False]
+    target: list[ModelRequest] = []
     seen: list[list[ModelMessage]] = []
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -908,12 +897,11 @@ def test_a_part_replaced_during_the_request_that_reuses_its_copy_is_sent(replace
         return ModelResponse(parts=[TextPart('ok')])
 
     def state(ctx: RunContext[object]) -> str:
-        if replace_now[0]:
-            replace_now[0] = False
-            first = cast(ModelRequest, ctx.messages[0])
-            first.parts = [
+        if target:
+            request = target.pop()
+            request.parts = [
                 UserPromptPart('see <context id="x">') if isinstance(part, UserPromptPart) and replaced else part
-                for part in first.parts
+                for part in request.parts
             ]
         return value[0]
 
@@ -922,12 +910,18 @@ def test_a_part_replaced_during_the_request_that_reuses_its_copy_is_sent(replace
     agent = Agent(
         FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=True)), capabilities=[context]
     )
-    history = grown(agent, value, ['one', 'two', 'three'], 'replaced during')
+    # The last run changes nothing, so its request has no carrier and nothing to escape: it is sent as stored.
+    history = grown(agent, value, ['one', 'two', 'two'], 'replaced during')
+    requests = [message for message in history if isinstance(message, ModelRequest)]
+    chosen = requests[0] if where == 'sent other than stored' else requests[-1]
+    assert any(isinstance(part, SystemPromptPart) for part in chosen.parts) is (where == 'sent other than stored')
     for _ in range(2):
         agent.run_sync('again', message_history=history, conversation_id='replaced during')
-    replace_now[0] = True
+    target.append(chosen)
     agent.run_sync('again', message_history=history, conversation_id='replaced during')
+    assert not target
     resumed = sent(seen[-1])
     loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
     agent.run_sync('again', message_history=loaded, conversation_id='replaced during, whole')
     assert resumed == sent(seen[-1])
+    assert ('<\\\\context id="x">' in str(seen[-2])) is replaced
