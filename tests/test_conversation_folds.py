@@ -14,12 +14,13 @@ import gc
 import sys
 from collections import OrderedDict, UserDict
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
 import pytest
 from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -31,6 +32,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
@@ -925,3 +927,49 @@ def test_a_part_replaced_during_the_request_that_reuses_its_copy_is_sent_escaped
     agent.run_sync('again', message_history=loaded, conversation_id='replaced during, whole')
     assert resumed == sent(seen[-1])
     assert ('<\\\\context id="x">' in str(seen[-2])) is replaced
+
+
+@dataclass
+class _Translate(AbstractCapability[object]):
+    """Edits the delivered changes of each request in place, as a hook may edit request-only messages."""
+
+    async def before_model_request(
+        self, ctx: RunContext[object], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        for message in request_context.messages:
+            if isinstance(message, ModelRequest):
+                for part in message.parts:
+                    if isinstance(part, SystemPromptPart) and part.content.startswith('<context'):
+                        part.content += ' [translated]'
+        return request_context
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='not fixed: the kept copy reuses the delivered parts given to Pydantic AI on the request before, which a '
+    'later hook may have edited in place',
+)
+def test_a_delivered_part_a_hook_edits_in_place_is_not_sent_again_edited():
+    # Pydantic AI lets a hook modify a request's request-only messages; the parts that deliver a change are those.
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    context = AppendInstructions(id='notes')
+    context.instructions(name='state')(lambda: value[0])
+    agent = Agent(
+        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=True)),
+        capabilities=[context, _Translate()],
+    )
+    history = grown(agent, value, ['one', 'two', 'three'], 'translated')
+    for _ in range(3):
+        agent.run_sync('again', message_history=history, conversation_id='translated')
+    resumed = delivered(seen[-1])
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    agent.run_sync('again', message_history=loaded, conversation_id='translated whole')
+    # Each change edited once, by this request's hook, as a whole fold sends it (not once per request so far).
+    assert [text.count('[translated]') for text in delivered(seen[-1])] == [1, 1]
+    assert resumed == delivered(seen[-1])
