@@ -240,9 +240,8 @@ async def handle_request(
     """Send the window's prefix, record this request's changes, and deliver the window's changes."""
     messages = list(request_context.messages)
     conversation_id = _conversation(settings, ctx)
-    fold = Fold(messages, key=settings.key, conversation_id=conversation_id, scope=ctx.conversation_id)
-    state = fold.state
     if not messages or not isinstance(messages[-1], ModelRequest):
+        state = Fold(messages, key=settings.key, conversation_id=conversation_id, scope=ctx.conversation_id).state
         # Resuming a turn the provider suspended: it is completed with exactly the history and instructions it
         # was started with, so nothing is resolved or recorded, only delivered again. Pydantic AI doesn't
         # prepare a resumed turn's messages for a single model, so the `<system>` wrapping of the wrapped path
@@ -272,7 +271,11 @@ async def handle_request(
             'both handle this request: register all blocks on one, and route other sources through its `append_ids`.'
         )
     ordered = await _current_blocks(settings, ctx, params, parts)
-    plan = plan_request(state, [block for block, _ in ordered if block is not None])
+    # Folded after the block functions ran, and nothing is awaited from here until the fold is kept: a block
+    # function, or another task while one awaits, may edit the history in place, and what is kept for the next
+    # request must be what this one read and sent.
+    fold = Fold(messages, key=settings.key, conversation_id=conversation_id, scope=ctx.conversation_id)
+    plan = plan_request(fold.state, [block for block, _ in ordered if block is not None])
     renderer = prepare_model(request_context, tagged=plan.tagged)
 
     # On the run's tracer, so the span follows the agent's instrumentation settings.
