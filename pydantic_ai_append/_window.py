@@ -256,11 +256,9 @@ def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock
     """Whether `current` can be sent with `baseline`'s prefix: its other blocks are the same, in the same order."""
     others = [block for block in current if block.mode in ('literal', 'rewrite')]
     digests = baseline.digests
+    # Each is the entry a baseline opened now would record for it, its digest hashed once per process.
     return len(digests) == len(others) and all(
-        digest.id == block.id
-        and digest.dynamic == (block.mode == 'rewrite')
-        and digest.content_hash == _prefix_digest(block.content or '')
-        for digest, block in zip(digests, others, strict=True)
+        digest == _baseline_entry(block) for digest, block in zip(digests, others, strict=True)
     )
 
 
