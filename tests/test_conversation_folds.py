@@ -44,8 +44,18 @@ from pydantic_ai_append._history import RECORD_KEY
 Value = list[str]
 
 
-def build_agent(value: Value, *, inline: bool = True, seen: list[list[ModelMessage]] | None = None) -> Agent[None, str]:
-    """An agent with one append-mode block showing `value[0]`; `seen` gets every request's messages as sent."""
+def build_agent(
+    value: Value,
+    *,
+    inline: bool = True,
+    seen: list[list[ModelMessage]] | None = None,
+    state: Callable[[RunContext[object]], str] | None = None,
+    after: AbstractCapability[Any] | None = None,
+) -> Agent[None, str]:
+    """An agent with one append-mode block showing `value[0]`; `seen` gets every request's messages as sent.
+
+    `state`, if given, is the block's function instead; `after` is a capability listed after the plugin's.
+    """
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if seen is not None:
@@ -53,9 +63,10 @@ def build_agent(value: Value, *, inline: bool = True, seen: list[list[ModelMessa
         return ModelResponse(parts=[TextPart('ok')])
 
     context = AppendInstructions(id='notes')
-    context.instructions(name='state')(lambda: value[0])
+    context.instructions(name='state')(state if state is not None else lambda: value[0])
     return Agent(
-        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=inline)), capabilities=[context]
+        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=inline)),
+        capabilities=[context] if after is None else [context, after],
     )
 
 
@@ -791,10 +802,6 @@ def test_a_record_edited_during_the_request_that_keeps_its_fold_is_checked_on_th
     tamper: list[bool] = [False]
     seen: list[list[ModelMessage]] = []
 
-    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append(messages)
-        return ModelResponse(parts=[TextPart('ok')])
-
     def state(ctx: RunContext[object]) -> str:
         if tamper[0]:
             tamper[0] = False
@@ -802,11 +809,7 @@ def test_a_record_edited_during_the_request_that_keeps_its_fold_is_checked_on_th
                 edit(_last_record(ctx.messages))
         return value[0]
 
-    context = AppendInstructions(id='notes')
-    context.instructions(name='state')(state)
-    agent = Agent(
-        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=True)), capabilities=[context]
-    )
+    agent = build_agent(value, seen=seen, state=state)
     history = grown(agent, value, ['one', 'two'], 'edited during')
     tamper[0] = True
     history = agent.run_sync('again', message_history=history, conversation_id='edited during').all_messages()
@@ -886,10 +889,6 @@ def test_a_part_replaced_during_the_request_that_reuses_its_copy_is_sent_escaped
     target: list[ModelRequest] = []
     seen: list[list[ModelMessage]] = []
 
-    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append(messages)
-        return ModelResponse(parts=[TextPart('ok')])
-
     def state(ctx: RunContext[object]) -> str:
         if target:
             request = target.pop()
@@ -899,11 +898,7 @@ def test_a_part_replaced_during_the_request_that_reuses_its_copy_is_sent_escaped
             ]
         return value[0]
 
-    context = AppendInstructions(id='notes')
-    context.instructions(name='state')(state)
-    agent = Agent(
-        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=True)), capabilities=[context]
-    )
+    agent = build_agent(value, seen=seen, state=state)
     # The last run changes nothing, so its request has no carrier and nothing to escape: it is sent as stored.
     history = grown(agent, value, ['one', 'two', 'two'], 'replaced during')
     requests = [message for message in history if isinstance(message, ModelRequest)]
@@ -946,16 +941,7 @@ def test_a_delivered_part_a_hook_edits_in_place_is_not_sent_again_edited():
     value = ['one']
     seen: list[list[ModelMessage]] = []
 
-    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append(messages)
-        return ModelResponse(parts=[TextPart('ok')])
-
-    context = AppendInstructions(id='notes')
-    context.instructions(name='state')(lambda: value[0])
-    agent = Agent(
-        FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=True)),
-        capabilities=[context, _Translate()],
-    )
+    agent = build_agent(value, seen=seen, after=_Translate())
     history = grown(agent, value, ['one', 'two', 'three'], 'translated')
     for _ in range(3):
         agent.run_sync('again', message_history=history, conversation_id='translated')
