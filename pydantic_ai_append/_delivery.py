@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import cast
+from typing import TypeAlias, cast
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -59,6 +59,7 @@ __all__ = (
     'DELIVERED',
     'DeliveredPaths',
     'PathWording',
+    'Template',
     'deliver',
     'delivered_inline',
     'is_inline',
@@ -67,6 +68,7 @@ __all__ = (
     'prepare_attempt',
     'prepare_model',
     'reword',
+    'templates_of',
     'wording_of',
 )
 
@@ -228,6 +230,7 @@ def deliver(  # noqa: C901 (one loop, written out: see the comment in it)
     wrap: bool = False,
     escape_others: bool = False,
     reused: Mapping[int, tuple[ModelRequestPart, ...]] | None = None,
+    templated: Mapping[int, Template] | None = None,
     start: int = 0,
     built: dict[int, tuple[ModelRequestPart, ...]] | None = None,
 ) -> list[ModelMessage]:
@@ -246,13 +249,19 @@ def deliver(  # noqa: C901 (one loop, written out: see the comment in it)
         reused: The outgoing parts of the messages before `start`, by index, as an earlier request with the same
             messages and deliveries built them; a message before `start` not in it is sent as it is. Each is sent in
             a new message object with a new parts list.
-        start: The index of the first message to render; the ones before it are `reused`.
-        built: Filled with the outgoing parts of each message rendered here that differs from its stored one.
+        templated: The same for messages that are other objects than the ones an earlier request built its copy
+            of, with the same fold (a history loaded afresh): how each one's outgoing parts are made from its own,
+            as `templates_of` gave it.
+        start: The index of the first message to render; the ones before it are `reused` or `templated`.
+        built: Filled with the outgoing parts of each message rendered here, or made by `templated`, that differs
+            from its stored one.
     """
     path = renderer.path
     rendered = list(messages)
     if reused:
         _copy_reused(rendered, messages, reused)
+    if templated:
+        _copy_templated(rendered, messages, templated, {} if built is None else built)
     # The changes of the deliveries seen so far in this request, by their record's `id()` (the records outlive the
     # request, in its deliveries) and whether its base matches: a history's equal records are usually one object,
     # which is looked up by content once rather than at each carrier.
@@ -333,6 +342,101 @@ def _copy_reused(
         message = messages[index]
         fields = message.__dict__.copy()
         fields['parts'] = list(sent_parts)
+        fresh = new(type(message))
+        fresh.__dict__ = fields
+        rendered[index] = fresh
+
+
+Template: TypeAlias = tuple['int | ModelRequestPart', ...]
+"""How one request's outgoing parts are made from its own parts, one item each: an integer `j` is its part `j` as it
+is, `~j` (negative) its part `j` escaped (`_escaped`), and a part is that part (the one delivering a change)."""
+
+
+def templates_of(
+    messages: Sequence[ModelMessage],
+    start: int,
+    stop: int,
+    built: Mapping[int, tuple[ModelRequestPart, ...]],
+    delivered: Sequence[Delivery],
+    *,
+    escape_others: bool,
+) -> dict[int, Template]:
+    """How `deliver` made the outgoing parts of `messages[start:stop]`, for the requests it sent other than stored.
+
+    A history loaded afresh that folds alike (the same records at the same places, and the carriers' timestamps and
+    the texts `deliver` escapes alike) is sent by applying these to its own parts. Every part whose text `deliver`
+    escapes or looks through (any content but a string without `<`) is escaped again from its text then, and so is
+    in a template even where its escaped copy was the part itself.
+
+    Args:
+        messages: The request's messages, as `deliver` was given them.
+        start: The first message `deliver` rendered.
+        stop: The message after the last one to take.
+        built: The outgoing parts of each message `deliver` sent other than stored, by index.
+        delivered: The deliveries of `messages[start:stop]`, in order.
+        escape_others: Whether `deliver` escaped the text of user prompts and tool returns.
+    """
+    at = {(delivery.message_index, delivery.part_index) for delivery in delivered}
+    templates: dict[int, Template] = {}
+    for index in range(start, stop):
+        message = messages[index]
+        if not isinstance(message, ModelRequest):
+            continue
+        outgoing = built.get(index, ())
+        items: list[int | ModelRequestPart] = []
+        marked = False
+        sent = 0
+        for part_index, part in enumerate(message.parts):
+            if (index, part_index) in at:
+                items.append(outgoing[sent])
+                sent += 1
+            elif sent < len(outgoing) and outgoing[sent] is part or not outgoing:
+                escaped = escape_others and _looked_through(part)
+                items.append(~part_index if escaped else part_index)
+                marked = marked or escaped
+                sent += 1
+            elif not isinstance(part, SystemPromptPart):
+                items.append(~part_index)
+                sent += 1
+        if outgoing or marked:
+            templates[index] = tuple(items)
+    return templates
+
+
+def _looked_through(part: ModelRequestPart) -> bool:
+    """Whether `deliver` escapes `part` or looks through its content for text to escape."""
+    if isinstance(part, UserPromptPart | ToolReturnPart):
+        content = part.content
+        return type(content) is not str or '<' in content
+    return False
+
+
+def _copy_templated(
+    rendered: list[ModelMessage],
+    messages: list[ModelMessage],
+    templated: Mapping[int, Template],
+    built: dict[int, tuple[ModelRequestPart, ...]],
+) -> None:
+    """Put in `rendered` a new message for each message of `templated`, its outgoing parts made by the template.
+
+    Those parts go in `built` too, so a snapshot that holds these messages keeps them.
+    """
+    new = object.__new__
+    for index, items in templated.items():
+        # Templates are only ever made of requests.
+        message = cast(ModelRequest, messages[index])
+        own = message.parts
+        parts: list[ModelRequestPart] = []
+        for item in items:
+            if type(item) is not int:
+                parts.append(cast(ModelRequestPart, item))
+            elif item >= 0:
+                parts.append(own[item])
+            else:
+                parts.append(_escaped(own[~item]))
+        built[index] = tuple(parts)
+        fields = message.__dict__.copy()
+        fields['parts'] = parts
         fresh = new(type(message))
         fresh.__dict__ = fields
         rendered[index] = fresh

@@ -285,10 +285,17 @@ async def handle_request(
         new_deliveries = _record(settings, ctx, messages, plan, conversation_id)
         deliveries = [*plan.deliveries, *new_deliveries]
         sent_key = (renderer.path, False, plan.tagged)
-        reused, start = fold.reusable(deliveries, sent_key)
+        reuse = fold.reusable(deliveries, sent_key)
         built: dict[int, tuple[ModelRequestPart, ...]] = {}
         outgoing = deliver(
-            messages, deliveries, renderer, escape_others=plan.tagged, reused=reused, start=start, built=built
+            messages,
+            deliveries,
+            renderer,
+            escape_others=plan.tagged,
+            reused=reuse.sent,
+            templated=reuse.templated,
+            start=reuse.start,
+            built=built,
         )
         fold.remember(deliveries, sent_key, built)
         prefix = _prefix(plan, ordered, renderer)

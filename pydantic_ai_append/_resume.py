@@ -16,7 +16,9 @@ isn't a flat record (a baseline, a remnant) is compared by its full content key.
 at once, at a cost per record far below reading it again.
 
 The outgoing parts kept are reused only when the history holds the very message and part objects they were built
-from: a history loaded afresh has the same fold but new objects, and its outgoing copy is built again.
+from. A history loaded afresh has the same fold but new objects: its outgoing copy is made from its own parts by the
+templates kept of how the copy was made (which part is sent as it is, which escaped, which change delivered where),
+if the carriers' timestamps and which texts are escaped are the same too.
 
 A kept fold is only ever resumed within its own conversation (and with the signing key it was checked with); it holds
 the history it was folded from, and its size counts that history's text.
@@ -41,10 +43,11 @@ from pydantic_ai.messages import (
 )
 
 from ._cache import BoundedCache, content_key
+from ._delivery import Template, templates_of
 from ._history import RECORD_KEY, scan
 from ._window import Delivery, WindowState, first_delivery_at, fold_window
 
-__all__ = ('Fold', 'SentKey', 'escape_key')
+__all__ = ('Fold', 'Reuse', 'SentKey', 'escape_key')
 
 _PARTS = attrgetter('parts')
 _CONTENT = attrgetter('content')
@@ -148,7 +151,17 @@ class _Snapshot:
     """The objects inside `walked` that `deliver` doesn't look into, kept alive so their ids name them."""
 
     timestamps: list[object]
-    """The timestamp of each carrier (held with `messages`): a delivered change is sent with its carrier's."""
+    """The timestamp of each carrier (the objects, held whether or not `messages` is): a delivered change is sent
+    with its carrier's."""
+
+    marked: list[int]
+    """Which of the user prompts and tool returns at `escapable_at` `deliver` escapes or looks through: those whose
+    content isn't a string without `<`."""
+
+    templates: dict[int, Template]
+    """How the outgoing parts of each message of `messages` sent other than stored were made from its own parts, by
+    index (see `templates_of`): kept whether or not `messages` is, so a history loaded afresh that folds alike, with
+    the same timestamps and `marked`, is sent by them without being rendered again."""
 
     copied: list[tuple[Any, dict[str, Any]]]
     """Each part `sent` holds an escaped copy of, with its fields as they were (held with `messages`)."""
@@ -166,7 +179,7 @@ class _Snapshot:
     """The outgoing parts of each message of `messages` that was sent other than stored, by index."""
 
     sent_size: int
-    """About the memory of the parts in `sent`."""
+    """About the memory of the parts in `sent` and `templates`."""
 
     sent_request: ModelMessage | None
     """The request that was being sent when the snapshot was taken (folded apart, so not in `messages`)."""
@@ -273,6 +286,10 @@ class Fold:
                 self._hold = same_objects or (count < len(messages) and messages[count] is previous.sent_request)
         self._start = self._previous.count if self._previous is not None else 0
         self._reused = False
+        # What `reusable` read of the previous messages when their copy is made by the kept templates: the carriers'
+        # timestamps and which escapable parts are marked.
+        self._templated: tuple[list[object], list[int]] | None = None
+        self._rendered_from = 0
         # The request being sent is folded apart: it is still written to (its records are added to it), so it is
         # never part of what is kept.
         self._stop = max(len(messages) - 1, self._start)
@@ -283,25 +300,31 @@ class Fold:
         self.state = fold_window(last, start=self._kept)
         """The window in effect after every message."""
 
-    def reusable(
-        self, deliveries: Sequence[Delivery], sent_key: SentKey
-    ) -> tuple[dict[int, tuple[ModelRequestPart, ...]], int]:
-        """The outgoing parts kept for the messages this fold resumed over, and the index rendering goes on from.
+    def reusable(self, deliveries: Sequence[Delivery], sent_key: SentKey) -> Reuse:
+        """What of the outgoing copy kept for the messages this fold resumed over can be sent again.
 
-        They are reused only if the history holds the objects they were built from, and they were built for the same
-        path and options and delivered the same changes.
+        Nothing, unless it was built for the same path and options and delivered the same changes. The parts kept
+        are reused if the history holds the objects they were built from; the templates, if it holds other objects
+        (loaded afresh) whose carriers' timestamps and escaped texts are alike.
         """
         previous = self._previous
-        if previous is None or not self._same_objects or previous.sent_key != sent_key:
-            return {}, 0
-        if not _same_escapable(previous):
-            return {}, 0
+        if previous is None or previous.sent_key != sent_key:
+            return _NOTHING_REUSED
         start = self._start
         cut = first_delivery_at(deliveries, start)
         if tuple(deliveries[:cut]) != previous.deliveries:
-            return {}, 0
-        self._reused = True
-        return previous.sent, start
+            return _NOTHING_REUSED
+        if self._same_objects:
+            if not _same_escapable(previous):
+                return _NOTHING_REUSED
+            self._reused = True
+            self._rendered_from = start
+            return Reuse(previous.sent, {}, start)
+        read = _alike_to_send(previous, self._parts)
+        if read is None:
+            return _NOTHING_REUSED
+        self._templated, self._rendered_from = read, start
+        return Reuse({}, previous.templates, start)
 
     def remember(
         self,
@@ -313,8 +336,14 @@ class Fold:
         if self._scope is None:
             return
         sent = {index: parts for index, parts in built.items() if index < self._stop} if self._hold else {}
+        delivered = deliveries[
+            first_delivery_at(deliveries, self._rendered_from) : first_delivery_at(deliveries, self._stop)
+        ]
+        templates = templates_of(
+            self._messages, self._rendered_from, self._stop, built, delivered, escape_others=sent_key[2]
+        )
         # Counted as the parts are added: what was reused was counted when it was built.
-        sent_size = sum(64 * (1 + len(parts)) for parts in sent.values())
+        sent_size = sum(64 * (1 + len(parts)) for parts in sent.values()) + _templates_size(templates)
         copied: list[tuple[Any, dict[str, Any]]] = []
         for index, outgoing in sent.items():
             # The user prompts and tool returns sent as escaped copies, whose other fields the copies keep.
@@ -333,8 +362,10 @@ class Fold:
         previous = self._previous
         if self._reused and previous is not None:
             sent = {**previous.sent, **sent}
-            sent_size += previous.sent_size
             copied = previous.copied + copied
+        if (self._reused or self._templated is not None) and previous is not None:
+            templates = {**previous.templates, **templates}
+            sent_size += previous.sent_size
         snapshot = _extended(
             previous,
             self._parts,
@@ -344,12 +375,74 @@ class Fold:
             same_objects=self._same_objects,
             hold=self._hold,
             checked=self._reused,
+            read=self._templated,
             sent=_Sent(
-                sent_key, tuple(deliveries[: first_delivery_at(deliveries, self._stop)]), sent, sent_size, copied
+                sent_key,
+                tuple(deliveries[: first_delivery_at(deliveries, self._stop)]),
+                sent,
+                templates,
+                sent_size,
+                copied,
             ),
         )
         if snapshot is not None:
             _FOLDS.put(self._scope, snapshot, size=snapshot.size)
+
+
+class Reuse(NamedTuple):
+    """What a request sends again of the outgoing copy kept for the messages its fold resumed over."""
+
+    sent: dict[int, tuple[ModelRequestPart, ...]]
+    """The outgoing parts of the messages sent other than stored, by index, for a history of the same objects."""
+
+    templated: dict[int, Template]
+    """How to make those parts from the messages' own, for a history of other objects (loaded afresh)."""
+
+    start: int
+    """The index of the first message to render; the ones before it are sent by `sent` or `templated`, or as they
+    are."""
+
+
+_NOTHING_REUSED = Reuse({}, {}, 0)
+
+
+def _alike_to_send(previous: _Snapshot, parts: list[Any]) -> tuple[list[object], list[int]] | None:
+    """The carriers' timestamps and the marked escapable parts of the history whose `parts` fold as `previous`'s
+    did, if they are the same as `previous`'s, so its copy can be made by `previous`'s templates; otherwise `None`.
+
+    A delivered change is sent with its carrier's timestamp, and `deliver` escapes each marked part (see
+    `_Snapshot.marked`) from its own text, so only these two can make the copy of a history that folds alike differ.
+    """
+    carriers = _gather(_gather(parts, previous.prompt_at), previous.carrier_at)
+    stamps: list[object] = list(map(_TIMESTAMP, carriers))
+    if stamps != previous.timestamps:
+        return None
+    marked = _marked(list(map(_CONTENT, _gather(parts, previous.escapable_at))))
+    if marked != previous.marked:
+        return None
+    return stamps, marked
+
+
+def _marked(contents: list[object]) -> list[int]:
+    """Where the contents `deliver` escapes or looks through are among `contents`: all but strings without `<`."""
+    return [index for index, content in enumerate(contents) if type(content) is not str or '<' in content]
+
+
+def _templates_size(templates: dict[int, Template]) -> int:
+    """About the memory of `templates`: a little per template and item, and the text of each delivered part."""
+    size = 0
+    for items in templates.values():
+        size += 64 + 8 * len(items)
+        for item in items:
+            if type(item) is not int:
+                # Only a system prompt delivers a change here (`<system>` wrapping is for resumed turns).
+                part = cast(SystemPromptPart, item)
+                size += _PART_BYTES + _content_size(part.content) + _content_size(part.metadata)
+    return size
+
+
+_PART_BYTES = 256
+"""About the memory of a delivered part besides its text."""
 
 
 class _Sent(NamedTuple):
@@ -358,6 +451,7 @@ class _Sent(NamedTuple):
     sent_key: SentKey
     deliveries: tuple[Delivery, ...]
     sent: dict[int, tuple[ModelRequestPart, ...]]
+    templates: dict[int, Template]
     sent_size: int
     copied: list[tuple[Any, dict[str, Any]]]
 
@@ -425,6 +519,7 @@ def _extended(
     same_objects: bool,
     hold: bool,
     checked: bool,
+    read: tuple[list[object], list[int]] | None,
     sent: _Sent,
 ) -> _Snapshot | None:
     """A snapshot of `messages[:stop]`: `previous`'s with the messages after it added, or `None` if one can't be kept.
@@ -432,7 +527,8 @@ def _extended(
     `previous_parts` are the parts of the messages `previous` folded, as `messages` holds them now; `same_objects`
     says whether they are the very objects `previous` holds, `hold` whether the snapshot is to hold `messages`'
     objects, for reusing their outgoing copy, and `checked` whether what `previous` compares a reused copy against
-    was found unchanged in this request (its copy was reused). `sent` is what is kept of this request's copy.
+    was found unchanged in this request (its copy was reused). `read` is what `_alike_to_send` read of the previous
+    messages if their copy was made by templates. `sent` is what is kept of this request's copy.
     """
     if previous is None:
         previous = _EMPTY
@@ -480,8 +576,11 @@ def _extended(
         else:
             other_at.append(index)
             others.append((cast(type, type(cast(object, held))), key))
+    timestamps, marked = _read_to_send(
+        previous, previous_parts, carriers, list(compress(parts, escapable_flags)), checked=checked, read=read
+    )
     # What the snapshot compares by content and keeps alive: the copies of its records, the system prompts' texts,
-    # the content keys, and a few list entries per part.
+    # the content keys, the timestamps, and a few list entries per part.
     content_size = (
         previous.content_size
         + sum(sys.getsizeof(value) for record in records for value in record.values())
@@ -489,6 +588,7 @@ def _extended(
         + sum(map(sys.getsizeof, contents))
         + sum(_key_size(key) for _, key in others)
         + 64 * (len(added) + len(parts))
+        + 64 * len(carriers)
     )
     held_messages: tuple[ModelMessage, ...] | None = None
     held_parts: list[Any] | None = None
@@ -501,7 +601,6 @@ def _extended(
     walked_at: list[int] = []
     walked: list[Hashable] = []
     opaque: list[object] = []
-    timestamps: list[object] = []
     held_size = 0
     if hold:
         held_messages, held_parts = (*messages[:stop],), previous_parts + parts
@@ -519,9 +618,7 @@ def _extended(
             held_records = _gather(held_carriers, previous.record_at + record_at)
             held_others = _gather(held_carriers, previous.other_at + other_at)
             held_escapable = _gather(held_parts, [*previous.escapable_at, *escapable_at])
-        escapable, walked_at, walked, opaque, timestamps = _compared(
-            previous, held_escapable, held_carriers, added_escapable, carriers, checked=checked
-        )
+        escapable, walked_at, walked, opaque = _compared(previous, held_escapable, added_escapable, checked=checked)
         held_size = (
             previous.held_size if same_objects else _held_size(messages[: previous.count], previous_parts)
         ) + _held_size(added, parts)
@@ -553,6 +650,8 @@ def _extended(
         walked=walked,
         opaque=opaque,
         timestamps=timestamps,
+        marked=marked,
+        templates=sent.templates,
         copied=sent.copied,
         state=state,
         sent_key=sent.sent_key,
@@ -566,18 +665,37 @@ def _extended(
     )
 
 
-def _compared(
+def _read_to_send(
     previous: _Snapshot,
-    escapable_parts: list[Any],
-    carriers: list[Any],
-    added_escapable: list[Any],
+    previous_parts: list[Any],
     added_carriers: list[Any],
+    added_escapable: list[Any],
     *,
     checked: bool,
-) -> tuple[list[object], list[int], list[Hashable], list[object], list[object]]:
-    """What a reused copy will be checked against (`escapable`, `walked_at`, `walked`, `opaque`, `timestamps`): what
-    the held objects hold now, which is what `deliver` read for the copy kept with the snapshot (built now, or reused
-    because they held what they held before).
+    read: tuple[list[object], list[int]] | None,
+) -> tuple[list[object], list[int]]:
+    """The carriers' timestamps and the marked escapable parts of a snapshot (`_Snapshot.timestamps`, `.marked`).
+
+    `previous`'s are extended by the parts added if they were found to hold for this request's objects (`checked`
+    over the same objects, or `read` over others), and read again from `previous_parts` otherwise.
+    """
+    added_stamps: list[object] = list(map(_TIMESTAMP, added_carriers))
+    added_marked = [len(previous.escapable_at) + index for index in _marked(list(map(_CONTENT, added_escapable)))]
+    if checked:
+        return previous.timestamps + added_stamps, previous.marked + added_marked
+    if read is not None:
+        return read[0] + added_stamps, read[1] + added_marked
+    previous_carriers = _gather(_gather(previous_parts, previous.prompt_at), previous.carrier_at)
+    previous_contents: list[object] = list(map(_CONTENT, _gather(previous_parts, previous.escapable_at)))
+    return list(map(_TIMESTAMP, previous_carriers)) + added_stamps, _marked(previous_contents) + added_marked
+
+
+def _compared(
+    previous: _Snapshot, escapable_parts: list[Any], added_escapable: list[Any], *, checked: bool
+) -> tuple[list[object], list[int], list[Hashable], list[object]]:
+    """What a reused copy will be checked against (`escapable`, `walked_at`, `walked`, `opaque`): what the held
+    objects hold now, which is what `deliver` read for the copy kept with the snapshot (built now, or reused because
+    they held what they held before).
 
     With `checked`, `previous`'s were found unchanged in this request, and only the parts added are read.
     """
@@ -586,14 +704,13 @@ def _compared(
         walked_at = _not_text(escapable)
         opaque: list[object] = []
         walked = [escape_key(escapable[index], opaque) for index in walked_at]
-        return escapable, walked_at, walked, opaque, list(map(_TIMESTAMP, carriers))
+        return escapable, walked_at, walked, opaque
     added: list[object] = list(map(_CONTENT, added_escapable))
     escapable = previous.escapable + added
     added_walked_at = [len(previous.escapable) + index for index in _not_text(added)]
     opaque = list(previous.opaque)
     walked = previous.walked + [escape_key(escapable[index], opaque) for index in added_walked_at]
-    timestamps = previous.timestamps + list(map(_TIMESTAMP, added_carriers))
-    return escapable, previous.walked_at + added_walked_at, walked, opaque, timestamps
+    return escapable, previous.walked_at + added_walked_at, walked, opaque
 
 
 def _shifted(positions: list[int], previous: _Snapshot) -> list[int]:
@@ -679,6 +796,8 @@ _EMPTY = _Snapshot(
     escapable=[],
     walked_at=[],
     timestamps=[],
+    marked=[],
+    templates={},
     copied=[],
     walked=[],
     opaque=[],

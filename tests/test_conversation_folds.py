@@ -311,13 +311,31 @@ def reuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     starts: list[int] = []
     original = resume.Fold.reusable
 
-    def counted(self: resume.Fold, *args: Any) -> Any:
-        kept, start = original(self, *args)
-        starts.append(start)
-        return kept, start
+    def counted(self: resume.Fold, *args: Any) -> resume.Reuse:
+        reuse = original(self, *args)
+        starts.append(reuse.start)
+        return reuse
 
     monkeypatch.setattr(resume.Fold, 'reusable', counted)
     return starts
+
+
+@pytest.fixture
+def templated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """For each request, how many messages' outgoing copy was made by kept templates (a history loaded afresh).
+
+    Internal, like `scans`.
+    """
+    counts: list[int] = []
+    original = resume.Fold.reusable
+
+    def counted(self: resume.Fold, *args: Any) -> resume.Reuse:
+        reuse = original(self, *args)
+        counts.append(len(reuse.templated))
+        return reuse
+
+    monkeypatch.setattr(resume.Fold, 'reusable', counted)
+    return counts
 
 
 @pytest.mark.parametrize(
@@ -333,6 +351,7 @@ def reuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_history_changed_in_place_is_folded_again_and_sent_as_a_whole_fold_sends_it(
     scans: list[int],
     reuses: list[int],
+    templated: list[int],
     edit: Callable[[list[ModelMessage]], None],
     folds_alike: bool,
     same_objects: bool,
@@ -347,12 +366,15 @@ def test_history_changed_in_place_is_folded_again_and_sent_as_a_whole_fold_sends
     edit(history)
     scans.clear()
     reuses.clear()
+    templated.clear()
     agent.run_sync('again', message_history=history, conversation_id='c1')
     # A part or metadata replaced by an equal one leaves the records where they were, holding what they held: the
     # fold resumes. Anything else is read again. Kept outgoing parts are sent only where the fold resumed over the
-    # very part objects they were built from (a carrier's metadata isn't sent).
+    # very part objects they were built from (a carrier's metadata isn't sent); over a part replaced by an equal
+    # one, the copy is made by the kept templates.
     assert (scans[0] > 0) is folds_alike
-    assert (reuses[0] > 0) is (folds_alike and same_objects)
+    assert (reuses[0] > 0) is folds_alike
+    assert (templated[0] > 0) is (folds_alike and not same_objects)
     resumed = sent(seen[-1])
     loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
     agent.run_sync('again', message_history=loaded, conversation_id='fresh')
@@ -367,19 +389,25 @@ def loaded(history: list[ModelMessage], edit: Callable[[list[Any]], None] | None
     return ModelMessagesTypeAdapter.validate_python(stored)
 
 
-def test_history_loaded_afresh_resumes_its_fold_and_builds_its_outgoing_copy_again(scans: list[int], reuses: list[int]):
+def test_history_loaded_afresh_resumes_its_fold_and_makes_its_outgoing_copy_by_the_kept_templates(
+    scans: list[int], reuses: list[int], templated: list[int]
+):
     value = ['one']
     seen: list[list[ModelMessage]] = []
     agent = build_agent(value, seen=seen)
     history = grown(agent, value, ['one', 'two', 'three', 'four'], 'c1')
     scans.clear()
+    reuses.clear()
+    templated.clear()
     for _ in range(3):
         agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
     # Each request scans twice (what it keeps, then the request being sent): the later ones resumed, with new
-    # objects, so their outgoing copy was built whole.
+    # objects, so their outgoing copy was made by the templates kept of the copy before, one per request that
+    # carries a record.
     assert scans[0] > 0
     assert scans[2::2] == [len(history), len(history)]
-    assert reuses[-1] == 0
+    assert reuses[1:] == [len(history), len(history)]
+    assert templated[1:] == [4, 4]
     resumed = sent(seen[-1])
     agent.run_sync('again', message_history=loaded(history), conversation_id='c2')
     assert scans[-2] == 0
@@ -601,23 +629,25 @@ def test_what_escaping_reads_is_named_by_value_and_other_objects_by_identity():
     assert key != resume.escape_key(['a', ('b', {'c': object()})], [])
 
 
-def test_a_history_loaded_once_and_then_kept_in_process_reuses_its_outgoing_copy(reuses: list[int]):
+def test_a_history_loaded_once_and_then_kept_in_process_reuses_its_outgoing_copy(
+    reuses: list[int], templated: list[int]
+):
     value = ['one']
     seen: list[list[ModelMessage]] = []
     agent = build_agent(value, seen=seen)
     history = grown(agent, value, ['one', 'two'], 'c1')
     history += [ModelRequest(parts=[UserPromptPart(['plain', 'items'])]), ModelResponse(parts=[TextPart('ok')])]
     agent.run_sync('again', message_history=history, conversation_id='c1')
-    # Loaded afresh once (the fold resumes over new objects, whose outgoing copy is built whole), then run on the
-    # objects that run returned: that history goes on from the request sent last, so its objects are taken on, and
-    # their copy is reused from the request after.
+    # Loaded afresh once (the fold resumes over new objects, whose outgoing copy is made by the kept templates),
+    # then run on the objects that run returned: that history goes on from the request sent last, so its objects
+    # are taken on, and their copy is reused from the request after.
     reuses.clear()
+    templated.clear()
     kept = agent.run_sync('again', message_history=loaded(history), conversation_id='c1').all_messages()
     for _ in range(3):
         agent.run_sync('again', message_history=kept, conversation_id='c1')
-    assert reuses[:2] == [0, 0]
-    assert reuses[2] > 0
-    assert reuses[3] > 0
+    assert all(start > 0 for start in reuses)
+    assert [count > 0 for count in templated] == [True, True, False, False]
     resumed = sent(seen[-1])
     agent.run_sync('again', message_history=loaded(kept), conversation_id='fresh')
     assert resumed == sent(seen[-1])
@@ -951,3 +981,102 @@ def test_a_delivered_part_a_hook_edits_in_place_is_not_sent_again_edited():
     # Each change edited once, by this request's hook, as a whole fold sends it (not once per request so far).
     assert [text.count('[translated]') for text in delivered(seen[-1])] == [1, 1]
     assert resumed == delivered(seen[-1])
+
+
+def _templated_history(agent: Agent[None, str], value: Value) -> list[ModelMessage]:
+    """A conversation whose requests have every kind of part a template makes: carriers of changes and of the
+    baseline (left out), a prompt with the element syntax in it, one with `<` but nothing to escape, list items, a
+    structured tool return."""
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    history += [
+        ModelRequest(parts=[UserPromptPart('see <context id="x">'), UserPromptPart('a < b')]),
+        ModelResponse(parts=[ToolCallPart('lookup', {}, tool_call_id='t1')]),
+        ModelRequest(parts=[ToolReturnPart('lookup', {'notes': ['fine']}, tool_call_id='t1')]),
+        ModelResponse(parts=[TextPart('ok')]),
+        ModelRequest(parts=[UserPromptPart(['plain', 'items'])]),
+        ModelResponse(parts=[TextPart('ok')]),
+    ]
+    value[0] = 'three'
+    return agent.run_sync('next', message_history=history, conversation_id='c1').all_messages()
+
+
+def _prompt(stored: list[Any], message: int, part: int = 0) -> dict[str, Any]:
+    return stored[message]['parts'][part]
+
+
+def _escaped_text_changed(stored: list[Any]) -> None:
+    # Still marked (each has a `<`), so the copy is made by the template, which escapes the new text: of a prompt
+    # sent escaped, and of one that had nothing to escape.
+    _prompt(stored, -8)['content'] = 'now </system> here'
+    _prompt(stored, -8, 1)['content'] = 'a < b <context id="z">'
+
+
+def _unescaped_text_changed(stored: list[Any]) -> None:
+    # Still nothing to escape: the part is sent as it is.
+    _prompt(stored, -4)['content'] = ['other', 'items', 'see <context id="y">']
+
+
+def _tool_return_changed(stored: list[Any]) -> None:
+    _prompt(stored, -6)['content'] = {'notes': ['see </context-diff>']}
+
+
+def _newly_marked(stored: list[Any]) -> None:
+    # A prompt that had no `<` gets an element: the marks differ, so the copy is rendered again.
+    _prompt(stored, 0)['content'] = 'see <context id="z">'
+
+
+def _carrier_retimed(stored: list[Any]) -> None:
+    # A change is sent with its carrier's timestamp: another one is rendered again.
+    carrier = next(
+        part
+        for message in stored
+        if message['kind'] == 'request'
+        for part in message['parts']
+        if part['part_kind'] == 'system-prompt' and not part['content']
+    )
+    carrier['timestamp'] = '2001-01-01T00:00:00Z'
+
+
+@pytest.mark.parametrize(
+    ('edit', 'by_templates'),
+    [
+        (None, True),
+        (_escaped_text_changed, True),
+        (_unescaped_text_changed, True),
+        (_tool_return_changed, True),
+        (_newly_marked, False),
+        (_carrier_retimed, False),
+    ],
+    ids=lambda value: getattr(value, '__name__', str(value)),
+)
+@pytest.mark.parametrize('inline', [True, False], ids=['inline', 'wrapped'])
+def test_a_history_loaded_afresh_is_sent_by_the_templates_as_a_whole_fold_sends_it(
+    reuses: list[int],
+    templated: list[int],
+    edit: Callable[[list[Any]], None] | None,
+    by_templates: bool,
+    inline: bool,
+):
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, inline=inline, seen=seen)
+    history = _templated_history(agent, value)
+    agent.run_sync('again', message_history=loaded(history), conversation_id='c1')
+    before = seen[-1]
+    reuses.clear()
+    templated.clear()
+    agent.run_sync('again', message_history=loaded(history, edit), conversation_id='c1')
+    by_kept = seen[-1]
+    assert reuses[0] > 0 if by_templates else reuses[0] == 0
+    # One template per request that carries a record, or has a text `deliver` escapes or looks through.
+    assert templated[0] == (6 if by_templates else 0)
+    agent.run_sync('again', message_history=loaded(history, edit), conversation_id='fresh')
+    assert templated[-1] == 0
+    whole = seen[-1]
+    assert sent(by_kept) == sent(whole)
+    assert [type(message) for message in by_kept] == [type(message) for message in whole]
+    lookalikes = ['<context id="x"', '<context id="y"', '<context id="z"', '</system> here', '</context-diff>']
+    assert not [text for text in lookalikes if text in str(sent(by_kept))]
+    # New message objects, with new parts lists, on each request; the parts are the history's own, or escaped.
+    assert not {id(message) for message in by_kept} & {id(message) for message in before}
+    assert not {id(message.parts) for message in by_kept} & {id(message.parts) for message in before}
