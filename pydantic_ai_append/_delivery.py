@@ -428,8 +428,8 @@ def _copy_templated(
         own = message.parts
         parts: list[ModelRequestPart] = []
         for item in items:
-            if type(item) is not int:
-                parts.append(cast(ModelRequestPart, item))
+            if not isinstance(item, int):
+                parts.append(item)
             elif item >= 0:
                 parts.append(own[item])
             else:

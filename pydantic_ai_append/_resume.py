@@ -12,7 +12,7 @@ sit and what the records hold, so the check compares exactly that: the type of e
 number of parts of each message, the text of each system prompt, and for each carrier its record, by value, with every
 integer in it the very object it was (so that `1`, `1.0` and `True`, which compare equal, are told apart; every other
 value of a flat record is a string or `None`, which nothing but an equal string or `None` equals). A metadata dict that
-isn't a flat record (a baseline, a remnant) is compared by its full content key. The comparisons run over whole lists
+isn't a flat record (a baseline, a remnant) is compared by its exact content, written out by `marshal`. The comparisons run over whole lists
 at once, at a cost per record far below reading it again.
 
 The outgoing parts kept are reused only when the history holds the very message and part objects they were built
@@ -26,6 +26,7 @@ the history it was folded from, and its size counts that history's text.
 
 from __future__ import annotations
 
+import marshal
 import sys
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from ._cache import BoundedCache, content_key
+from ._cache import BoundedCache
 from ._delivery import Template, templates_of
 from ._history import RECORD_KEY, scan
 from ._window import Delivery, WindowState, first_delivery_at, fold_window
@@ -131,8 +132,8 @@ class _Snapshot:
     other_at: list[int]
     """Where the other metadata of `carrier_at`'s prompts is (not a flat record: a baseline, a remnant, none)."""
 
-    others: list[tuple[type, Hashable]]
-    """The type and content key of each of those metadata values."""
+    others: list[tuple[type, bytes]]
+    """The type and exact content (`_content_bytes`) of each of those metadata values."""
 
     escapable_at: list[int]
     """Where the user prompts and tool returns of requests are among `parts`: `deliver` escapes their text."""
@@ -237,7 +238,7 @@ def _folds_alike(
         return False
     if not all(map(is_, map(getitem, _gather(records, snapshot.integer_of), snapshot.integer_keys), snapshot.integers)):
         return False
-    return all((type(held), content_key(held)) == key for held, key in zip(others, snapshot.others, strict=True))
+    return all((type(held), _content_bytes(held)) == key for held, key in zip(others, snapshot.others, strict=True))
 
 
 class Fold:
@@ -559,7 +560,7 @@ def _extended(
     integer_keys: list[str] = []
     integers: list[int] = []
     other_at: list[int] = []
-    others: list[tuple[type, Hashable]] = []
+    others: list[tuple[type, bytes]] = []
     for index, held in enumerate(metadata, start=len(previous.carrier_at)):
         stored: object = held.get(RECORD_KEY) if type(held) is dict else None
         if type(stored) is dict and _FLAT.issuperset(map(type, cast(dict[str, Any], stored).values())):
@@ -571,7 +572,7 @@ def _extended(
                     integers.append(value)
             record_at.append(index)
             records.append(dict(record))
-        elif (key := content_key(cast(object, held))) is None and held is not None:
+        elif (key := _content_bytes(held)) is None:
             return None
         else:
             other_at.append(index)
@@ -580,13 +581,13 @@ def _extended(
         previous, previous_parts, carriers, list(compress(parts, escapable_flags)), checked=checked, read=read
     )
     # What the snapshot compares by content and keeps alive: the copies of its records, the system prompts' texts,
-    # the content keys, the timestamps, and a few list entries per part.
+    # the others' contents, the timestamps, and a few list entries per part.
     content_size = (
         previous.content_size
         + sum(sys.getsizeof(value) for record in records for value in record.values())
         + 256 * len(records)
         + sum(map(sys.getsizeof, contents))
-        + sum(_key_size(key) for _, key in others)
+        + sum(sys.getsizeof(key) for _, key in others)
         + 64 * (len(added) + len(parts))
         + 64 * len(carriers)
     )
@@ -757,13 +758,18 @@ def _content_size(value: object) -> int:
     return sys.getsizeof(value)
 
 
-def _key_size(key: object) -> int:
-    """About the memory a content key keeps alive: its strings and a little per item (it can hold a block's text)."""
-    if type(key) is str:
-        return sys.getsizeof(key)
-    if type(key) is tuple:
-        return 64 + sum(map(_key_size, cast(tuple[object, ...], key)))
-    return 32
+def _content_bytes(value: object) -> bytes | None:
+    """The exact content of a metadata value, as bytes that are equal for two values only if they hold the same.
+
+    That is `marshal`'s format 0, which writes `True`, `1` and `1.0`, and a list and a tuple, apart, keeps the order of
+    a dict's items, takes no subclass of a built-in type, and has no references between objects (so sharing doesn't
+    change it). `None` for a value it can't write (a class instance, a subclass): that is never compared.
+    """
+    try:
+        # Typed for the values it writes; any other raises `ValueError`, which is the answer here.
+        return marshal.dumps(cast(Any, value), 0)
+    except ValueError:
+        return None
 
 
 def _instructions(message: ModelMessage) -> str | None:

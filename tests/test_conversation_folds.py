@@ -253,14 +253,19 @@ def test_the_folds_are_a_bounded_process_cache(monkeypatch: pytest.MonkeyPatch):
     assert [key for key, _ in folds.items()] == [('conversation 3', None), ('conversation 4', None)]
 
 
+class _Opaque:
+    """A value no metadata compare can look into."""
+
+
 def test_a_record_that_is_not_flat_json_is_never_kept_in_a_snapshot(scans: list[int]):
-    # A record dict holding a tuple (not JSON) can't be compared by content: that conversation folds every request whole.
+    # Metadata holding an object of a class of its own can't be compared by content: that conversation folds every
+    # request whole.
     value = ['one']
     agent = build_agent(value)
     history = grown(agent, value, ['one', 'two'], 'c1')
     first = history[0]
     assert isinstance(first, ModelRequest)
-    first.parts = [*first.parts, SystemPromptPart('', metadata={'other': ('not', 'json')})]
+    first.parts = [*first.parts, SystemPromptPart('', metadata={'other': _Opaque()})]
     scans.clear()
     for _ in range(3):
         agent.run_sync('again', message_history=history, conversation_id='c1')
@@ -1080,3 +1085,84 @@ def test_a_history_loaded_afresh_is_sent_by_the_templates_as_a_whole_fold_sends_
     # New message objects, with new parts lists, on each request; the parts are the history's own, or escaped.
     assert not {id(message) for message in by_kept} & {id(message) for message in before}
     assert not {id(message.parts) for message in by_kept} & {id(message.parts) for message in before}
+
+
+class _Text(str):
+    """A string that is not a `str`."""
+
+
+def _baseline(history: list[ModelMessage]) -> dict[str, Any]:
+    metadata = _carriers(history)[0].metadata
+    assert metadata is not None
+    return cast(dict[str, Any], metadata[RECORD_KEY])
+
+
+def _baseline_version_as_bool(history: list[ModelMessage]) -> None:
+    _baseline(history)['v'] = True
+
+
+def _blocks_as_tuple(history: list[ModelMessage]) -> None:
+    baseline = _baseline(history)
+    baseline['instructions'] = tuple(baseline['instructions'])
+
+
+def _block_as_ordered_dict(history: list[ModelMessage]) -> None:
+    blocks = _baseline(history)['instructions']
+    blocks[0] = OrderedDict(blocks[0])
+
+
+def _block_text_as_subclass(history: list[ModelMessage]) -> None:
+    block = _baseline(history)['instructions'][0]
+    block['content'] = _Text(block['content'])
+
+
+def _block_text_edited(history: list[ModelMessage]) -> None:
+    _baseline(history)['instructions'][0]['content'] = 'forged'
+
+
+@pytest.mark.parametrize(
+    ('edit', 'equal'),
+    [
+        (_baseline_version_as_bool, True),
+        (_block_as_ordered_dict, True),
+        (_block_text_as_subclass, True),
+        (_blocks_as_tuple, False),
+        (_block_text_edited, False),
+    ],
+    ids=lambda value: getattr(value, '__name__', str(value)),
+)
+def test_a_baseline_edited_in_place_to_an_equal_looking_value_is_read_again(
+    scans: list[int], edit: Callable[[list[ModelMessage]], None], equal: bool
+):
+    # A baseline is compared by its exact content: a value that compares equal but is of another type (which a
+    # record's check reads otherwise) is not trusted, nor is any other edit.
+    value = ['one']
+    seen: list[list[ModelMessage]] = []
+    agent = build_agent(value, seen=seen)
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    before = copy.deepcopy(_baseline(history))
+    edit(history)
+    # Some of the edits leave a baseline that compares equal to the one before.
+    assert (_baseline(history) == before) is equal
+    scans.clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[0] == 0
+    resumed = sent(seen[-1])
+    process_caches()['conversation folds'].clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert resumed == sent(seen[-1])
+
+
+def test_a_baseline_left_as_it_was_is_the_negative_control_of_its_edits(scans: list[int]):
+    value = ['one']
+    agent = build_agent(value)
+    history = grown(agent, value, ['one', 'two'], 'c1')
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    # An equal baseline of new objects, of the same types, is the same content.
+    carrier = _carriers(history)[0]
+    assert carrier.metadata is not None
+    carrier.metadata[RECORD_KEY] = copy.deepcopy(_baseline(history))
+    scans.clear()
+    agent.run_sync('again', message_history=history, conversation_id='c1')
+    assert scans[0] > 0
