@@ -892,24 +892,34 @@ def _strings_held(root: object) -> dict[int, int]:
     return found
 
 
+@pytest.mark.parametrize('afresh', [False, True], ids=['kept in process', 'loaded afresh'])
 @pytest.mark.parametrize('inline', [True, False], ids=['inline', 'wrapped'])
-def test_a_kept_fold_counts_the_text_of_the_changes_it_delivered(inline: bool):
+def test_a_kept_fold_counts_the_text_of_the_changes_it_delivered(inline: bool, afresh: bool):
     # The parts that deliver a change hold its text on both paths. The change's wording entry counts them while it
-    # keeps them, but that cache drops its entries on its own bound while the kept fold still holds the parts.
+    # keeps them, but that cache drops its entries on its own bound while the kept fold still holds the parts: in
+    # the outgoing copy it keeps of a history kept in process, in its templates for one loaded afresh each request.
     block = 100_000
     value = ['v' * block]
     agent = build_agent(value, inline=inline)
-    history = grown(agent, value, [letter * block for letter in 'abcde'], f'counted changes {inline}')
-    for _ in range(2):
-        agent.run_sync('again', message_history=history, conversation_id=f'counted changes {inline}')
+    conversation = f'counted changes {inline} {afresh}'
+    history = grown(agent, value, [letter * block for letter in 'abcde'], conversation)
+    if afresh:
+        # The last one with a prompt that gained an element, so it is rendered whole: the fold it keeps counts no
+        # copy a fold before it kept, only its own templates.
+        for edit in (None, _newly_marked):
+            agent.run_sync('again', message_history=loaded(history, edit), conversation_id=conversation)
+    else:
+        for _ in range(2):
+            agent.run_sync('again', message_history=history, conversation_id=conversation)
     for name in ('change wordings', 'change texts', 'block texts', 'decoded records'):
         process_caches()[name].clear()
-    kept = process_caches()['conversation folds'].get((f'counted changes {inline}', None))
+    kept = process_caches()['conversation folds'].get((conversation, None))
     assert kept is not None
+    assert (kept.messages is None) is afresh
     held = _strings_held(kept)
     # Not vacuous: the delivered parts hold texts of their own, that nothing else in the fold holds.
-    in_sent = _strings_held(kept.sent)
-    assert set(in_sent) - set(_strings_held([kept.messages, kept.records, kept.state])), 'no text of its own'
+    in_copy = _strings_held(kept.templates if afresh else kept.sent)
+    assert set(in_copy) - set(_strings_held([kept.messages, kept.records, kept.state])), 'no text of its own'
     assert kept.size >= sum(held.values())
 
 
