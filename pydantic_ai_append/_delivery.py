@@ -253,8 +253,8 @@ def deliver(  # noqa: C901 (one loop, written out: see the comment in it)
             of, with the same fold (a history loaded afresh): how each one's outgoing parts are made from its own,
             as `templates_of` gave it.
         start: The index of the first message to render; the ones before it are `reused` or `templated`.
-        built: Filled with the outgoing parts of each message rendered here, or made by `templated`, that differs
-            from its stored one.
+        built: Filled with the outgoing parts of each message rendered here that differs from its stored one, and
+            of each message made by `templated`.
     """
     path = renderer.path
     rendered = list(messages)

@@ -180,7 +180,10 @@ class _Snapshot:
     """The outgoing parts of each message of `messages` that was sent other than stored, by index."""
 
     sent_size: int
-    """About the memory of the parts in `sent` and `templates`."""
+    """About the memory of the parts in `sent`."""
+
+    templates_size: int
+    """About the memory of what `templates` keeps alive: its items, and the parts that deliver changes."""
 
     sent_request: ModelMessage | None
     """The request that was being sent when the snapshot was taken (folded apart, so not in `messages`)."""
@@ -344,7 +347,8 @@ class Fold:
             self._messages, self._rendered_from, self._stop, built, delivered, escape_others=sent_key[2]
         )
         # Counted as the parts are added: what was reused was counted when it was built.
-        sent_size = sum(64 * (1 + len(parts)) for parts in sent.values()) + _templates_size(templates)
+        sent_size = sum(64 * (1 + len(parts)) for parts in sent.values())
+        templates_size = _templates_size(templates)
         copied: list[tuple[Any, dict[str, Any]]] = []
         for index, outgoing in sent.items():
             # The user prompts and tool returns sent as escaped copies, whose other fields the copies keep.
@@ -363,10 +367,11 @@ class Fold:
         previous = self._previous
         if self._reused and previous is not None:
             sent = {**previous.sent, **sent}
+            sent_size += previous.sent_size
             copied = previous.copied + copied
         if (self._reused or self._templated is not None) and previous is not None:
             templates = {**previous.templates, **templates}
-            sent_size += previous.sent_size
+            templates_size += previous.templates_size
         snapshot = _extended(
             previous,
             self._parts,
@@ -383,6 +388,7 @@ class Fold:
                 sent,
                 templates,
                 sent_size,
+                templates_size,
                 copied,
             ),
         )
@@ -454,6 +460,7 @@ class _Sent(NamedTuple):
     sent: dict[int, tuple[ModelRequestPart, ...]]
     templates: dict[int, Template]
     sent_size: int
+    templates_size: int
     copied: list[tuple[Any, dict[str, Any]]]
 
 
@@ -659,10 +666,11 @@ def _extended(
         deliveries=sent.deliveries,
         sent=sent.sent,
         sent_size=sent.sent_size,
+        templates_size=sent.templates_size,
         sent_request=messages[stop] if stop < len(messages) else None,
         content_size=content_size,
         held_size=held_size,
-        size=content_size + held_size + _request_size(messages, stop) + sent.sent_size,
+        size=content_size + held_size + _request_size(messages, stop) + sent.sent_size + sent.templates_size,
     )
 
 
@@ -812,6 +820,7 @@ _EMPTY = _Snapshot(
     deliveries=(),
     sent={},
     sent_size=0,
+    templates_size=0,
     sent_request=None,
     content_size=0,
     held_size=0,

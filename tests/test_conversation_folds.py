@@ -892,9 +892,11 @@ def _strings_held(root: object) -> dict[int, int]:
     return found
 
 
-@pytest.mark.parametrize('afresh', [False, True], ids=['kept in process', 'loaded afresh'])
+@pytest.mark.parametrize(
+    'afresh', ['', 'rendered whole', 'by templates'], ids=['kept in process', 'loaded afresh', 'loaded, templated']
+)
 @pytest.mark.parametrize('inline', [True, False], ids=['inline', 'wrapped'])
-def test_a_kept_fold_counts_the_text_of_the_changes_it_delivered(inline: bool, afresh: bool):
+def test_a_kept_fold_counts_the_text_of_the_changes_it_delivered(inline: bool, afresh: str):
     # The parts that deliver a change hold its text on both paths. The change's wording entry counts them while it
     # keeps them, but that cache drops its entries on its own bound while the kept fold still holds the parts: in
     # the outgoing copy it keeps of a history kept in process, in its templates for one loaded afresh each request.
@@ -904,9 +906,11 @@ def test_a_kept_fold_counts_the_text_of_the_changes_it_delivered(inline: bool, a
     conversation = f'counted changes {inline} {afresh}'
     history = grown(agent, value, [letter * block for letter in 'abcde'], conversation)
     if afresh:
-        # The last one with a prompt that gained an element, so it is rendered whole: the fold it keeps counts no
-        # copy a fold before it kept, only its own templates.
-        for edit in (None, _newly_marked):
+        # With a prompt that gained an element, a request is rendered whole: the fold it keeps counts no copy a fold
+        # before it kept, only its own templates. Loaded as before after that, it is rendered whole once more (the
+        # marks changed back), and then sent by the templates that fold kept, which the last fold keeps on.
+        edits = (None, _newly_marked) if afresh == 'rendered whole' else (None, _newly_marked, None, None)
+        for edit in edits:
             agent.run_sync('again', message_history=loaded(history, edit), conversation_id=conversation)
     else:
         for _ in range(2):
@@ -915,7 +919,7 @@ def test_a_kept_fold_counts_the_text_of_the_changes_it_delivered(inline: bool, a
         process_caches()[name].clear()
     kept = process_caches()['conversation folds'].get((conversation, None))
     assert kept is not None
-    assert (kept.messages is None) is afresh
+    assert (kept.messages is None) is bool(afresh)
     held = _strings_held(kept)
     # Not vacuous: the delivered parts hold texts of their own, that nothing else in the fold holds.
     in_copy = _strings_held(kept.templates if afresh else kept.sent)
