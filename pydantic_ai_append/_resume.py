@@ -208,40 +208,43 @@ def _gather(items: Sequence[Any], at: Iterable[int]) -> list[Any]:
     return list(map(items.__getitem__, at))
 
 
-def _folds_alike(
+def _alike_carriers(
     snapshot: _Snapshot, lists: list[list[Any]], prefix: Sequence[ModelMessage], parts: list[Any], *, same_objects: bool
-) -> bool:
-    """Whether `prefix` (with its parts `lists`, and those `parts` in one list) folds as `snapshot`'s messages did: the
-    same records at the same places.
+) -> list[Any] | None:
+    """The carriers of `prefix` (with its parts `lists`, and those `parts` in one list) if it folds as `snapshot`'s
+    messages did, with the same records at the same places; otherwise `None`.
 
     With `same_objects`, `prefix` and `parts` are the very objects the snapshot was taken of, whose types are known
     and whose system prompts the snapshot holds.
     """
     if list(map(len, lists)) != snapshot.lengths:
-        return False
+        return None
     if same_objects:
         prompts = cast(list[Any], snapshot.prompts)
+        carriers = cast(list[Any], snapshot.carriers)
         record_carriers = cast(list[Any], snapshot.record_carriers)
         others: list[Any] = list(map(_METADATA, cast(list[Any], snapshot.other_carriers)))
     elif list(map(type, prefix)) != snapshot.kinds or list(map(type, parts)) != snapshot.types:
-        return False
+        return None
     else:
         prompts = _gather(parts, snapshot.prompt_at)
         carriers = _gather(prompts, snapshot.carrier_at)
         record_carriers = _gather(carriers, snapshot.record_at)
         others = list(map(_METADATA, _gather(carriers, snapshot.other_at)))
     if list(map(_CONTENT, prompts)) != snapshot.contents:
-        return False
+        return None
     try:
         records: list[Any] = list(map(_RECORD, map(_METADATA, record_carriers)))
     except (KeyError, TypeError):
-        return False
+        return None
     # Equal by value, then every integer the same object: `True == 1`, but `True is not 1`.
     if records != snapshot.records or not all(map(is_, map(type, records), repeat(dict))):
-        return False
+        return None
     if not all(map(is_, map(getitem, _gather(records, snapshot.integer_of), snapshot.integer_keys), snapshot.integers)):
-        return False
-    return all((type(held), _content_bytes(held)) == key for held, key in zip(others, snapshot.others, strict=True))
+        return None
+    if not all((type(held), _content_bytes(held)) == key for held, key in zip(others, snapshot.others, strict=True)):
+        return None
+    return carriers
 
 
 class Fold:
@@ -268,6 +271,8 @@ class Fold:
         previous = _FOLDS.get(self._scope) if self._scope is not None else None
         self._previous: _Snapshot | None = None
         self._parts: list[Any] = []
+        # The carriers among `_parts`, when the fold resumes.
+        self._carriers: list[Any] = []
         self._same_objects = False
         self._hold = True
         if previous is not None and len(messages) >= previous.count:
@@ -281,8 +286,9 @@ class Fold:
                 and all(map(is_, prefix, previous.messages))
                 and all(map(is_, parts, previous.parts))
             )
-            if _folds_alike(previous, lists, prefix, parts, same_objects=same_objects):
+            if (carriers := _alike_carriers(previous, lists, prefix, parts, same_objects=same_objects)) is not None:
                 self._previous, self._parts, self._same_objects = previous, parts, same_objects
+                self._carriers = carriers
                 # Other objects holding the same are a history loaded afresh, which its caller drops after the
                 # request: holding them would keep a second copy of the history alive and free the one held before
                 # inside this request. They are held only if the history goes on from the request sent last, as a
@@ -324,7 +330,7 @@ class Fold:
             self._reused = True
             self._rendered_from = start
             return Reuse(previous.sent, {}, start)
-        read = _alike_to_send(previous, self._parts)
+        read = _alike_to_send(previous, self._parts, self._carriers)
         if read is None:
             return _NOTHING_REUSED
         self._templated, self._rendered_from = read, start
@@ -413,14 +419,13 @@ class Reuse(NamedTuple):
 _NOTHING_REUSED = Reuse({}, {}, 0)
 
 
-def _alike_to_send(previous: _Snapshot, parts: list[Any]) -> tuple[list[object], list[int]] | None:
-    """The carriers' timestamps and the marked escapable parts of the history whose `parts` fold as `previous`'s
+def _alike_to_send(previous: _Snapshot, parts: list[Any], carriers: list[Any]) -> tuple[list[object], list[int]] | None:
+    """The timestamps of `carriers` and the marked escapable parts of the history whose `parts` fold as `previous`'s
     did, if they are the same as `previous`'s, so its copy can be made by `previous`'s templates; otherwise `None`.
 
     A delivered change is sent with its carrier's timestamp, and `deliver` escapes each marked part (see
     `_Snapshot.marked`) from its own text, so only these two can make the copy of a history that folds alike differ.
     """
-    carriers = _gather(_gather(parts, previous.prompt_at), previous.carrier_at)
     stamps: list[object] = list(map(_TIMESTAMP, carriers))
     if stamps != previous.timestamps:
         return None
