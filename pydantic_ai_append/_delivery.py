@@ -421,7 +421,6 @@ def _copy_templated(
 
     Those parts go in `built` too, so a snapshot that holds these messages keeps them.
     """
-    new = object.__new__
     for index, items in templated.items():
         # Templates are only ever made of requests.
         message = cast(ModelRequest, messages[index])
@@ -435,11 +434,7 @@ def _copy_templated(
             else:
                 parts.append(_escaped(own[~item]))
         built[index] = tuple(parts)
-        fields = message.__dict__.copy()
-        fields['parts'] = parts
-        fresh = new(type(message))
-        fresh.__dict__ = fields
-        rendered[index] = fresh
+        rendered[index] = _with_parts(message, parts)
 
 
 def _escaped(part: ModelRequestPart) -> ModelRequestPart:

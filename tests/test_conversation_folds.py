@@ -307,22 +307,27 @@ def _drop_record(history: list[ModelMessage]) -> None:
     del carrier.metadata[RECORD_KEY]
 
 
+def _logged_reuses(monkeypatch: pytest.MonkeyPatch, figure: Callable[[resume.Reuse], int]) -> list[int]:
+    """For each request, `figure` of what its fold reused of the kept outgoing copy."""
+    logged: list[int] = []
+    original = resume.Fold.reusable
+
+    def counted(self: resume.Fold, *args: Any) -> resume.Reuse:
+        reuse = original(self, *args)
+        logged.append(figure(reuse))
+        return reuse
+
+    monkeypatch.setattr(resume.Fold, 'reusable', counted)
+    return logged
+
+
 @pytest.fixture
 def reuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The index each request's outgoing copy is built from: more than 0 when kept outgoing parts were reused.
 
     Internal, like `scans`.
     """
-    starts: list[int] = []
-    original = resume.Fold.reusable
-
-    def counted(self: resume.Fold, *args: Any) -> resume.Reuse:
-        reuse = original(self, *args)
-        starts.append(reuse.start)
-        return reuse
-
-    monkeypatch.setattr(resume.Fold, 'reusable', counted)
-    return starts
+    return _logged_reuses(monkeypatch, lambda reuse: reuse.start)
 
 
 @pytest.fixture
@@ -331,16 +336,7 @@ def templated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     Internal, like `scans`.
     """
-    counts: list[int] = []
-    original = resume.Fold.reusable
-
-    def counted(self: resume.Fold, *args: Any) -> resume.Reuse:
-        reuse = original(self, *args)
-        counts.append(len(reuse.templated))
-        return reuse
-
-    monkeypatch.setattr(resume.Fold, 'reusable', counted)
-    return counts
+    return _logged_reuses(monkeypatch, lambda reuse: len(reuse.templated))
 
 
 @pytest.mark.parametrize(
