@@ -100,26 +100,33 @@ def test_a_large_text_can_get_other_hunks_than_difflibs():
 numbered = [f'line {n}' for n in range(3000)]
 
 
+EDGES = [
+    pytest.param('a\nb\nc', 'x\nb\nc', id='first line'),
+    pytest.param('a\nb\nc', 'a\nb\nx', id='last line'),
+    pytest.param('a\nb\nc', 'x\ny\nz', id='every line'),
+    pytest.param('a\nb', 'a\nb\nc', id='line added at the end'),
+    pytest.param('a\nb\n', 'a\nb\nc\n', id='line added before a trailing newline'),
+    pytest.param('a\nb', 'a\nb\n', id='trailing newline added'),
+    pytest.param('a\nb\n', 'a\nb', id='trailing newline removed'),
+    pytest.param('b\nc', 'a\nb\nc', id='line added at the start'),
+    pytest.param('a\nb\nc', 'b\nc', id='first line removed'),
+    pytest.param('a\nb\nc', 'a\nc', id='middle line removed'),
+    pytest.param('a\nb\nc', 'a', id='lines removed at the end'),
+    pytest.param('a\nc', 'a\nb\nc', id='middle line added'),
+    pytest.param('', 'a', id='from empty'),
+    pytest.param('a', '', id='to empty'),
+    pytest.param('', '\n', id='empty to one line break'),
+    pytest.param('ab\nc', 'a\nb\nc', id='line split'),
+    pytest.param('a\nb\nc\nd\ne', 'a\nB\nc\nD\ne', id='two hunks merged'),
+    pytest.param('a\nb\nc\nd\ne\nf', 'A\nb\nc\nd\ne\nF', id='two hunks apart'),
+]
+"""Edits at the edges of short texts, and across all of them."""
+
+
 @pytest.mark.parametrize(
     'old,new',
     [
-        pytest.param('a\nb\nc', 'x\nb\nc', id='first line'),
-        pytest.param('a\nb\nc', 'a\nb\nx', id='last line'),
-        pytest.param('a\nb\nc', 'x\ny\nz', id='every line'),
-        pytest.param('a\nb', 'a\nb\nc', id='line added at the end'),
-        pytest.param('a\nb\n', 'a\nb\nc\n', id='line added before a trailing newline'),
-        pytest.param('a\nb', 'a\nb\n', id='trailing newline added'),
-        pytest.param('a\nb\n', 'a\nb', id='trailing newline removed'),
-        pytest.param('b\nc', 'a\nb\nc', id='line added at the start'),
-        pytest.param('a\nb\nc', 'b\nc', id='first line removed'),
-        pytest.param('a\nb\nc', 'a\nc', id='middle line removed'),
-        pytest.param('a\nc', 'a\nb\nc', id='middle line added'),
-        pytest.param('', 'a', id='from empty'),
-        pytest.param('a', '', id='to empty'),
-        pytest.param('', '\n', id='empty to one line break'),
-        pytest.param('ab\nc', 'a\nb\nc', id='line split'),
-        pytest.param('a\nb\nc\nd\ne', 'a\nB\nc\nD\ne', id='two hunks merged'),
-        pytest.param('a\nb\nc\nd\ne\nf', 'A\nb\nc\nd\ne\nF', id='two hunks apart'),
+        *EDGES,
         pytest.param('\n'.join(numbered), '\n'.join(['edited', *numbered[1:]]), id='long: first line'),
         pytest.param('\n'.join(numbered), '\n'.join([*numbered[:-1], 'edited']), id='long: last line'),
         pytest.param('\n'.join(numbered), '\n'.join([*numbered[:1500], 'new', *numbered[1500:]]), id='long: insertion'),
@@ -165,21 +172,7 @@ def test_short_and_long_lines_diff_alike(old: list[str], new: list[str]):
     )
 
 
-@pytest.mark.parametrize(
-    'old,new',
-    [
-        pytest.param('a\nb\nc', 'x\nb\nc', id='first line'),
-        pytest.param('a\nb\nc', 'a\nb\nx', id='last line'),
-        pytest.param('a\nb', 'a\nb\nc', id='line added at the end'),
-        pytest.param('a\nb\nc', 'a', id='lines removed at the end'),
-        pytest.param('b\nc', 'a\nb\nc', id='line added at the start'),
-        pytest.param('a\nb\nc', 'b\nc', id='first line removed'),
-        pytest.param('a\nc', 'a\nb\nc', id='middle line added'),
-        pytest.param('a\nb\nc', 'a\nc', id='middle line removed'),
-        pytest.param('', 'a', id='from empty'),
-        pytest.param('ab\nc', 'a\nb\nc', id='line split'),
-    ],
-)
+@pytest.mark.parametrize('old,new', EDGES)
 def test_edges_diff_alike_with_short_and_long_lines(old: str, new: str):
+    # `test_edits_at_the_edges_and_everywhere` checks the same edits against `difflib`.
     assert diff_hunks(lengthened(old), lengthened(new)) == lengthened_hunks(diff_hunks(old, new))
-    assert diff_hunks(old, new) == difflib_hunks(old, new)
