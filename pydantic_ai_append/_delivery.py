@@ -57,12 +57,14 @@ from ._window import Delivery, first_delivery_at
 
 __all__ = (
     'DELIVERED',
+    'PART_BYTES',
     'DeliveredPaths',
     'PathWording',
     'Template',
     'deliver',
     'delivered_inline',
     'is_inline',
+    'looked_through',
     'members',
     'paths',
     'prepare_attempt',
@@ -390,8 +392,10 @@ def templates_of(
             if (index, part_index) in at:
                 items.append(outgoing[sent])
                 sent += 1
-            elif sent < len(outgoing) and outgoing[sent] is part or not outgoing:
-                escaped = escape_others and _looked_through(part)
+            elif not outgoing or (sent < len(outgoing) and outgoing[sent] is part):
+                escaped = (
+                    escape_others and isinstance(part, UserPromptPart | ToolReturnPart) and looked_through(part.content)
+                )
                 items.append(~part_index if escaped else part_index)
                 marked = marked or escaped
                 sent += 1
@@ -403,12 +407,21 @@ def templates_of(
     return templates
 
 
-def _looked_through(part: ModelRequestPart) -> bool:
-    """Whether `deliver` escapes `part` or looks through its content for text to escape."""
-    if isinstance(part, UserPromptPart | ToolReturnPart):
-        content = part.content
-        return type(content) is not str or '<' in content
-    return False
+def looked_through(content: object) -> bool:
+    """Whether `deliver` escapes a user prompt or tool return of this `content`, or looks through it for text to escape.
+
+    That is anything but a string without `<`. The loop in `deliver` writes this test out.
+    """
+    return type(content) is not str or '<' in content
+
+
+def looked_through_at(contents: Sequence[object]) -> list[int]:
+    """Where the contents `looked_through` holds for are among `contents`.
+
+    Its test is written out: this runs over every user prompt and tool return of a history loaded afresh, on every
+    request.
+    """
+    return [index for index, content in enumerate(contents) if type(content) is not str or '<' in content]
 
 
 def _copy_templated(
@@ -493,7 +506,7 @@ def _sent_part(change: _Change, delivery: Delivery, timestamp: datetime, path: s
         sent = UserPromptPart(f'<system>{text}</system>', timestamp=timestamp)
     else:
         sent = SystemPromptPart(text, timestamp=timestamp, metadata={_WORDING_KEY: change.wording})
-    limit, cost = (_WRAPPED_PER_CHANGE, _PART_BYTES + len(text)) if wrap else (_SENT_PER_CHANGE, _PART_BYTES)
+    limit, cost = (_WRAPPED_PER_CHANGE, PART_BYTES + len(text)) if wrap else (_SENT_PER_CHANGE, PART_BYTES)
     # Counted apart from `sent`, which other threads may be adding to: a count a race leaves short lets an entry
     # keep a part or two beyond its limit, never without end.
     kept = change.wrapped_kept if wrap else change.inline_kept
@@ -545,7 +558,7 @@ _WRAPPED_PER_CHANGE = 4
 """The most `<system>`-wrapped parts kept for one change (each holds a text of its own; only a resumed turn is
 wrapped here)."""
 
-_PART_BYTES = 512
+PART_BYTES = 512
 """About the memory one kept part takes besides its text: the part, its metadata dict, the key."""
 
 

@@ -12,8 +12,8 @@ sit and what the records hold, so the check compares exactly that: the type of e
 number of parts of each message, the text of each system prompt, and for each carrier its record, by value, with every
 integer in it the very object it was (so that `1`, `1.0` and `True`, which compare equal, are told apart; every other
 value of a flat record is a string or `None`, which nothing but an equal string or `None` equals). A metadata dict that
-isn't a flat record (a baseline, a remnant) is compared by its exact content, written out by `marshal`. The comparisons run over whole lists
-at once, at a cost per record far below reading it again.
+isn't a flat record (a baseline, a remnant) is compared by its exact content, written out by `marshal`. The
+comparisons run over whole lists at once, at a cost per record far below reading it again.
 
 The outgoing parts kept are reused only when the history holds the very message and part objects they were built
 from. A history loaded afresh has the same fold but new objects: its outgoing copy is made from its own parts by the
@@ -44,7 +44,7 @@ from pydantic_ai.messages import (
 )
 
 from ._cache import BoundedCache
-from ._delivery import Template, templates_of
+from ._delivery import PART_BYTES, Template, looked_through_at, templates_of
 from ._history import RECORD_KEY, scan
 from ._window import Delivery, WindowState, first_delivery_at, fold_window
 
@@ -429,15 +429,10 @@ def _alike_to_send(previous: _Snapshot, parts: list[Any], carriers: list[Any]) -
     stamps: list[object] = list(map(_TIMESTAMP, carriers))
     if stamps != previous.timestamps:
         return None
-    marked = _marked(list(map(_CONTENT, _gather(parts, previous.escapable_at))))
+    marked = looked_through_at(list(map(_CONTENT, _gather(parts, previous.escapable_at))))
     if marked != previous.marked:
         return None
     return stamps, marked
-
-
-def _marked(contents: list[object]) -> list[int]:
-    """Where the contents `deliver` escapes or looks through are among `contents`: all but strings without `<`."""
-    return [index for index, content in enumerate(contents) if type(content) is not str or '<' in content]
 
 
 def _templates_size(templates: dict[int, Template]) -> int:
@@ -449,12 +444,8 @@ def _templates_size(templates: dict[int, Template]) -> int:
             if type(item) is not int:
                 # Only a system prompt delivers a change here (`<system>` wrapping is for resumed turns).
                 part = cast(SystemPromptPart, item)
-                size += _PART_BYTES + _content_size(part.content) + _content_size(part.metadata)
+                size += PART_BYTES + _content_size(part.content) + _content_size(part.metadata)
     return size
-
-
-_PART_BYTES = 256
-"""About the memory of a delivered part besides its text."""
 
 
 class _Sent(NamedTuple):
@@ -694,14 +685,16 @@ def _read_to_send(
     over the same objects, or `read` over others), and read again from `previous_parts` otherwise.
     """
     added_stamps: list[object] = list(map(_TIMESTAMP, added_carriers))
-    added_marked = [len(previous.escapable_at) + index for index in _marked(list(map(_CONTENT, added_escapable)))]
+    added_marked = [
+        len(previous.escapable_at) + index for index in looked_through_at(list(map(_CONTENT, added_escapable)))
+    ]
     if checked:
         return previous.timestamps + added_stamps, previous.marked + added_marked
     if read is not None:
         return read[0] + added_stamps, read[1] + added_marked
     previous_carriers = _gather(_gather(previous_parts, previous.prompt_at), previous.carrier_at)
     previous_contents: list[object] = list(map(_CONTENT, _gather(previous_parts, previous.escapable_at)))
-    return list(map(_TIMESTAMP, previous_carriers)) + added_stamps, _marked(previous_contents) + added_marked
+    return list(map(_TIMESTAMP, previous_carriers)) + added_stamps, looked_through_at(previous_contents) + added_marked
 
 
 def _compared(
