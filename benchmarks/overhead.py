@@ -15,7 +15,9 @@ static agent, the append history, and a capability that only swaps each record f
 Its time is what Pydantic AI itself charges for the extra parts; the distance from it to `append` is the
 plugin's own cost. An `injected` variant is the lower bound of any design that sends the changes' text: the
 static history, with no records in it at all, and a capability that adds each change's pre-rendered text to the
-request it belongs to, just before the request is sent. The timed runs reuse one history's objects, as one
+request it belongs to, just before the request is sent. A `required` variant runs the append history with
+`required.RequiredWork` in place of the plugin, and its hooks are timed as the plugin's are: what the plugin's
+guarantees cost on their own, the part of the hooks' time that no design of the plugin can save. The timed runs reuse one history's objects, as one
 process running a conversation does, so the records are read once; `append-loaded` gets the history freshly loaded
 from JSON before each run (outside the clock), as a server that stores history between requests does, and reads
 every record again, and `static-loaded` does the same with the static history: what a fresh load costs Pydantic AI
@@ -59,6 +61,7 @@ from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer, recor
 from pydantic_ai_append._window import fold_window
 
 from .measure import HookTimer, Spread, least_squares_slope, paired_ratios, rotated
+from .required import required_agent
 from .scenario import (
     BLOCKS,
     CLOCK_CHANGE_TURN,
@@ -339,6 +342,7 @@ async def time_runs(profile: Profile, turns: int, histories: dict[Policy, list[M
             )
             variants['injected'] = Variant(injected, histories['static'], turns + 1)
         variants['append-loaded'] = replace(variants['append'], loaded=True)
+        variants['required'] = Variant(required_agent(model, hooks), append_history, turns + 1, hooks=hooks)
     rounds = await run_rounds(variants, repeats, turns + 1)
     sizes = {policy: stored_bytes(history) for policy, history in histories.items() if policy in ('static', 'append')}
     return Timing(profile, turns, rounds.seconds, rounds.hook_seconds, sizes, rounds.by_hook)
@@ -395,20 +399,26 @@ async def time_change_counts(profile: Profile, turns: int, repeats: int) -> Chan
 
     Every history has as many messages; only the number of change records in it differs, and each timed request
     records and delivers the same new changes, so the hook time's slope against the number of changes is the
-    per-request cost of each past change already delivered.
+    per-request cost of each past change already delivered. The `required` variants run `RequiredWork` on the same
+    histories: the slope of the work the guarantees require for each past change.
     """
     model = function_model(profile)
     hooks = HookTimer()
     agent = build_agent('append', model, hooks)
+    required = required_agent(model, hooks)
     variants: dict[str, Variant] = {}
     counts: dict[str, int] = {}
     for share in CHANGE_SHARES:
         last = changes_until(turns, share)
         history = await build_history('append', turns, changes_until=last)
         changes = count_changes(history)
-        for kind, loaded in (('append', False), ('append-loaded', True)):
+        for kind, runner, loaded in (
+            ('append', agent, False),
+            ('append-loaded', agent, True),
+            ('required', required, False),
+        ):
             name = f'{kind}@{changes}'
-            variants[name] = Variant(agent, history, last + 1, loaded=loaded, hooks=hooks)
+            variants[name] = Variant(runner, history, last + 1, loaded=loaded, hooks=hooks)
             counts[name] = changes
     rounds = await run_rounds(variants, repeats, turns + 1)
     return ChangeTiming(profile, turns, counts, rounds.seconds, rounds.hook_seconds)

@@ -302,7 +302,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return '\n'.join(lines)
 
 
-VARIANTS = ('static', 'static-loaded', 'rewrite', 'append', 'append-loaded', 'floor', 'injected', 'native')
+VARIANTS = ('static', 'static-loaded', 'rewrite', 'append', 'append-loaded', 'floor', 'injected', 'required', 'native')
 """Every variant timed, in the order tables show them."""
 
 
@@ -332,7 +332,9 @@ def _timing_sections(results: Results) -> list[str]:
             str(timing.turns),
             *(
                 f'{timing.hook_ms(v):.2f} ms, {_percent(timing.hook_share(v))[0]} ({_percent(timing.hook_share(v))[1]})'
-                for v in ('append', 'append-loaded')
+                if v in timing.hook_seconds
+                else '-'
+                for v in ('append', 'append-loaded', 'required')
             ),
             _ratio_cell(timing.ratio('append', to='floor')),
             _ratio_cell(timing.loaded_excess()) if 'static-loaded' in timing.seconds else '-',
@@ -345,14 +347,16 @@ def _timing_sections(results: Results) -> list[str]:
     ]
     sections.append(
         "The plugin's share, per round (median, p25-p75): its hooks' CPU time inside the run and their share of the "
-        'run; append over floor; what a fresh load adds to append over what it adds to static; stored history size '
-        'over static\n\n'
+        "run, beside the same for `required` (only the work the plugin's guarantees require, a lower bound); append "
+        'over floor; what a fresh load adds to append over what it adds to static; stored history size over static'
+        '\n\n'
         + _table(
             [
                 'model',
                 'N',
                 'hooks in append',
                 'hooks in append-loaded',
+                'hooks in required',
                 'append / floor',
                 '(append-loaded / append) / (static-loaded / static)',
                 'history size',
@@ -377,10 +381,16 @@ def _timing_sections(results: Results) -> list[str]:
     return sections
 
 
+def _change_kinds(timing: ChangeTiming) -> list[str]:
+    """The kinds of variant `timing` has, in the order tables show them."""
+    kinds = {name.split('@')[0] for name in timing.changes}
+    return [kind for kind in ('append', 'append-loaded', 'required') if kind in kinds]
+
+
 def _changes_section(changes: Sequence[ChangeTiming]) -> str:
     rows: list[list[str]] = []
     for timing in changes:
-        for kind in ('append', 'append-loaded'):
+        for kind in _change_kinds(timing):
             names = sorted((n for n in timing.changes if n.split('@')[0] == kind), key=timing.changes.__getitem__)
             points = ', '.join(
                 f'{timing.changes[n]:,}: {statistics.median(timing.hook_seconds[n]) * 1000:.2f} ms' for n in names
@@ -521,9 +531,7 @@ def to_json(results: Results) -> dict[str, Any]:
                 'profile': timing.profile,
                 'turns': timing.turns,
                 'changes': timing.changes,
-                'slope_per_1000_changes': {
-                    kind: _spread_json(timing.slope(kind)) for kind in ('append', 'append-loaded')
-                },
+                'slope_per_1000_changes': {kind: _spread_json(timing.slope(kind)) for kind in _change_kinds(timing)},
                 'runs_ms': {v: [round(s * 1000, 3) for s in runs] for v, runs in timing.seconds.items()},
                 'hooks_ms': {v: [round(s * 1000, 3) for s in runs] for v, runs in timing.hook_seconds.items()},
             }

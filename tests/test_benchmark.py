@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import operator
 import statistics
 from collections.abc import AsyncIterable, AsyncIterator
 from pathlib import Path
@@ -18,9 +19,10 @@ from typing import Any, cast
 import pytest
 from pydantic_ai import Agent, AgentRunResult, RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 
 from benchmarks.__main__ import main
 from benchmarks.huge import HugeResult, block_value, run_huge
@@ -37,8 +39,10 @@ from benchmarks.overhead import (
     run_rounds,
 )
 from benchmarks.report import Results, verdicts
+from benchmarks.required import required_agent
 from benchmarks.scenario import Policy, build_agent, memory, native_available, state
 from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append._history import RECORD_KEY
 
 pytestmark = pytest.mark.anyio
 
@@ -104,7 +108,12 @@ def test_smoke_run_writes_tables_json_and_plot(
         (profile, turns) for profile in ('inline', 'wrapped') for turns in (2, 5)
     }
     assert {(row['profile'], row['turns']) for row in report['changes']} == {('inline', 40), ('wrapped', 40)}
-    assert all(len(row['changes']) == 6 for row in report['changes'])
+    # Three numbers of changes, each run by the plugin, by the plugin on loaded history, and by `RequiredWork`.
+    assert all(len(row['changes']) == 9 for row in report['changes'])
+    assert all(
+        set(row['slope_per_1000_changes']) == {'append', 'append-loaded', 'required'} for row in report['changes']
+    )
+    assert all(set(row['hook_share']) == {'append', 'append-loaded', 'required'} for row in report['overhead'])
     assert [(row['profile'], len(row['hook_seconds'])) for row in report['huge']] == [('inline', 3), ('wrapped', 3)]
     targets = {row['target']: (row['verdict'], row['spread']) for row in report['targets']}
     assert targets['verify a 1 MB prefix in under 1 ms'][0] in ('PASS', 'MISS')
@@ -325,6 +334,54 @@ async def test_histories_with_fewer_changes_have_as_many_messages():
     real = await real_history('append', 12)
     assert parts_of(fewer[:24]) == parts_of(real)
     assert all(len(message.parts) == 1 for message in fewer[24:])
+
+
+async def test_required_work_sends_each_record_anew_and_trusts_no_edit():
+    # `RequiredWork` is the lower bound the plugin's hooks are compared with, so it must do the work it stands for.
+    history = await build_history('append', 12)
+    seen: list[list[ModelMessage]] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart('Noted.')])
+
+    agent = required_agent(FunctionModel(reply, profile=ModelProfile(supports_inline_system_prompts=True)))
+    carried = [
+        (index, position, part)
+        for index, message in enumerate(history)
+        if isinstance(message, ModelRequest)
+        for position, part in enumerate(message.parts)
+        if isinstance(part, SystemPromptPart)
+        and not part.content
+        and cast(Any, part.metadata)[RECORD_KEY]['kind'] == 'delta'
+    ]
+    assert len(carried) > 5
+
+    def sent_parts() -> list[object]:
+        return [seen[-1][index].parts[position] for index, position, _ in carried]
+
+    for _ in range(2):
+        await agent.run('again', deps=13, message_history=history, conversation_id='c')
+    before, after = seen[-2], seen[-1]
+    for index, _, _ in carried:
+        # A new message object and parts list on every request, never the history's own.
+        assert after[index] is not before[index] and after[index] is not history[index]
+        assert after[index].parts is not before[index].parts
+    trusted = sent_parts()
+    # The records unchanged, the parts that deliver them are the ones kept, each with its record's diff.
+    assert all(map(operator.is_, trusted, [before[index].parts[position] for index, position, _ in carried]))
+    assert [cast(SystemPromptPart, part).content for part in trusted] == [
+        cast(Any, part.metadata)[RECORD_KEY].get('diff') or cast(Any, part.metadata)[RECORD_KEY]['content']
+        for _, _, part in carried
+    ]
+    record = cast(Any, carried[0][2].metadata)[RECORD_KEY]
+    # An equal value of another type is an edit: the history is read again, and its parts made again.
+    record['v'] = float(record['v'])
+    await agent.run('again', deps=13, message_history=history, conversation_id='c')
+    assert not any(map(operator.is_, sent_parts(), trusted))
+    record['diff'] = 'edited'
+    await agent.run('again', deps=13, message_history=history, conversation_id='c')
+    assert cast(SystemPromptPart, sent_parts()[0]).content == 'edited'
 
 
 def test_huge_block_edits_one_line_per_turn():
