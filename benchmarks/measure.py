@@ -195,5 +195,5 @@ def time_hooks(capability: CapabilityT, timer: HookTimer) -> CapabilityT:
     """
     base = type(capability)
     namespace: dict[str, Any] = {name: _timed(name, getattr(base, name), timer) for name in hook_names(base)}
-    capability.__class__ = cast(type[CapabilityT], type(f'Timed{base.__name__}', (base,), namespace))
+    capability.__class__ = cast('type[CapabilityT]', type(f'Timed{base.__name__}', (base,), namespace))
     return capability

@@ -133,10 +133,10 @@ def _strings(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
-        for item in cast(dict[str, object], value).values():
+        for item in cast('dict[str, object]', value).values():
             yield from _strings(item)
     elif isinstance(value, list):
-        for item in cast(list[object], value):
+        for item in cast('list[object]', value):
             yield from _strings(item)
 
 
@@ -146,7 +146,7 @@ def conversation(request: Sequence[Segment]) -> list[Segment]:
     OpenAI Chat sends instructions as leading system (or developer) messages, so those are left out too.
     """
     segments = [segment for segment in request if segment.kind not in _PREFIX_KINDS]
-    while segments and cast(dict[str, object], json.loads(segments[0].data)).get('role') in _PREFIX_ROLES:
+    while segments and cast('dict[str, object]', json.loads(segments[0].data)).get('role') in _PREFIX_ROLES:
         segments.pop(0)
     return segments
 

@@ -151,7 +151,7 @@ def offline_openai(script: Sequence[Reply]) -> httpx2.MockTransport:
         number, reply = next(replies, (0, None))
         if reply is None:
             return api_error(400, f'All {len(script)} replies of the offline script have been sent.')
-        body = cast(dict[str, Any], json.loads(request.content))
+        body = cast('dict[str, Any]', json.loads(request.content))
         return httpx2.Response(200, json=chat_completion(number, str(body['model']), reply, len(request.content)))
 
     return httpx2.MockTransport(answer)
@@ -243,10 +243,10 @@ def texts(value: object) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
-        for item in cast(dict[str, object], value).values():
+        for item in cast('dict[str, object]', value).values():
             yield from texts(item)
     elif isinstance(value, list):
-        for item in cast(list[object], value):
+        for item in cast('list[object]', value):
             yield from texts(item)
 
 
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
         'model', nargs='?', help='openai:<model> or anthropic:<model>; without it, an offline stand-in for OpenAI'
     )
     arguments = parser.parse_args(argv)
-    asyncio.run(demo(Target.from_argument(cast(str | None, arguments.model))))
+    asyncio.run(demo(Target.from_argument(cast('str | None', arguments.model))))
 
 
 if __name__ == '__main__':

@@ -197,7 +197,7 @@ class FakeProvider:
             if api is None:
                 return self._refuse(None, HTTPStatus.NOT_FOUND, f'FakeProvider does not serve {path!r}')
             try:
-                request_json = cast(dict[str, Any], json.loads(body))
+                request_json = cast('dict[str, Any]', json.loads(body))
             except ValueError:
                 return self._refuse(api, HTTPStatus.BAD_REQUEST, f'request body is not JSON: {body[:200]!r}')
             index = len(self.requests) - 1
@@ -361,7 +361,7 @@ def _render_chat(index: int, body_json: Mapping[str, Any], turn: Turn, stream: b
             for piece in _halves(arguments)
         ]
     events.append(chunk({}, finish_reason))
-    if cast(Mapping[str, Any], body_json.get('stream_options') or {}).get('include_usage'):
+    if cast('Mapping[str, Any]', body_json.get('stream_options') or {}).get('include_usage'):
         events.append(_sse(None, {**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage}))
     events.append(_sse(None, '[DONE]'))
     return completion_id, _Reply(200, events=events)

@@ -59,13 +59,13 @@ def content_key(value: object) -> Hashable | None:
     ```
     """
     if type(value) is dict:
-        mapping = cast(dict[object, object], value)
+        mapping = cast('dict[object, object]', value)
         values = tuple(mapping.values())
         types = tuple(map(type, values))
         if _FLAT.issuperset(types) and _KEYS.issuperset(map(type, mapping)):
             return (tuple(mapping), values, types)
     try:
-        return _walked(cast(object, value))
+        return _walked(cast('object', value))
     except (_Uncacheable, RecursionError):
         # Nested past what the interpreter walks (or holding itself): no JSON load gives that, so it isn't kept.
         return None
@@ -78,13 +78,13 @@ _SCALARS = frozenset({int, float, bool})
 def _walked(value: object) -> Hashable:
     kind = type(value)
     if kind is str or value is None:
-        return cast(Hashable, value)
+        return cast('Hashable', value)
     if kind in _SCALARS:
         return (kind, value)
     if kind is list:
-        return (list, tuple(_walked(item) for item in cast(list[object], value)))
+        return (list, tuple(_walked(item) for item in cast('list[object]', value)))
     if kind is dict:
-        mapping = cast(dict[object, object], value)
+        mapping = cast('dict[object, object]', value)
         if not _KEYS.issuperset(map(type, mapping)):
             raise _Uncacheable
         return (dict, tuple((name, _walked(item)) for name, item in mapping.items()))

@@ -58,9 +58,9 @@ def _header(headers: object, name: str) -> str | None:
     # vcrpy records each header as a list of values; a hand-written cassette may give a plain string.
     if not isinstance(headers, dict):
         return None
-    for key, value in cast(dict[object, object], headers).items():
+    for key, value in cast('dict[object, object]', headers).items():
         if isinstance(key, str) and key.lower() == name:
-            values = cast(list[object], value) if isinstance(value, list) else [value]
+            values = cast('list[object]', value) if isinstance(value, list) else [value]
             return ', '.join(str(item) for item in values)
     return None
 
@@ -129,7 +129,7 @@ class Interaction:
         body = self.response.get('body')
         # vcrpy keeps a response body as `{string: ...}`; cassettes from vcrpy's old httpx stubs keep `content`.
         if isinstance(body, dict):
-            body = cast(dict[str, object], body).get('string')
+            body = cast('dict[str, object]', body).get('string')
         elif body is None:
             body = self.response.get('content')
         return self._decode('response', body, self.response.get('headers'))
@@ -184,18 +184,18 @@ def read_cassette(file: Path) -> list[Interaction]:
         CassetteError: If the file can't be read, isn't YAML or JSON, or isn't a cassette.
     """
     data = _load(file)
-    if not isinstance(data, dict) or not isinstance(cast(dict[str, object], data).get('interactions'), list):
+    if not isinstance(data, dict) or not isinstance(cast('dict[str, object]', data).get('interactions'), list):
         found = 'a mapping without an `interactions` list' if isinstance(data, dict) else f'a {type(data).__name__}'
         raise CassetteError(f'{file}: not a cassette: expected a mapping with an `interactions` list, found {found}')
     interactions: list[Interaction] = []
-    for index, item in enumerate(cast(list[object], cast(dict[str, object], data)['interactions'])):
-        request = cast(dict[str, object], item).get('request') if isinstance(item, dict) else None
-        response = cast(dict[str, object], item).get('response') if isinstance(item, dict) else None
+    for index, item in enumerate(cast('list[object]', cast('dict[str, object]', data)['interactions'])):
+        request = cast('dict[str, object]', item).get('request') if isinstance(item, dict) else None
+        response = cast('dict[str, object]', item).get('response') if isinstance(item, dict) else None
         if not isinstance(request, dict) or not isinstance(response, dict):
             raise CassetteError(f'{file}: not a cassette: interaction {index} is not a `request` and a `response`')
-        request = cast(dict[str, Any], request)
+        request = cast('dict[str, Any]', request)
         method, uri = request.get('method'), request.get('uri')
         if not isinstance(method, str) or not isinstance(uri, str):
             raise CassetteError(f'{file}: not a cassette: the request of interaction {index} has no `method` and `uri`')
-        interactions.append(Interaction(file, index, method.upper(), uri, request, cast(dict[str, Any], response)))
+        interactions.append(Interaction(file, index, method.upper(), uri, request, cast('dict[str, Any]', response)))
     return interactions

@@ -47,7 +47,7 @@ def in_prefix(params: ModelRequestParameters, part: InstructionPart) -> bool:
     """
     if part.id is None:
         return True
-    visibility = cast(dict[str, str] | None, getattr(params, 'instruction_visibility', None))
+    visibility = cast('dict[str, str] | None', getattr(params, 'instruction_visibility', None))
     return not visibility or visibility.get(str(part.id), 'prefix') == 'prefix'
 
 
@@ -86,7 +86,7 @@ def ask_for_framing_announcement(request_context: ModelRequestContext) -> None:
     settings = request_context.model_settings or {}
     model_settings = request_context.model.settings or {}
     if 'framing_announcement' not in settings and 'framing_announcement' not in model_settings:
-        request_context.model_settings = cast(ModelSettings, {**settings, 'framing_announcement': 'always'})
+        request_context.model_settings = cast('ModelSettings', {**settings, 'framing_announcement': 'always'})
 
 
 def retried_call(part: object) -> tuple[str, str] | None:

@@ -49,13 +49,13 @@ def _responses_reply(body: bytes) -> tuple[str, list[object]] | None:
                 except ValueError:
                     continue
                 if isinstance(event, dict):
-                    candidates.append(cast(dict[str, object], event).get('response'))
+                    candidates.append(cast('dict[str, object]', event).get('response'))
     for candidate in reversed(candidates):
         if isinstance(candidate, dict):
-            response = cast(dict[str, object], candidate)
+            response = cast('dict[str, object]', candidate)
             response_id, output = response.get('id'), response.get('output')
             if isinstance(response_id, str) and isinstance(output, list):
-                return response_id, cast(list[object], output)
+                return response_id, cast('list[object]', output)
     return None
 
 

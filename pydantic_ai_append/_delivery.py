@@ -120,7 +120,7 @@ def reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
                 isinstance(part, SystemPromptPart)
                 and (metadata := part.metadata)
                 and (wording := metadata.get(_WORDING_KEY)) is not None
-                and part.content != (text := cast(dict[str, str], wording)[path])
+                and part.content != (text := cast('dict[str, str]', wording)[path])
             ):
                 if parts is None:
                     parts = list(message.parts)
@@ -436,7 +436,7 @@ def _copy_templated(
     """
     for index, items in templated.items():
         # Templates are only ever made of requests.
-        message = cast(ModelRequest, messages[index])
+        message = cast('ModelRequest', messages[index])
         own = message.parts
         parts: list[ModelRequestPart] = []
         for item in items:
@@ -470,13 +470,13 @@ def _escaped_value(value: object) -> object:
         escaped = escape(value)
         return value if escaped == value else escaped
     if isinstance(value, list | tuple):
-        items = cast(Sequence[object], value)
+        items = cast('Sequence[object]', value)
         new_items = [_escaped_value(item) for item in items]
         if all(new is old for new, old in zip(new_items, items, strict=True)):
             return unchanged
         return new_items if isinstance(value, list) else tuple(new_items)
     if isinstance(value, dict):
-        mapping = cast(dict[object, object], value)
+        mapping = cast('dict[object, object]', value)
         new_values = {key: _escaped_value(item) for key, item in mapping.items()}
         return unchanged if all(new_values[key] is item for key, item in mapping.items()) else new_values
     return value

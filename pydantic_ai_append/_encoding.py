@@ -162,7 +162,7 @@ def decode_record(data: object, *, key: bytes | None = None, conversation_id: st
 def _decode_uncached(data: object, key: bytes | None, conversation_id: str | None) -> DecodedRecord:
     if not isinstance(data, dict):
         return UnreadableRecord('the record is not a mapping')
-    stored = cast(dict[str, Any], data)
+    stored = cast('dict[str, Any]', data)
     version = stored.get('v')
     if not isinstance(version, int) or version > RECORD_VERSION:
         return UnreadableRecord(f'record format {version!r} is newer than this version reads ({RECORD_VERSION})')
@@ -184,9 +184,9 @@ def _decode_uncached(data: object, key: bytes | None, conversation_id: str | Non
 
 
 def _decode_payload(payload: dict[str, Any], version: int) -> InstructionRecord | StoredDiff:
-    kind = cast(_Kind, payload['kind'])
+    kind = cast('_Kind', payload['kind'])
     if kind == 'baseline':
-        items = cast(list[dict[str, Any]], payload['instructions'])
+        items = cast('list[dict[str, Any]]', payload['instructions'])
         return InstructionBaselinePart(
             instructions=tuple(
                 InstructionBlock(id=_block_id(item['id']), content=_optional_str(item['content']))
@@ -196,7 +196,7 @@ def _decode_payload(payload: dict[str, Any], version: int) -> InstructionRecord 
                 )
                 for item in items
             ),
-            native=tuple(_str(item) for item in cast(list[object], payload.get('native', []))),
+            native=tuple(_str(item) for item in cast('list[object]', payload.get('native', []))),
         )
     if kind == 'delta' and version >= RECORD_VERSION:
         return StoredDiff(

@@ -329,7 +329,7 @@ def _retell(
     changes = [
         InstructionDeltaPart(id=block_id, content=resumed.received[block_id], base_hash=None) for block_id in stale
     ]
-    last = cast(ModelRequest, messages[index])
+    last = cast('ModelRequest', messages[index])
     # Only on the copy that is sent: history keeps the records it had.
     messages[index] = replace(last, parts=[*last.parts, *(carrier(change) for change in changes)])
     return [
@@ -532,7 +532,7 @@ def _record(
     persisted = ctx.messages[-1] if ctx.messages else None
     if isinstance(persisted, ModelRequest):
         persisted.parts = [*persisted.parts, *carriers]
-    last = cast(ModelRequest, messages[-1])
+    last = cast('ModelRequest', messages[-1])
     if last is not persisted:
         messages[-1] = last = replace(last, parts=[*last.parts, *carriers])
     first = len(last.parts) - len(carriers)
@@ -580,7 +580,7 @@ def takes_run_context(function: Callable[..., Any]) -> bool:
 
 
 async def _call_block(block: OwnBlock[Any], ctx: RunContext[Any]) -> str | None:
-    function = cast(Callable[..., Any], block.function)
+    function = cast('Callable[..., Any]', block.function)
     value = function(ctx) if block.takes_ctx else function()
     if value is None or type(value) is str:
         return value

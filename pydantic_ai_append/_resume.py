@@ -220,10 +220,10 @@ def _alike_carriers(
     if list(map(len, lists)) != snapshot.lengths:
         return None
     if same_objects:
-        prompts = cast(list[Any], snapshot.prompts)
-        carriers = cast(list[Any], snapshot.carriers)
-        record_carriers = cast(list[Any], snapshot.record_carriers)
-        others: list[Any] = list(map(_METADATA, cast(list[Any], snapshot.other_carriers)))
+        prompts = cast('list[Any]', snapshot.prompts)
+        carriers = cast('list[Any]', snapshot.carriers)
+        record_carriers = cast('list[Any]', snapshot.record_carriers)
+        others: list[Any] = list(map(_METADATA, cast('list[Any]', snapshot.other_carriers)))
     elif list(map(type, prefix)) != snapshot.kinds or list(map(type, parts)) != snapshot.types:
         return None
     else:
@@ -443,7 +443,7 @@ def _templates_size(templates: dict[int, Template]) -> int:
         for item in items:
             if type(item) is not int:
                 # Only a system prompt delivers a change here (`<system>` wrapping is for resumed turns).
-                part = cast(SystemPromptPart, item)
+                part = cast('SystemPromptPart', item)
                 size += PART_BYTES + _content_size(part.content) + _content_size(part.metadata)
     return size
 
@@ -482,11 +482,11 @@ def escape_key(value: object, opaque: list[object]) -> Hashable:
         # A subclass is named by its characters, which are all that escaping reads.
         return value if type(value) is str else (type(value), str.__str__(value))
     if isinstance(value, list | tuple):
-        kind: type = type(cast(object, value))
-        return (kind, tuple(escape_key(item, opaque) for item in cast(Sequence[object], value)))
+        kind: type = type(cast('object', value))
+        return (kind, tuple(escape_key(item, opaque) for item in cast('Sequence[object]', value)))
     if isinstance(value, dict):
-        items = cast(dict[Hashable, object], value).items()
-        return (type(cast(object, value)), tuple((name, escape_key(item, opaque)) for name, item in items))
+        items = cast('dict[Hashable, object]', value).items()
+        return (type(cast('object', value)), tuple((name, escape_key(item, opaque)) for name, item in items))
     opaque.append(value)
     return (_OPAQUE, id(value))
 
@@ -497,14 +497,14 @@ def _same_escapable(snapshot: _Snapshot) -> bool:
     The outgoing copy kept for a message holds their text as it was escaped then, and a message kept as it was
     sent had nothing to escape: either is sent again only if their content is still the same.
     """
-    contents: list[object] = list(map(_CONTENT, cast(list[Any], snapshot.escapable_parts)))
+    contents: list[object] = list(map(_CONTENT, cast('list[Any]', snapshot.escapable_parts)))
     if not all(map(is_, contents, snapshot.escapable)):
         return False
     # A part sent as an escaped copy is sent with the other fields it had then; a change is sent with the timestamp
     # of its carrier.
     if not all(part.__dict__ == fields for part, fields in snapshot.copied):
         return False
-    if not all(map(is_, map(_TIMESTAMP, cast(list[Any], snapshot.carriers)), snapshot.timestamps)):
+    if not all(map(is_, map(_TIMESTAMP, cast('list[Any]', snapshot.carriers)), snapshot.timestamps)):
         return False
     ignored: list[object] = []
     return all(
@@ -550,7 +550,7 @@ def _extended(
     offset = len(previous.types)
     escapable_at = [offset + index for index in compress(range(len(parts)), escapable_flags)]
     prompt_at = [offset + index for index in compress(range(len(parts)), prompt_flags)]
-    prompts = cast(list[SystemPromptPart], list(compress(parts, prompt_flags)))
+    prompts = cast('list[SystemPromptPart]', list(compress(parts, prompt_flags)))
     contents: list[str] = list(map(_CONTENT, prompts))
     # Only a system prompt without text can be a carrier: one with text is compared by its text.
     empty_at = list(compress(range(len(prompts)), map(not_, contents)))
@@ -566,8 +566,8 @@ def _extended(
     others: list[tuple[type, bytes]] = []
     for index, held in enumerate(metadata, start=len(previous.carrier_at)):
         stored: object = held.get(RECORD_KEY) if type(held) is dict else None
-        if type(stored) is dict and _FLAT.issuperset(map(type, cast(dict[str, Any], stored).values())):
-            record = cast(dict[str, Any], stored)
+        if type(stored) is dict and _FLAT.issuperset(map(type, cast('dict[str, Any]', stored).values())):
+            record = cast('dict[str, Any]', stored)
             for name, value in record.items():
                 if type(value) is int:
                     integer_of.append(len(previous.records) + len(records))
@@ -579,7 +579,7 @@ def _extended(
             return None
         else:
             other_at.append(index)
-            others.append((cast(type, type(cast(object, held))), key))
+            others.append((cast('type', type(cast('object', held))), key))
     timestamps, marked = _read_to_send(
         previous, previous_parts, carriers, list(compress(parts, escapable_flags)), checked=checked, read=read
     )
@@ -612,10 +612,12 @@ def _extended(
         if same_objects and previous.prompts is not None:
             # `previous` holds these very objects: only the messages added are gathered.
             held_prompts = previous.prompts + prompts
-            held_carriers = cast(list[Any], previous.carriers) + carriers
-            held_records = cast(list[Any], previous.record_carriers) + _gather(carriers, _shifted(record_at, previous))
-            held_others = cast(list[Any], previous.other_carriers) + _gather(carriers, _shifted(other_at, previous))
-            held_escapable = cast(list[Any], previous.escapable_parts) + added_escapable
+            held_carriers = cast('list[Any]', previous.carriers) + carriers
+            held_records = cast('list[Any]', previous.record_carriers) + _gather(
+                carriers, _shifted(record_at, previous)
+            )
+            held_others = cast('list[Any]', previous.other_carriers) + _gather(carriers, _shifted(other_at, previous))
+            held_escapable = cast('list[Any]', previous.escapable_parts) + added_escapable
         else:
             held_prompts = _gather(held_parts, [*previous.prompt_at, *prompt_at])
             held_carriers = _gather(held_prompts, previous.carrier_at + carrier_at)
@@ -757,9 +759,9 @@ def _content_size(value: object) -> int:
     if isinstance(value, str):
         return sys.getsizeof(value)
     if isinstance(value, list | tuple):
-        return 64 + sum(map(_content_size, cast(Sequence[object], value)))
+        return 64 + sum(map(_content_size, cast('Sequence[object]', value)))
     if isinstance(value, dict):
-        items = cast(dict[object, object], value).items()
+        items = cast('dict[object, object]', value).items()
         return 64 + sum(_content_size(name) + _content_size(item) for name, item in items)
     return sys.getsizeof(value)
 
@@ -773,7 +775,7 @@ def _content_bytes(value: object) -> bytes | None:
     """
     try:
         # Typed for the values it writes; any other raises `ValueError`, which is the answer here.
-        return marshal.dumps(cast(Any, value), 0)
+        return marshal.dumps(cast('Any', value), 0)
     except ValueError:
         return None
 

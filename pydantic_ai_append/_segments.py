@@ -62,10 +62,10 @@ def _canonical(value: object) -> bytes:
 
 def _without_keys(value: object, keys: frozenset[str]) -> object:
     if isinstance(value, dict):
-        items = cast(dict[str, object], value).items()
+        items = cast('dict[str, object]', value).items()
         return {key: _without_keys(item, keys) for key, item in items if key not in keys}
     if isinstance(value, list):
-        return [_without_keys(item, keys) for item in cast(list[object], value)]
+        return [_without_keys(item, keys) for item in cast('list[object]', value)]
     return value
 
 
@@ -73,7 +73,7 @@ def pieces(kind: str, value: object, keys: frozenset[str]) -> list[Segment]:
     # A list is one segment per element; a bare value (a string system prompt or input) is one segment.
     if value is None:
         return []
-    values = cast(list[object], value) if isinstance(value, list) else [value]
+    values = cast('list[object]', value) if isinstance(value, list) else [value]
     return [Segment(kind, _canonical(_without_keys(item, keys))) for item in values]
 
 
@@ -81,7 +81,7 @@ def parse_body(api: Api, body: bytes) -> dict[str, Any]:
     parsed: object = json.loads(body)
     if not isinstance(parsed, dict):
         raise TypeError(f'{api} request body is not a JSON object: {body[:200]!r}')
-    return cast(dict[str, Any], parsed)
+    return cast('dict[str, Any]', parsed)
 
 
 def segments(api: Api, body: bytes) -> list[Segment]:

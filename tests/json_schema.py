@@ -60,14 +60,14 @@ def schema_errors(
     if 'enum' in schema and instance not in schema['enum']:
         errors.append(f'{at}: {instance!r} is not one of {schema["enum"]!r}')
     if 'type' in schema:
-        types = cast(list[str], schema['type'] if isinstance(schema['type'], list) else [schema['type']])
+        types = cast('list[str]', schema['type'] if isinstance(schema['type'], list) else [schema['type']])
         if not any(_is_type(instance, name) for name in types):
             errors.append(f'{at}: {instance!r} is not of type {schema["type"]!r}')
             return errors
     if isinstance(instance, dict):
-        errors += _object_errors(cast(dict[str, Any], instance), schema, root, at)
+        errors += _object_errors(cast('dict[str, Any]', instance), schema, root, at)
     if isinstance(instance, list):
-        errors += _array_errors(cast(list[Any], instance), schema, root, at)
+        errors += _array_errors(cast('list[Any]', instance), schema, root, at)
     return errors
 
 
@@ -97,7 +97,7 @@ def _object_errors(instance: dict[str, Any], schema: dict[str, Any], root: dict[
         elif extra is False:
             errors.append(f'{at}: {key!r} is not allowed')
         elif isinstance(extra, dict):
-            errors += schema_errors(value, cast(dict[str, Any], extra), root, f'{at}.{key}')
+            errors += schema_errors(value, cast('dict[str, Any]', extra), root, f'{at}.{key}')
     return errors
 
 
@@ -113,5 +113,5 @@ def _array_errors(instance: list[Any], schema: dict[str, Any], root: dict[str, A
         if item_schema is False:
             errors.append(f'{at}[{index}]: no item is allowed here')
         elif isinstance(item_schema, dict):
-            errors += schema_errors(item, cast(dict[str, Any], item_schema), root, f'{at}[{index}]')
+            errors += schema_errors(item, cast('dict[str, Any]', item_schema), root, f'{at}[{index}]')
     return errors

@@ -89,9 +89,9 @@ def test_smoke_run_writes_tables_json_and_plot(
 
     printed = capsys.readouterr().out
     assert 'Targets' in printed and 'Wire bytes over 4 turns' in printed
-    report = cast(dict[str, Any], json.loads(json_path.read_text()))
+    report = cast('dict[str, Any]', json.loads(json_path.read_text()))
     policies = ['static', 'rewrite', 'append', *(['native'] if native_available() else [])]
-    wire = cast(list[dict[str, Any]], report['wire'])
+    wire = cast('list[dict[str, Any]]', report['wire'])
     assert [(row['path'], row['policy']) for row in wire] == [
         (path, policy)
         for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
@@ -353,7 +353,7 @@ async def test_required_work_sends_each_record_anew_and_trusts_no_edit():
         for position, part in enumerate(message.parts)
         if isinstance(part, SystemPromptPart)
         and not part.content
-        and cast(Any, part.metadata)[RECORD_KEY]['kind'] == 'delta'
+        and cast('Any', part.metadata)[RECORD_KEY]['kind'] == 'delta'
     ]
     assert len(carried) > 5
 
@@ -370,18 +370,18 @@ async def test_required_work_sends_each_record_anew_and_trusts_no_edit():
     trusted = sent_parts()
     # The records unchanged, the parts that deliver them are the ones kept, each with its record's diff.
     assert all(map(operator.is_, trusted, [before[index].parts[position] for index, position, _ in carried]))
-    assert [cast(SystemPromptPart, part).content for part in trusted] == [
-        cast(Any, part.metadata)[RECORD_KEY].get('diff') or cast(Any, part.metadata)[RECORD_KEY]['content']
+    assert [cast('SystemPromptPart', part).content for part in trusted] == [
+        cast('Any', part.metadata)[RECORD_KEY].get('diff') or cast('Any', part.metadata)[RECORD_KEY]['content']
         for _, _, part in carried
     ]
-    record = cast(Any, carried[0][2].metadata)[RECORD_KEY]
+    record = cast('Any', carried[0][2].metadata)[RECORD_KEY]
     # An equal value of another type is an edit: the history is read again, and its parts made again.
     record['v'] = float(record['v'])
     await agent.run('again', deps=13, message_history=history, conversation_id='c')
     assert not any(map(operator.is_, sent_parts(), trusted))
     record['diff'] = 'edited'
     await agent.run('again', deps=13, message_history=history, conversation_id='c')
-    assert cast(SystemPromptPart, sent_parts()[0]).content == 'edited'
+    assert cast('SystemPromptPart', sent_parts()[0]).content == 'edited'
 
 
 def test_huge_block_edits_one_line_per_turn():

@@ -154,11 +154,11 @@ def test_caches_keyed_by_text_never_take_a_str_subclass_for_the_text_it_claims()
     appending = CurrentBlock('capability:c:state', 'a', 'append')
     opened = plan_request(WindowState(), [literal, appending])
     assert opened.opened is not None
-    baseline = cast(InstructionBaselinePart, opened.records[0])
+    baseline = cast('InstructionBaselinePart', opened.records[0])
     state = WindowState(baseline=baseline, received={'capability:c:state': 'a'})
     assert plan_request(state, [literal, appending]).opened is None
     edited = CurrentBlock('agent', Lookalike('Be long.', 'Be brief.'), 'literal')
-    assert {'Be brief.': 1}.get(cast(str, edited.content)) == 1
+    assert {'Be brief.': 1}.get(cast('str', edited.content)) == 1
     assert plan_request(state, [edited, appending]).opened is not None
 
     renderer = InlineRenderer()

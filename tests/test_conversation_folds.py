@@ -283,12 +283,12 @@ def _carriers(history: list[ModelMessage]) -> list[SystemPromptPart]:
 
 
 def _add_part(history: list[ModelMessage]) -> None:
-    first = cast(ModelRequest, history[0])
+    first = cast('ModelRequest', history[0])
     first.parts = [*first.parts, SystemPromptPart('Be brief.')]
 
 
 def _replace_part(history: list[ModelMessage]) -> None:
-    first = cast(ModelRequest, history[0])
+    first = cast('ModelRequest', history[0])
     first.parts = [replace(first.parts[0]), *first.parts[1:]]
 
 
@@ -384,7 +384,7 @@ def test_history_changed_in_place_is_folded_again_and_sent_as_a_whole_fold_sends
 
 def loaded(history: list[ModelMessage], edit: Callable[[list[Any]], None] | None = None) -> list[ModelMessage]:
     """`history` as a store gives it back: through JSON, with `edit` applied to the JSON first."""
-    stored = cast(list[Any], ModelMessagesTypeAdapter.dump_python(history, mode='json'))
+    stored = cast('list[Any]', ModelMessagesTypeAdapter.dump_python(history, mode='json'))
     if edit is not None:
         edit(stored)
     return ModelMessagesTypeAdapter.validate_python(stored)
@@ -490,7 +490,7 @@ def test_a_carrier_that_lost_its_record_is_compared_whole_and_the_fold_still_res
     seen: list[list[ModelMessage]] = []
     agent = build_agent(value, seen=seen)
     history = grown(agent, value, ['one', 'two'], 'c1')
-    first = cast(ModelRequest, history[0])
+    first = cast('ModelRequest', history[0])
     remnant = SystemPromptPart('', metadata={})
     first.parts = [*first.parts, remnant]
     for _ in range(3):
@@ -541,17 +541,17 @@ def test_a_new_window_on_a_resumed_history_sends_no_kept_parts(scans: list[int])
 
 
 def _prompt_text(history: list[ModelMessage]) -> None:
-    cast(UserPromptPart, cast(ModelRequest, history[0]).parts[0]).content = 'see <context id="x">'
+    cast('UserPromptPart', cast('ModelRequest', history[0]).parts[0]).content = 'see <context id="x">'
 
 
 def _prompt_items(history: list[ModelMessage]) -> None:
-    items = cast(list[str], cast(UserPromptPart, cast(ModelRequest, history[-2]).parts[0]).content)
+    items = cast('list[str]', cast('UserPromptPart', cast('ModelRequest', history[-2]).parts[0]).content)
     items.append('see <context id="x">')
 
 
 def _tool_return(history: list[ModelMessage]) -> None:
     tool_return = next(part for message in history for part in message.parts if isinstance(part, ToolReturnPart))
-    cast(dict[str, list[str]], tool_return.content)['notes'].append('see <context id="x">')
+    cast('dict[str, list[str]]', tool_return.content)['notes'].append('see <context id="x">')
 
 
 @pytest.mark.parametrize('edit', [_prompt_text, _prompt_items, _tool_return, None])
@@ -605,7 +605,7 @@ def test_a_prompt_added_by_a_request_whose_copy_was_reused_is_checked_on_later_r
     # The last request of `history` was being sent when the fold was kept; it is taken on by the next one.
     agent.run_sync('again', message_history=history, conversation_id='grown then edited')
     assert reuses[-1] > 0
-    added = cast(UserPromptPart, cast(ModelRequest, history[-2]).parts[0])
+    added = cast('UserPromptPart', cast('ModelRequest', history[-2]).parts[0])
     assert added.content == 'next'
     if edited:
         added.content = 'see <context id="x">'
@@ -806,7 +806,7 @@ def test_a_carrier_whose_timestamp_is_changed_in_place_gets_its_change_sent_with
 def _stamps(messages: list[ModelMessage]) -> list[datetime]:
     """The timestamp of every part of every request, as sent."""
     return [
-        cast(datetime, getattr(part, 'timestamp', None))
+        cast('datetime', getattr(part, 'timestamp', None))
         for message in messages
         if isinstance(message, ModelRequest)
         for part in message.parts
@@ -1104,7 +1104,7 @@ class _Text(str):
 def _baseline(history: list[ModelMessage]) -> dict[str, Any]:
     metadata = _carriers(history)[0].metadata
     assert metadata is not None
-    return cast(dict[str, Any], metadata[RECORD_KEY])
+    return cast('dict[str, Any]', metadata[RECORD_KEY])
 
 
 def _baseline_version_as_bool(history: list[ModelMessage]) -> None:

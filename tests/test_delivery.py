@@ -37,5 +37,5 @@ def test_deliveries_where_no_carrier_is_are_passed_and_each_carrier_gets_its_own
     assert sent[:2] == messages[:2]
     assert sent[0] is messages[0]
     # The first empty system prompt has no delivery: it is what is left of a carrier, and is left out.
-    contents = [cast(UserPromptPart | SystemPromptPart, part).content for part in sent[2].parts]
+    contents = [cast('UserPromptPart | SystemPromptPart', part).content for part in sent[2].parts]
     assert contents == ['b', wording_of(_change('second'), False)['inline']]

@@ -137,7 +137,7 @@ def text_of(content: object) -> str:
     """The text of a Chat message's content: a string, or a list of text parts."""
     if isinstance(content, str):
         return content
-    return ''.join(cast(dict[str, str], part)['text'] for part in cast(list[object], content or []))
+    return ''.join(cast('dict[str, str]', part)['text'] for part in cast('list[object]', content or []))
 
 
 def read(body: bytes, *, inline: bool) -> Reading:
@@ -200,7 +200,7 @@ def check_tool_pairs(body: bytes) -> None:
     answered: set[str] = set()
     messages: list[dict[str, Any]] = json.loads(body)['messages']
     for message in messages:
-        for call in cast(list[dict[str, str]], message.get('tool_calls') or []):
+        for call in cast('list[dict[str, str]]', message.get('tool_calls') or []):
             calls.add(call['id'])
         if message['role'] == 'tool':
             assert message['tool_call_id'] in calls, f'a result without its call: {message}'

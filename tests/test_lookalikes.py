@@ -93,10 +93,10 @@ def texts(segment: Segment) -> Iterator[str]:
         if isinstance(value, str):
             yield value
         elif isinstance(value, dict):
-            for item in cast(dict[str, object], value).values():
+            for item in cast('dict[str, object]', value).values():
                 yield from walk(item)
         elif isinstance(value, list):
-            for item in cast(list[object], value):
+            for item in cast('list[object]', value):
                 yield from walk(item)
 
     yield from walk(json.loads(segment.data))

@@ -139,10 +139,10 @@ def texts(segment: Segment) -> Iterator[str]:
             if key in (None, 'text', 'content', 'instructions'):
                 yield value
         elif isinstance(value, dict):
-            for name, item in cast(dict[str, object], value).items():
+            for name, item in cast('dict[str, object]', value).items():
                 yield from walk(item, name)
         elif isinstance(value, list):
-            for item in cast(list[object], value):
+            for item in cast('list[object]', value):
                 yield from walk(item, key)
 
     yield from walk(json.loads(segment.data), None)

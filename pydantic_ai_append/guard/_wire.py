@@ -394,7 +394,7 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
         parsed: object = json.loads(body)
     except ValueError:
         return None
-    return cast(dict[str, Any], parsed) if isinstance(parsed, dict) else None
+    return cast('dict[str, Any]', parsed) if isinstance(parsed, dict) else None
 
 
 def _divergence(
@@ -452,7 +452,7 @@ class _VerifyingTransport(httpx2.AsyncBaseTransport):
         else:
             # Kept as the client reads it: reading it here would buffer a stream the SDK reads event by event.
             reply.content_encoding = response.headers.get('content-encoding')
-            response.stream = TeeStream(cast(httpx2.AsyncByteStream, response.stream), reply.chunks)
+            response.stream = TeeStream(cast('httpx2.AsyncByteStream', response.stream), reply.chunks)
         return response
 
     async def aclose(self) -> None:

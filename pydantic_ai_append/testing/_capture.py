@@ -55,7 +55,7 @@ class _CapturingTransport(httpx2.AsyncBaseTransport):
         # The SDKs stream replies, so the body is kept as they read it rather than read here, which would
         # buffer the stream and change when the client sees each event.
         exchange.content_encoding = response.headers.get('content-encoding')
-        response.stream = TeeStream(cast(httpx2.AsyncByteStream, response.stream), exchange.response_chunks)
+        response.stream = TeeStream(cast('httpx2.AsyncByteStream', response.stream), exchange.response_chunks)
         return response
 
     async def aclose(self) -> None:

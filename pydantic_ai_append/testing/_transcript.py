@@ -63,9 +63,9 @@ class _Render:
         if key == 'id':
             return self.other_id(value)
         if isinstance(value, dict):
-            return {k: self.stable(v, k) for k, v in cast(dict[str, object], value).items()}
+            return {k: self.stable(v, k) for k, v in cast('dict[str, object]', value).items()}
         if isinstance(value, list):
-            return [self.stable(item) for item in cast(list[object], value)]
+            return [self.stable(item) for item in cast('list[object]', value)]
         return value
 
     def value(self, value: object, key: str | None = None) -> str:
@@ -85,7 +85,7 @@ class _Render:
         function = call.get('function')
         if isinstance(function, dict) and call.get('type') == 'function':
             del call['type'], call['function']
-            call = {**cast(dict[str, Any], function), **call}
+            call = {**cast('dict[str, Any]', function), **call}
         name = call.get('name')
         if not isinstance(name, str) or not ('arguments' in call or 'input' in call):
             return None
@@ -101,7 +101,7 @@ class _Render:
         """One element of a message's content list."""
         if not isinstance(block, dict):
             return [self.value(block)]
-        item = dict(cast(dict[str, Any], block))
+        item = dict(cast('dict[str, Any]', block))
         if item.get('type') in _TEXT_TYPES and isinstance(item.get('text'), str):
             del item['type']
             return [self.folded(item.pop('text')), *self.fields(item)]
@@ -118,23 +118,23 @@ class _Render:
         if content is None:
             return []
         if isinstance(content, list):
-            return [line for block in cast(list[object], content) for line in self.block(block)]
+            return [line for block in cast('list[object]', content) for line in self.block(block)]
         return [self.value(content)]
 
     def tool(self, value: object) -> list[str]:
         """A tool definition as `tool name: description`, then its parameters and any other key."""
         if not isinstance(value, dict):
             return [f'tool {self.value(value)}']
-        tool = dict(cast(dict[str, Any], value))
+        tool = dict(cast('dict[str, Any]', value))
         function = tool.get('function')
         if tool.get('type') == 'function' and isinstance(function, dict):
             del tool['type'], tool['function']
-            tool = {**cast(dict[str, Any], function), **tool}
+            tool = {**cast('dict[str, Any]', function), **tool}
         elif tool.get('type') == 'function':
             del tool['type']
         name = tool.get('name')
         if not isinstance(name, str):
-            return [f'tool {self.value(cast(object, value))}']
+            return [f'tool {self.value(cast("object", value))}']
         del tool['name']
         description = tool.pop('description') if isinstance(tool.get('description'), str) else None
         head = f'tool {name}: {self.folded(description)}' if description is not None else f'tool {name}'
@@ -144,7 +144,7 @@ class _Render:
         """A message, a system block, the instructions, or an input or output item, as `label: text`."""
         if not isinstance(value, dict):
             return [f'{kind}: {self.value(value)}']
-        item = dict(cast(dict[str, Any], value))
+        item = dict(cast('dict[str, Any]', value))
         label = _label(kind, item)
         parts = self.call_part(item)
         if parts is not None:
@@ -163,9 +163,9 @@ class _Render:
     def tool_calls(self, tool_calls: object) -> list[str]:
         """An OpenAI Chat message's `tool_calls`, one `name(args) [call#N]` each."""
         lines: list[str] = []
-        for tool_call in cast(list[object], tool_calls) if isinstance(tool_calls, list) else []:
-            call = self.call_part(cast(dict[str, Any], tool_call)) if isinstance(tool_call, dict) else None
-            lines.extend(call if call is not None else [self.value(cast(object, tool_call))])
+        for tool_call in cast('list[object]', tool_calls) if isinstance(tool_calls, list) else []:
+            call = self.call_part(cast('dict[str, Any]', tool_call)) if isinstance(tool_call, dict) else None
+            lines.extend(call if call is not None else [self.value(cast('object', tool_call))])
         return lines
 
     def segment(self, segment: Segment) -> list[str]:

@@ -257,7 +257,7 @@ def test_a_change_made_in_place_after_it_was_consumed_is_caught():
     window = ConsumedHistory.of(history)
     part = history[2].parts[0]
     assert isinstance(part, ToolReturnPart)
-    cast(Any, part).content = 'truncated'
+    cast('Any', part).content = 'truncated'
     assert decide_rewrite(window, history).action == 'defer'
 
 

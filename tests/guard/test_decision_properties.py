@@ -106,9 +106,9 @@ def _edit_part(message: ModelMessage) -> ModelMessage:
     part = edited.parts[0]
     # Changed in place, as a careless history processor would: the window kept the bytes it consumed.
     if isinstance(part, ToolCallPart):
-        cast(Any, part).args = {'edited': True}
+        cast('Any', part).args = {'edited': True}
     elif isinstance(part, TextPart | UserPromptPart | ToolReturnPart):
-        cast(Any, part).content = 'edited'
+        cast('Any', part).content = 'edited'
     return edited
 
 

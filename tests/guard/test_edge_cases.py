@@ -90,7 +90,7 @@ def clear_results_at_step(step: int) -> Callable[[list[ModelMessage]], list[Mode
             for message in messages[:-1]:
                 for part in message.parts:
                     if isinstance(part, ToolReturnPart):
-                        cast(Any, part).content = '[cleared]'
+                        cast('Any', part).content = '[cleared]'
         return messages
 
     return edit_once
@@ -105,7 +105,7 @@ def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
 @pytest.mark.parametrize('mode', ['observe', 'enforce'])
 def test_an_edit_made_once_is_reported_once(mode: str):
     model = Recording(calls=4)
-    guarded = agent(model.model(), ProcessHistory(clear_results_at_step(3)), PrefixGuard[None](mode=cast(Any, mode)))
+    guarded = agent(model.model(), ProcessHistory(clear_results_at_step(3)), PrefixGuard[None](mode=cast('Any', mode)))
     found = caught_warnings(lambda: guarded.run_sync('go'))
     # Observe mode sent the edit, so the model consumed it; enforce mode sent the original. Either way, once.
     assert [w.split(':')[0] for w in found] == ['ConsumedPrefixChangedWarning']
@@ -200,7 +200,7 @@ def test_a_deferred_rewrite_keeps_what_was_consumed():
         ModelResponse(parts=[TextPart('a')]),
     ]
     window = ConsumedHistory.of(history)
-    cast(Any, history[2].parts[0]).content = '[cleared]'
+    cast('Any', history[2].parts[0]).content = '[cleared]'
     proposed = [*history, ModelRequest.user_text_prompt('next')]
     held, decision = apply_rewrite(window, proposed)
     assert decision.action == 'defer'

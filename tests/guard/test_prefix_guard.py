@@ -334,9 +334,9 @@ def test_a_new_instruction_window_is_not_warned_about_with_or_without_signed_rec
 
 def test_an_unknown_mode_is_refused():
     with pytest.raises(UserError, match="Unknown `PrefixGuard` mode 'strict': use 'observe' or 'enforce'."):
-        PrefixGuard[None](mode=cast(Any, 'strict'))
+        PrefixGuard[None](mode=cast('Any', 'strict'))
     with pytest.raises(UserError, match="Unknown `PrefixGuard` on_defer 'drop': use 'keep' or 'compact'."):
-        PrefixGuard[None](on_defer=cast(Any, 'drop'))
+        PrefixGuard[None](on_defer=cast('Any', 'drop'))
 
 
 async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire):
@@ -371,7 +371,7 @@ def clear_old_results_in_place(messages: list[ModelMessage]) -> list[ModelMessag
     for message in messages[:-1]:
         for part in message.parts:
             if isinstance(part, ToolReturnPart):
-                cast(Any, part).content = '[cleared]'
+                cast('Any', part).content = '[cleared]'
     return messages
 
 

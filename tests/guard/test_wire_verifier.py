@@ -491,7 +491,7 @@ async def test_without_the_anthropic_sdk_the_refusal_is_the_plain_error(monkeypa
 
 def test_an_unknown_mode_is_refused():
     with pytest.raises(UserError, match="mode must be 'observe' or 'enforce', not 'strict'"):
-        WireVerifier(mode=cast(Any, 'strict'))
+        WireVerifier(mode=cast('Any', 'strict'))
 
 
 @given(
