@@ -819,7 +819,7 @@ def test_a_fold_of_no_messages_keeps_an_empty_snapshot():
     fold.remember([], ('inline', False, False), {})
     kept = process_caches()['conversation folds'].get(('no messages', None))
     assert kept is not None
-    assert (kept.count, kept.sent_request) == (0, None)
+    assert (kept.folded, kept.sent_request) == (0, None)
 
 
 @pytest.mark.parametrize('edit', [_forge, None], ids=['forged', 'unedited'])
