@@ -283,7 +283,7 @@ async def handle_request(
         if plan.opened is not None and settings.verifier is not None:
             settings.verifier.open_window()
         new_deliveries = _record(settings, ctx, messages, plan, conversation_id)
-        deliveries = [*plan.deliveries, *new_deliveries]
+        deliveries = [*plan.deliveries, *new_deliveries] if new_deliveries else plan.deliveries
         sent_key = (renderer.path, False, plan.tagged)
         reuse = fold.reusable(deliveries, sent_key)
         built: dict[int, tuple[ModelRequestPart, ...]] = {}

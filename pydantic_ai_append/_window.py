@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Literal, NamedTuple
 
 from ._cache import BoundedCache, size_of
@@ -120,22 +121,31 @@ def _message_index(delivery: Delivery) -> int:
     return delivery.message_index
 
 
+def _copy(state: WindowState | None) -> WindowState:
+    """A state to fold on from `state` (a new empty one for `None`), which changes without changing `state`."""
+    if state is None:
+        return WindowState()
+    return WindowState(state.baseline, dict(state.received), list(state.deliveries), state.broken, dict(state.hashes))
+
+
 def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | None = None) -> WindowState:
     """Fold the records found in history, in order, into the window in effect after them.
 
-    With `start`, the fold goes on from that window (left as it is), the one in effect before the first of `found`.
+    With `start`, the fold goes on from that window (left as it is), the one in effect before the first of `found`;
+    if nothing is found, that is `start` itself: a folded state is never changed afterwards, so it can be shared.
 
     A change stored as its diff is rebuilt here, from the text the window holds for its block, and delivered with
     that text. One that can't be rebuilt from it (the text it was taken against was trimmed from history or isn't
     the one the window holds, or the result has another digest) can't be trusted to say what the model was told,
     so it is read as an unreadable record: no window is continued past it.
     """
-    state = WindowState()
-    if start is not None:
-        state = WindowState(
-            start.baseline, dict(start.received), list(start.deliveries), start.broken, dict(start.hashes)
-        )
-    for item in found:
+    items = iter(found)
+    if (first := next(items, None)) is None:
+        # Most requests of a conversation fold records only from the messages the previous one added, and often
+        # there are none: the state then stays the one before, without copying its changes.
+        return start if start is not None else WindowState()
+    state = _copy(start)
+    for item in chain((first,), items):
         if isinstance(item, Compaction):
             if state.baseline is not None or state.deliveries:
                 state = WindowState(broken='history was compacted')
