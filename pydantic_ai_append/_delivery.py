@@ -61,6 +61,7 @@ __all__ = (
     'DeliveredPaths',
     'PathWording',
     'Template',
+    'copy_reused',
     'deliver',
     'delivered_inline',
     'is_inline',
@@ -261,7 +262,7 @@ def deliver(  # noqa: C901 (one loop, written out: see the comment in it)
     path = renderer.path
     rendered = list(messages)
     if reused:
-        _copy_reused(rendered, messages, reused)
+        copy_reused(rendered, messages, reused)
     if templated:
         _copy_templated(rendered, messages, templated, {} if built is None else built)
     # The changes of the deliveries seen so far in this request, by their record's `id()` (the records outlive the
@@ -333,7 +334,7 @@ def deliver(  # noqa: C901 (one loop, written out: see the comment in it)
     return rendered
 
 
-def _copy_reused(
+def copy_reused(
     rendered: list[ModelMessage], messages: list[ModelMessage], reused: Mapping[int, tuple[ModelRequestPart, ...]]
 ) -> None:
     """Put in `rendered` a new message, with a new parts list, for each message of `reused`."""
