@@ -14,7 +14,8 @@ not a choice of this plugin but the price of what it promises, and any plugin th
 plugin's hooks are (`measure.time_hooks`), in the same rounds. It does less than any real plugin must, so its time
 is a lower bound: it knows the values the window received from the scenario rather than from the history, checks
 the history's messages by identity but not their parts lists, checks the flat records of changes but not the
-window's baseline, sends each change's stored diff or text rather than wording it for the delivery path, escapes
+window's baseline or any other metadata (a record that stops being flat is left out, and one that becomes flat again
+isn't seen), sends each change's stored diff or text rather than wording it for the delivery path, escapes
 nothing, bounds no memory, and serves one conversation at a time.
 """
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from operator import attrgetter, getitem, is_, is_not, itemgetter
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -42,6 +43,7 @@ __all__ = ('RequiredWork', 'required_agent')
 
 _METADATA = attrgetter('metadata')
 _RECORD = itemgetter(RECORD_KEY)
+_FLAT = frozenset({str, int, type(None)})
 
 
 @dataclass
@@ -105,9 +107,13 @@ def _flat_record(part: ModelRequestPart) -> dict[str, Any] | None:
     if type(part) is not SystemPromptPart or part.content or type(metadata := part.metadata) is not dict:
         return None
     record: object = metadata.get(RECORD_KEY)
-    if type(record) is not dict or record.get('kind') != 'delta':  # pyright: ignore[reportUnknownMemberType]
+    if type(record) is not dict:
         return None
-    return record  # pyright: ignore[reportUnknownVariableType]
+    values = cast('dict[str, object]', record)
+    # Only a flat record is checked by a shallow copy: an edit inside a nested value would go unseen.
+    if values.get('kind') != 'delta' or not _FLAT.issuperset(map(type, values.values())):
+        return None
+    return cast('dict[str, Any]', record)
 
 
 class RequiredWork(AbstractCapability[int]):

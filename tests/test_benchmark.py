@@ -374,14 +374,20 @@ async def test_required_work_sends_each_record_anew_and_trusts_no_edit():
         cast('Any', part.metadata)[RECORD_KEY].get('diff') or cast('Any', part.metadata)[RECORD_KEY]['content']
         for _, _, part in carried
     ]
-    record = cast('Any', carried[0][2].metadata)[RECORD_KEY]
-    # An equal value of another type is an edit: the history is read again, and its parts made again.
-    record['v'] = float(record['v'])
+    records = [cast('Any', part.metadata)[RECORD_KEY] for _, _, part in carried]
+    full = next(index for index, record in enumerate(records) if record['v'] == 1)
+    diff = next(index for index, record in enumerate(records) if record['v'] == 2)
+    untouched = [index for index in range(len(carried)) if index not in (full, diff)]
+    # An equal value of another type is an edit: the history is read again, and every part made again.
+    for edited, equal in ((diff, 2.0), (full, True)):
+        records[edited]['v'] = equal
+        await agent.run('again', deps=13, message_history=history, conversation_id='c')
+        now = sent_parts()
+        assert not any(operator.is_(now[index], trusted[index]) for index in untouched)
+        trusted = now
+    records[untouched[0]]['diff'] = 'edited'
     await agent.run('again', deps=13, message_history=history, conversation_id='c')
-    assert not any(map(operator.is_, sent_parts(), trusted))
-    record['diff'] = 'edited'
-    await agent.run('again', deps=13, message_history=history, conversation_id='c')
-    assert cast('SystemPromptPart', sent_parts()[0]).content == 'edited'
+    assert cast('SystemPromptPart', sent_parts()[untouched[0]]).content == 'edited'
 
 
 def test_huge_block_edits_one_line_per_turn():
