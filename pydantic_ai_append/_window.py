@@ -19,7 +19,7 @@ for this request, and says what to record and what to send.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Literal, NamedTuple
@@ -91,23 +91,27 @@ class Delivery(NamedTuple):
     """Whether the text the model last received for the block is the one the change's diff applies to."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class WindowState:
-    """The window in effect at the end of a history, folded from its records in one pass."""
+    """The window in effect at the end of a history, folded from its records in one pass.
+
+    It is never changed once folded (its fields are typed read-only): a fold that goes on from it makes a new one,
+    and one that finds nothing more is it, so it is shared between the folds a conversation keeps.
+    """
 
     baseline: InstructionBaselinePart | None = None
     """The baseline of the open window, or `None` if no window is open."""
 
-    received: dict[str, str | None] = field(default_factory=dict[str, 'str | None'])
+    received: Mapping[str, str | None] = field(default_factory=dict[str, 'str | None'])
     """Each append-mode block's text as the model last received it in this window."""
 
-    deliveries: list[Delivery] = field(default_factory=list[Delivery])
+    deliveries: Sequence[Delivery] = field(default_factory=list[Delivery])
     """The window's changes, in history order."""
 
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
 
-    hashes: dict[str, str | None] = field(default_factory=dict[str, 'str | None'])
+    hashes: Mapping[str, str | None] = field(default_factory=dict[str, 'str | None'])
     """The digest of each of `received`'s texts (`None` for a withdrawn block), kept so that a fold resumed from
     this state doesn't hash the blocks' texts again."""
 
@@ -121,18 +125,31 @@ def _message_index(delivery: Delivery) -> int:
     return delivery.message_index
 
 
-def _copy(state: WindowState | None) -> WindowState:
-    """A state to fold on from `state` (a new empty one for `None`), which changes without changing `state`."""
-    if state is None:
-        return WindowState()
-    return WindowState(state.baseline, dict(state.received), list(state.deliveries), state.broken, dict(state.hashes))
+class _Folding:
+    """A window being folded: `WindowState`'s fields, changed in place until the fold is done."""
+
+    def __init__(self, start: WindowState | None) -> None:
+        self.baseline = start.baseline if start is not None else None
+        self.received: dict[str, str | None] = dict(start.received) if start is not None else {}
+        self.deliveries: list[Delivery] = list(start.deliveries) if start is not None else []
+        self.broken = start.broken if start is not None else None
+        self.hashes: dict[str, str | None] = dict(start.hashes) if start is not None else {}
+
+    def restart(self, baseline: InstructionBaselinePart | None = None, broken: str | None = None) -> None:
+        """Start a new window at `baseline`, or none (`broken` says why none can be continued)."""
+        self.baseline, self.broken, self.deliveries = baseline, broken, []
+        self.received = {block.id: block.content for block in baseline.blocks} if baseline is not None else {}
+        self.hashes = {block.id: block.content_hash for block in baseline.blocks} if baseline is not None else {}
+
+    def state(self) -> WindowState:
+        return WindowState(self.baseline, self.received, self.deliveries, self.broken, self.hashes)
 
 
 def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | None = None) -> WindowState:
     """Fold the records found in history, in order, into the window in effect after them.
 
     With `start`, the fold goes on from that window (left as it is), the one in effect before the first of `found`;
-    if nothing is found, that is `start` itself: a folded state is never changed afterwards, so it can be shared.
+    if nothing is found, that is `start` itself.
 
     A change stored as its diff is rebuilt here, from the text the window holds for its block, and delivered with
     that text. One that can't be rebuilt from it (the text it was taken against was trimmed from history or isn't
@@ -144,38 +161,36 @@ def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | N
         # Most requests of a conversation fold records only from the messages the previous one added, and often
         # there are none: the state then stays the one before, without copying its changes.
         return start if start is not None else WindowState()
-    state = _copy(start)
+    window = _Folding(start)
     for item in chain((first,), items):
         if isinstance(item, Compaction):
-            if state.baseline is not None or state.deliveries:
-                state = WindowState(broken='history was compacted')
+            if window.baseline is not None or window.deliveries:
+                window.restart(broken='history was compacted')
             continue
         record = item.record
         # Changes are most of a window's records, so they are told apart first.
         if isinstance(record, (InstructionDeltaPart, StoredDiff)):
-            if state.baseline is None:
+            if window.baseline is None:
                 # A change with no baseline before it: the baseline was removed from history.
-                state.broken = state.broken or 'the window baseline is gone from history'
+                window.broken = window.broken or 'the window baseline is gone from history'
                 continue
             if isinstance(record, StoredDiff):
-                rebuilt = rebuild(record, state.received.get(record.id), state.hashes.get(record.id))
+                rebuilt = rebuild(record, window.received.get(record.id), window.hashes.get(record.id))
                 if isinstance(rebuilt, str):
-                    state = WindowState(broken=f'a record can not be read: {rebuilt}')
+                    window.restart(broken=f'a record can not be read: {rebuilt}')
                     continue
                 record, base_matches = rebuilt, True
             else:
                 base_hash = record.base_hash
-                base_matches = base_hash is not None and state.hashes.get(record.id) == base_hash
-            state.deliveries.append(Delivery(item.message_index, item.part_index, record, base_matches))
-            state.received[record.id] = record.content
-            state.hashes[record.id] = record.content_hash
+                base_matches = base_hash is not None and window.hashes.get(record.id) == base_hash
+            window.deliveries.append(Delivery(item.message_index, item.part_index, record, base_matches))
+            window.received[record.id] = record.content
+            window.hashes[record.id] = record.content_hash
         elif isinstance(record, InstructionBaselinePart):
-            state = WindowState(baseline=record if record.instructions else None)
-            state.received = {block.id: block.content for block in record.blocks}
-            state.hashes = {block.id: block.content_hash for block in record.blocks}
+            window.restart(baseline=record if record.instructions else None)
         else:
-            state = WindowState(broken=f'a record can not be read: {record.reason}')
-    return state
+            window.restart(broken=f'a record can not be read: {record.reason}')
+    return window.state()
 
 
 @dataclass(frozen=True)

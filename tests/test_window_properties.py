@@ -7,6 +7,10 @@ inputs always give the same plan, and a recorded prefix splits back into the par
 
 from __future__ import annotations
 
+from copy import deepcopy
+from dataclasses import FrozenInstanceError
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -53,6 +57,27 @@ def test_history_folds_to_what_the_model_was_given(requests: list[dict[str, str 
             # In a window, the prefix is the baseline's, and one change is recorded per block that differs.
             assert plan.prefix == (state.baseline.blocks if state.baseline else ())
             assert len(plan.records) == sum(state.received.get(key) != value for key, value in appended.items())
+
+
+@given(st.lists(request_blocks, min_size=1, max_size=8), st.data())
+def test_a_fold_goes_on_from_any_point_and_leaves_the_state_it_started_from(
+    requests: list[dict[str, str | None]], data: st.DataObject
+):
+    # What each request keeps is the fold of the history before it, and the next request folds on from that:
+    # this is the pure rule under it, which the agent tests can't reach at every split.
+    history: list[Located] = []
+    for index, request in enumerate(requests):
+        records = plan_request(fold_window(history), current(request)).records
+        history += [Located(index, part, decode_record(encode_record(record))) for part, record in enumerate(records)]
+    split = data.draw(st.integers(0, len(history)))
+    start = fold_window(history[:split])
+    before = deepcopy(start)
+    assert fold_window(history[split:], start=start) == fold_window(history)
+    assert start == before
+    # With nothing more to fold, the state is the very one it went on from, which nothing may rebind.
+    assert fold_window([], start=start) is start
+    with pytest.raises(FrozenInstanceError):
+        start.broken = 'edited'  # pyright: ignore[reportAttributeAccessIssue]
 
 
 @given(
