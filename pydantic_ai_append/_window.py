@@ -128,18 +128,18 @@ def _message_index(delivery: Delivery) -> int:
 class _Folding:
     """A window being folded: `WindowState`'s fields, changed in place until the fold is done."""
 
-    def __init__(self, start: WindowState | None) -> None:
-        self.baseline = start.baseline if start is not None else None
-        self.received: dict[str, str | None] = dict(start.received) if start is not None else {}
-        self.deliveries: list[Delivery] = list(start.deliveries) if start is not None else []
-        self.broken = start.broken if start is not None else None
-        self.hashes: dict[str, str | None] = dict(start.hashes) if start is not None else {}
+    def __init__(self, start: WindowState) -> None:
+        self.baseline, self.broken = start.baseline, start.broken
+        self.received: dict[str, str | None] = dict(start.received)
+        self.deliveries: list[Delivery] = list(start.deliveries)
+        self.hashes: dict[str, str | None] = dict(start.hashes)
 
     def restart(self, baseline: InstructionBaselinePart | None = None, broken: str | None = None) -> None:
         """Start a new window at `baseline`, or none (`broken` says why none can be continued)."""
         self.baseline, self.broken, self.deliveries = baseline, broken, []
-        self.received = {block.id: block.content for block in baseline.blocks} if baseline is not None else {}
-        self.hashes = {block.id: block.content_hash for block in baseline.blocks} if baseline is not None else {}
+        blocks = baseline.blocks if baseline is not None else ()
+        self.received = {block.id: block.content for block in blocks}
+        self.hashes = {block.id: block.content_hash for block in blocks}
 
     def state(self) -> WindowState:
         return WindowState(self.baseline, self.received, self.deliveries, self.broken, self.hashes)
@@ -161,7 +161,7 @@ def fold_window(found: Iterable[Located | Compaction], *, start: WindowState | N
         # Most requests of a conversation fold records only from the messages the previous one added, and often
         # there are none: the state then stays the one before, without copying its changes.
         return start if start is not None else WindowState()
-    window = _Folding(start)
+    window = _Folding(start if start is not None else WindowState())
     for item in chain((first,), items):
         if isinstance(item, Compaction):
             if window.baseline is not None or window.deliveries:
