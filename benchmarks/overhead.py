@@ -17,11 +17,11 @@ plugin's own cost. An `injected` variant is the lower bound of any design that s
 static history, with no records in it at all, and a capability that adds each change's pre-rendered text to the
 request it belongs to, just before the request is sent. A `required` variant runs the append history with
 `required.RequiredWork` in place of the plugin, and its hooks are timed as the plugin's are: what the plugin's
-guarantees cost on their own, the part of the hooks' time that no design of the plugin can save. The timed runs reuse one history's objects, as one
-process running a conversation does, so the records are read once; `append-loaded` gets the history freshly loaded
-from JSON before each run (outside the clock), as a server that stores history between requests does, and reads
-every record again, and `static-loaded` does the same with the static history: what a fresh load costs Pydantic AI
-itself.
+guarantees cost on their own, which no design that keeps them saves. The timed runs reuse one history's objects,
+as one process running a conversation does, so the records are read once; `append-loaded` gets the history freshly
+loaded from JSON before each run (outside the clock), as a server that stores history between requests does, and
+reads every record again, and `static-loaded` does the same with the static history: what a fresh load costs
+Pydantic AI itself.
 
 Runs are timed in process CPU time, in rounds that run every variant once in rotated order (`measure`), and the
 append variants' hooks are timed inside each run. `time_change_counts` times the hooks on histories of one length

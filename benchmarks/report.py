@@ -305,6 +305,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 VARIANTS = ('static', 'static-loaded', 'rewrite', 'append', 'append-loaded', 'floor', 'injected', 'required', 'native')
 """Every variant timed, in the order tables show them."""
 
+HOOKED = ('append', 'append-loaded', 'required')
+"""The variants whose hooks are timed, in the order tables show them."""
+
 
 def _ratio_cell(spread: Spread) -> str:
     return f'{spread.median:.2f}x ({spread.p25:.2f}-{spread.p75:.2f})'
@@ -334,7 +337,7 @@ def _timing_sections(results: Results) -> list[str]:
                 f'{timing.hook_ms(v):.2f} ms, {_percent(timing.hook_share(v))[0]} ({_percent(timing.hook_share(v))[1]})'
                 if v in timing.hook_seconds
                 else '-'
-                for v in ('append', 'append-loaded', 'required')
+                for v in HOOKED
             ),
             _ratio_cell(timing.ratio('append', to='floor')),
             _ratio_cell(timing.loaded_excess()) if 'static-loaded' in timing.seconds else '-',
@@ -384,7 +387,7 @@ def _timing_sections(results: Results) -> list[str]:
 def _change_kinds(timing: ChangeTiming) -> list[str]:
     """The kinds of variant `timing` has, in the order tables show them."""
     kinds = {name.split('@')[0] for name in timing.changes}
-    return [kind for kind in ('append', 'append-loaded', 'required') if kind in kinds]
+    return [kind for kind in HOOKED if kind in kinds]
 
 
 def _changes_section(changes: Sequence[ChangeTiming]) -> str:

@@ -69,7 +69,11 @@ class _Window:
         """Whether `messages` starts with the messages read, whose records hold what they held then."""
         if len(messages) < len(self.messages) or not all(map(is_, messages, self.messages)):
             return False
-        live: list[Any] = list(map(_RECORD, map(_METADATA, self.carriers)))
+        try:
+            live: list[Any] = list(map(_RECORD, map(_METADATA, self.carriers)))
+        except (KeyError, TypeError):
+            # A carrier's metadata was replaced by one without a record, or by no dict at all.
+            return False
         if live != self.records or not all(map(is_, map(type, live), repeat(dict))):
             return False
         gathered = list(map(live.__getitem__, self.integer_of))
@@ -98,7 +102,7 @@ class _Window:
                 self.records.append(dict(record))
                 text = record.get('diff') or record.get('content') or ''
                 parts.append(SystemPromptPart(text, timestamp=part.timestamp))
-            if len(parts) != len(message.parts) or any(map(is_not, parts, message.parts)):
+            if any(map(is_not, parts, message.parts)):
                 self.sent[index] = tuple(parts)
 
 

@@ -388,6 +388,12 @@ async def test_required_work_sends_each_record_anew_and_trusts_no_edit():
     records[untouched[0]]['diff'] = 'edited'
     await agent.run('again', deps=13, message_history=history, conversation_id='c')
     assert cast('SystemPromptPart', sent_parts()[untouched[0]]).content == 'edited'
+    # A record taken out of its carrier's metadata is an edit too, not an error.
+    trusted = sent_parts()
+    carried[untouched[1]][2].metadata = {}
+    await agent.run('again', deps=13, message_history=history, conversation_id='c')
+    now = sent_parts()
+    assert not any(operator.is_(now[index], trusted[index]) for index in untouched[2:])
 
 
 def test_huge_block_edits_one_line_per_turn():
