@@ -206,12 +206,13 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         )
 
     def get_ordering(self) -> CapabilityOrdering:
-        """Run after history processing and model selection, so the window sees the history and model that go out.
+        """Run after history processing, compaction and model selection, so the window sees the history and model
+        that go out, whatever the order capabilities are listed in.
 
-        A history processor that ran after this capability would write the outgoing messages, which carry the
-        rendered changes instead of their records, back into history.
+        A history processor or compaction capability that ran after this capability would write the outgoing
+        messages, which carry the rendered changes instead of their records, back into history.
         """
-        return CapabilityOrdering(wrapped_by=(ProcessHistory, SelectModel))
+        return CapabilityOrdering(position='innermost', wrapped_by=(ProcessHistory, SelectModel))
 
     @property
     def _source_id(self) -> str:

@@ -19,7 +19,9 @@ The modules, by concept (all private; this page's names are the public surface):
 - `_bytes`: the canonical bytes a message is judged by.
 - `_consumed`: what the model has consumed: the messages and the generation boundary.
 - `_decision`: the decision on a proposed rewrite: patch, defer or abort.
-- `_compaction`: cutting history in whole tool-pair units, with a marker at the frontier.
+- `_compaction`: compaction in whole tool-pair units, with a marker at the frontier: telling a compaction from
+  other rewrites, and cutting history for a processor of one's own.
+- `_repair`: histories that arrive broken, mended in whole tool-pair units.
 - `_retired`: tool schema versions: a retired tool stays declared while history calls it, and never runs.
 - `_edit_tool`: a tool that lets the model edit chosen append-mode blocks, as appended changes only.
 - `_capability`: `PrefixGuard`, the guard on an agent's requests.
@@ -28,7 +30,7 @@ The modules, by concept (all private; this page's names are the public surface):
 """
 
 from ._capability import DeferPolicy, GuardMode, PrefixGuard
-from ._compaction import compact, whole_pair_cut
+from ._compaction import compact
 from ._consumed import ConsumedHistory
 from ._decision import (
     InstructionEdit,
@@ -53,7 +55,8 @@ from ._errors import (
     WirePrefixDivergenceError,
     WirePrefixDivergenceWarning,
 )
-from ._pairing import PairProblemKind, Position, ToolPairProblem, tool_pair_problems
+from ._pairing import ToolPairProblem, tool_pair_problems
+from ._repair import RepairPolicy
 from ._wire import VerifierMode, WireDivergence, WireVerifier
 
 __all__ = (
@@ -67,11 +70,10 @@ __all__ = (
     'NonMonotonicRewriteError',
     'OrphanedToolPairError',
     'OrphanedToolPairWarning',
-    'PairProblemKind',
-    'Position',
     'PrefixDivergence',
     'PrefixGuard',
     'PrefixGuardWarning',
+    'RepairPolicy',
     'RetiredToolReferencedWarning',
     'RewriteAction',
     'RewriteDecision',
@@ -89,5 +91,4 @@ __all__ = (
     'self_edit_toolset',
     'tool_pair_problems',
     'validate_rewrite',
-    'whole_pair_cut',
 )

@@ -8,11 +8,12 @@ when a run starts (the history it is given, through the latest reply) and after 
 as sent, with the reply).
 
 In `observe` mode it changes nothing: each condition is a warning of its own class and a span. In `enforce`
-mode a rewrite that is not a `patch` is refused: the request goes out with the consumed prefix as it was and
-the new messages after it, and the run's history is put back the same way. With `on_defer='compact'`, a rewrite
-that replaces the front of history (dropped turns, or a summary in their place) is applied as whole-pair
-compaction instead. A tool that history still calls
-stays declared, with the definition it was last sent with, even after it leaves the agent's tools.
+mode a compaction (what Pydantic AI Harness's strategies, a trimming or summarizing history processor, or a
+provider's compaction do) is applied as a new window, in whole tool-pair units, with a marker where messages were
+elided; any other rewrite that is not a `patch` is refused: the request goes out with the consumed prefix as it was
+and the new messages after it, and the run's history is put back the same way. With `on_defer='keep'`, a
+compaction is refused too. A tool that history still calls stays declared, with the definition it was last sent
+with, even after it leaves the agent's tools.
 
 Changes that the guard can only see once the request is final (the instructions as sent) are checked after
 the response and warned about in both modes; [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] checks the
@@ -24,7 +25,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
@@ -37,7 +38,14 @@ from pydantic_ai.capabilities import (
     WrapRunHandler,
 )
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse, repair_messages
+from pydantic_ai.messages import (
+    InstructionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    UserPromptPart,
+    repair_messages,
+)
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
@@ -48,7 +56,7 @@ from .._request import WindowObserver
 from .._spec import refuse_options
 from .._transport import conversation_scope
 from ._bytes import message_bytes
-from ._compaction import compact, elided_count
+from ._compaction import elided_count
 from ._consumed import ConsumedHistory
 from ._decision import RewriteDecision, decide_rewrite
 from ._errors import (
@@ -59,19 +67,23 @@ from ._errors import (
     RetiredToolReferencedWarning,
     ToolListChangedWarning,
 )
-from ._retired import RetiredTools
+from ._pairing import called_tools
+from ._repair import RepairPolicy, repaired
+from ._retired import RetiredTools, retirement_notice
 
-__all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuard', 'PrefixGuardSpecOptions')
+__all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuard', 'PrefixGuardSpecOptions', 'RepairPolicy')
 
 GuardMode: TypeAlias = Literal['observe', 'enforce']
 """`observe` warns and records a span; `enforce` also refuses every rewrite that isn't a `patch`."""
 
 _MODES: tuple[GuardMode, ...] = ('observe', 'enforce')
 
-DeferPolicy: TypeAlias = Literal['keep', 'compact']
-"""What enforce mode does with a rewrite that trims or summarizes consumed messages: keep the old prefix, or compact."""
+DeferPolicy: TypeAlias = Literal['compact', 'keep']
+"""What enforce mode does with a compaction of consumed messages: apply it as a new window, or keep the old prefix."""
 
-_DEFER_POLICIES: tuple[DeferPolicy, ...] = ('keep', 'compact')
+_DEFER_POLICIES: tuple[DeferPolicy, ...] = ('compact', 'keep')
+
+_REPAIR_POLICIES: tuple[RepairPolicy, ...] = ('answer', 'drop')
 
 _CONVERSATIONS_KEPT = 4096
 """How many conversations' tool memories a guard keeps; a conversation forgotten and taken up again declares only
@@ -99,8 +111,11 @@ class PrefixGuardSpecOptions(BaseModel):
     mode: GuardMode = 'enforce'
     """As `PrefixGuard.mode`."""
 
-    on_defer: DeferPolicy = 'keep'
+    on_defer: DeferPolicy = 'compact'
     """As `PrefixGuard.on_defer`."""
+
+    repair: RepairPolicy = 'answer'
+    """As `PrefixGuard.repair`."""
 
 
 @dataclass
@@ -122,12 +137,20 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     mode: GuardMode = 'enforce'
     """`'observe'` to warn and record spans only, `'enforce'` to refuse rewrites as well."""
 
-    on_defer: DeferPolicy = 'keep'
-    """In enforce mode, what becomes of a rewrite that replaces consumed messages at the front (as a history
-    processor that trims old turns does, or one that summarizes them): `'keep'` sends the consumed prefix as it
-    was, `'compact'` applies the rewrite as whole-pair compaction, which opens a new window. The cut is moved to
-    where no tool pair is split (later for a trim, earlier for a summary, so nothing the summary leaves out is
-    lost), a marker stands at the frontier, and a summary is kept after it."""
+    on_defer: DeferPolicy = 'compact'
+    """In enforce mode, what becomes of a compaction of consumed messages (a rewrite that drops, clears, clamps or
+    summarizes them, keeping the order of what it keeps and making history smaller, as every compaction strategy
+    of Pydantic AI Harness does): `'compact'` applies it as a new window, in whole tool-pair units (a pair it splits
+    is removed whole), with a marker where messages were elided; `'keep'` sends the consumed prefix as it was, so
+    history grows as if no compaction were installed. Any other rewrite of consumed messages is refused either way.
+    See the table in `docs/guard.md`."""
+
+    repair: RepairPolicy = 'answer'
+    """In enforce mode, what becomes of a tool call that the history a run is given never answered (its tool was
+    cancelled or its process stopped, and the conversation went on): `'answer'` answers it with a result saying it
+    was not run, `'drop'` drops it. Either way no tool is run for it, a result without its call is dropped, and the
+    run's history is mended before anything is sent, with one `OrphanedToolPairWarning` for each call. The calls of
+    the history's latest reply are left to Pydantic AI, which runs them when the run is resumed."""
 
     _: KW_ONLY
 
@@ -149,6 +172,12 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
 
     _sent: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
     """The messages the current request sends, once decided."""
+
+    _retired: set[str] = field(default_factory=set[str], init=False, repr=False)
+    """The retired tools this run's latest step declared (written by its `RetiredTools`)."""
+
+    _found: set[str] = field(default_factory=set[str], init=False, repr=False)
+    """In observe mode, the calls whose broken pairs the run's given history was already warned about."""
 
     _rewritten: bool = field(default=False, init=False, repr=False)
     """Whether this guard put a history of its own in the run for the current request (refused or compacted)."""
@@ -173,21 +202,23 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         if self.mode not in _MODES:
             raise UserError(f"Unknown `PrefixGuard` mode {self.mode!r}: use 'observe' or 'enforce'.")
         if self.on_defer not in _DEFER_POLICIES:
-            raise UserError(f"Unknown `PrefixGuard` on_defer {self.on_defer!r}: use 'keep' or 'compact'.")
+            raise UserError(f"Unknown `PrefixGuard` on_defer {self.on_defer!r}: use 'compact' or 'keep'.")
+        if self.repair not in _REPAIR_POLICIES:
+            raise UserError(f"Unknown `PrefixGuard` repair {self.repair!r}: use 'answer' or 'drop'.")
 
     @classmethod
     def from_spec(cls, options: GuardMode | PrefixGuardSpecOptions = 'enforce', /, **named: Any) -> PrefixGuard[Any]:
         """Build the guard from an agent spec entry (`Agent.from_spec`, `Agent.from_file`).
 
         A spec names it `PrefixGuard` alone (the defaults), with its mode (`{'PrefixGuard': 'observe'}`), or with
-        options (`{'PrefixGuard': {'mode': 'enforce', 'on_defer': 'compact'}}`). Pydantic AI passes options as
+        options (`{'PrefixGuard': {'mode': 'enforce', 'on_defer': 'keep'}}`). Pydantic AI passes options as
         keyword arguments; they are taken as `**named`, because its JSON schema offers the one-argument form only
         for a `from_spec` with one parameter, and this one's type (the mode, or the options) covers both forms.
 
         Args:
             options: The mode, or the options as `PrefixGuardSpecOptions`.
-            **named: The options, as Pydantic AI passes them: `mode` and `on_defer`. Any other (`verifier`) is
-                refused with an error that names it.
+            **named: The options, as Pydantic AI passes them: `mode`, `on_defer` and `repair`. Any other
+                (`verifier`) is refused with an error that names it.
         """
         # Anything but the options is taken as the mode, which `__post_init__` checks, naming the value.
         given: dict[str, Any] = (
@@ -195,26 +226,40 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         )
         given.update(named)
         mode = given.pop('mode', 'enforce')
-        on_defer = given.pop('on_defer', 'keep')
+        on_defer = given.pop('on_defer', 'compact')
+        repair = given.pop('repair', 'answer')
         refuse_options(
             'PrefixGuard',
             given,
-            accepted='`mode` and `on_defer`',
+            accepted='`mode`, `on_defer` and `repair`',
             python_only={'verifier': 'a `WireVerifier` is a Python object'},
         )
-        return cls(mode, on_defer)
+        return cls(mode, on_defer, repair)
 
     def get_ordering(self) -> CapabilityOrdering:
-        """Run after history processing and model selection, and before `AppendInstructions` renders its records."""
-        return CapabilityOrdering(wrapped_by=(ProcessHistory, SelectModel), wraps=(AppendInstructions,))
+        """Run after every capability that edits history (history processing, compaction, model selection), whatever
+        the order they are listed in, and before `AppendInstructions` renders its records.
+        """
+        return CapabilityOrdering(
+            position='innermost', wrapped_by=(ProcessHistory, SelectModel), wraps=(AppendInstructions,)
+        )
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> PrefixGuard[AgentDepsT]:
         """A guard for one run, starting from the history the run is given, with its conversation's tool memory."""
-        run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, verifier=self.verifier)
+        run = PrefixGuard[AgentDepsT](self.mode, self.on_defer, self.repair, verifier=self.verifier)
         run._memories = self._memories
         # Pydantic AI resolves every run's `conversation_id` (given, from history, or new) before `for_run`.
         if ctx.conversation_id is not None:  # pragma: no branch
             run._memory = self._memories.setdefault(ctx.conversation_id, _ToolMemory, size=1)
+        mended, done = repaired(ctx.messages, self.repair)
+        if done:
+            # `RunContext.messages` is the run's own history: mended here, it is what Pydantic AI goes on from.
+            if self.mode == 'enforce':
+                ctx.messages[:] = mended
+            else:
+                run._found = {problem.tool_call_id for problem, _ in done}
+            outcome = 'Repaired the history the run was given' if self.mode == 'enforce' else 'Found (observe mode)'
+            _warn([(OrphanedToolPairWarning, f'{problem.describe()}: {action}') for problem, action in done], outcome)
         # The run starts from the history as given, but Pydantic AI repairs it before anything reads it (merging
         # consecutive requests, dropping orphaned tool results), and before sending it: the consumed history is
         # taken in that shape, which is both what history processors see and what the model was sent.
@@ -231,7 +276,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[AgentDepsT]) -> AbstractToolset[AgentDepsT] | None:
         """In enforce mode, keep each tool that history calls declared after it leaves the agent's tools."""
-        return RetiredTools(toolset, self._memory.definitions) if self.mode == 'enforce' else None
+        return RetiredTools(toolset, self._memory.definitions, self._retired) if self.mode == 'enforce' else None
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -242,7 +287,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self._opened = _newly_compacted(consumed, proposed)
         self._rewritten = False
         # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
-        judged = ConsumedHistory(consumed.messages, 0) if self._opened else consumed
+        new = _new_messages(consumed, proposed)
+        judged = ConsumedHistory((*consumed.messages, *new), 0) if self._opened else consumed.adding(new)
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
         decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=self._memory.seen)
@@ -259,12 +305,16 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         }
         # On the run's tracer, so the span follows the agent's instrumentation settings.
         with ctx.tracer.start_as_current_span('prefix_guard', attributes=attributes):
-            if not self._opened:
+            if decision.action != 'compact' and not self._opened:
                 self._check_tools(declared)
-            if decision.action != 'patch':
+            if decision.action == 'compact':
+                self._compact(ctx, request_context, consumed, decision)
+            elif decision.action != 'patch':
                 self._refuse(ctx, request_context, consumed, decision)
             elif self._opened:
                 self._verified = 0
+        if self._retired:
+            _tell_retired(ctx, request_context, self._retired)
         if self._opened and self.verifier is not None:
             self.verifier.open_window()
         self._tools = declared
@@ -298,7 +348,9 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         decision: RewriteDecision,
     ) -> None:
         conditions: list[tuple[type[PrefixGuardWarning], str]] = [
-            (OrphanedToolPairWarning, problem.describe()) for problem in decision.problems
+            (OrphanedToolPairWarning, problem.describe())
+            for problem in decision.problems
+            if problem.tool_call_id not in self._found
         ]
         conditions += [
             (RetiredToolReferencedWarning, f'history calls `{name}`, which this request does not declare')
@@ -316,11 +368,14 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             elif self._opened:
                 self._verified = 0
             return
-        proposed = request_context.messages
         # A processor may have edited the very objects the history holds, so they are taken as consumed, not as now;
         # a refused compaction keeps the history it would have closed.
         self._opened = False
-        kept = [*consumed.consumed_messages(), *_new_messages(consumed, proposed)]
+        kept = [
+            *consumed.consumed_messages(),
+            *consumed.messages[consumed.boundary :],
+            *_new_messages(consumed, request_context.messages),
+        ]
         retry = decide_rewrite(consumed, kept, sending=True)
         if retry.action == 'abort':
             # The new messages themselves break a pair: no older shape of the history can be sent instead.
@@ -328,24 +383,38 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             assert error is not None
             raise error
         outcome = 'Refused, the consumed prefix kept'
-        # A resumed turn (history ends with the suspended response) is sent with the instructions it was started
-        # with, so it can't open the window a compaction needs; a later request of the conversation may compact.
-        resuming = any(isinstance(message, ModelResponse) for message in proposed[-1:])
-        if self.on_defer == 'compact' and not resuming and (replaced := _front_replacement(kept, proposed)) is not None:
-            summary, start = replaced
-            compacted = compact(kept, keep_from=start, summary=summary)
-            opened = ConsumedHistory(consumed.messages, 0)
-            # Only a compaction that shortens history and keeps every pair is sent.
-            if len(compacted) < len(kept) and decide_rewrite(opened, compacted, sending=True).action == 'patch':
-                kept = compacted
-                self._opened = True
-                self._verified = 0
-                elided = f'{elided_count(compacted)} messages elided'
-                outcome = f'Applied as whole-pair compaction ({elided}{", the summary kept" if summary else ""})'
         request_context.messages = kept
         ctx.messages[:] = kept
         self._rewritten = True
         _warn(conditions, outcome)
+
+    def _compact(
+        self,
+        ctx: RunContext[AgentDepsT],
+        request_context: ModelRequestContext,
+        consumed: ConsumedHistory,
+        decision: RewriteDecision,
+    ) -> None:
+        """Apply a compaction as a new window, or refuse it as `on_defer='keep'` says (or a resumed turn needs)."""
+        split = [(OrphanedToolPairWarning, problem.describe()) for problem in decision.problems]
+        if self.mode == 'observe':
+            self._opened = True
+            self._verified = 0
+            _warn(split, 'Sent anyway (observe mode)')
+            return
+        # A resumed turn (history ends with the suspended response) is sent with the instructions it was started
+        # with, so it can't open the window a compaction needs; a later request of the conversation may compact.
+        resuming = isinstance(request_context.messages[-1], ModelResponse)
+        assert decision.compacted is not None
+        if self.on_defer == 'keep' or resuming:
+            self._refuse(ctx, request_context, consumed, replace(decision, action='defer'))
+            return
+        request_context.messages = list(decision.compacted)
+        ctx.messages[:] = decision.compacted
+        self._rewritten = True
+        self._opened = True
+        self._verified = 0
+        _warn(split, 'Compacted in whole tool pairs, the cut moved')
 
     async def after_model_request(
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
@@ -379,58 +448,40 @@ def _newly_compacted(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]
 
 
 def _new_messages(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """What a refused request sends after the consumed prefix: the unconsumed messages, then the new one.
+    """The step's new request, which goes out after what history holds: the proposal's last message, unless history
+    holds it already (a resumed turn, or a processor that ended the proposal with an old message).
 
     Pydantic AI adds one request per step (the prompt, or the tool results) and a processed history must end with
-    it, so the proposal's last message is the new one. Anything else a processor put after the boundary (a
-    summary of what it dropped, say) stands for the rewrite being refused, so it isn't sent.
+    it. Anything else a processor put after the boundary (a summary of what it dropped, say) stands for its rewrite.
     """
-    pending = list(consumed.messages[consumed.boundary :])
-    if proposed and not any(proposed[-1] is message for message in consumed.messages):
-        pending.append(proposed[-1])
-    return pending
+    if not proposed or any(proposed[-1] is message for message in consumed.messages):
+        return []
+    return [proposed[-1]]
 
 
-def _front_replacement(
-    full: Sequence[ModelMessage], proposed: Sequence[ModelMessage]
-) -> tuple[list[ModelMessage], int] | None:
-    """The messages the proposal puts in place of the front of `full`, and where in `full` what it keeps starts.
+def _tell_retired(ctx: RunContext[Any], request_context: ModelRequestContext, retired: set[str]) -> None:
+    """Tell the model, at the end of this step's request, of each retired tool it was not told of yet.
 
-    A processor that trims old turns keeps a run of `full` from some message on (`([], start)`). One that
-    summarizes them sends new messages (the summary) and then a suffix of `full`, as long as at least the step's
-    new request. The summary must be new: a proposal that starts with a message of `full` and then skips some is a
-    cut from the middle, not a replacement of the front, and is left to the refusal. `None` if it is neither.
+    Told is what history says, not this guard's memory, so a conversation taken up in another process is not told
+    again.
     """
-    if not proposed:
-        return None
-    full_bytes = [message_bytes(message) for message in full]
-    proposed_bytes = [message_bytes(message) for message in proposed]
-    start = _trimmed_from(full_bytes, proposed_bytes)
-    if start is not None:
-        return [], start
-    shared = 0
-    while shared < min(len(full), len(proposed)) and full_bytes[-1 - shared] == proposed_bytes[-1 - shared]:
-        shared += 1
-    head = len(proposed) - shared
-    start = len(full) - shared
-    if not shared or not start or any(sent in full_bytes for sent in proposed_bytes[:head]):
-        return None
-    return list(proposed[:head]), start
-
-
-def _trimmed_from(full: Sequence[bytes], proposed: Sequence[bytes]) -> int | None:
-    """Where in `full` the proposed history starts, if it is `full` with messages dropped from the front (as bytes).
-
-    Of the places whose message matches the proposal's first, the one that matches the most messages after it
-    wins, so a prompt repeated earlier in the conversation doesn't move the cut.
-    """
-
-    def run_length(start: int) -> int:
-        pairs = zip(full[start:], proposed, strict=False)
-        return next((count for count, (x, y) in enumerate(pairs) if x != y), min(len(full) - start, len(proposed)))
-
-    starts = [index for index in range(1, len(full)) if full[index] == proposed[0]]
-    return max(starts, key=run_length, default=None)
+    # A compaction this step may have taken the calls out of what is sent: only a tool still called is told of.
+    retired = retired & called_tools(request_context.messages).keys()
+    told = {
+        part.content
+        for message in request_context.messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart)
+    }
+    notices = [UserPromptPart(text) for name in sorted(retired) if (text := retirement_notice(name)) not in told]
+    last = request_context.messages[-1] if request_context.messages else None
+    if not notices or not isinstance(last, ModelRequest):
+        return
+    noticed = replace(last, parts=[*last.parts, *notices])
+    request_context.messages[-1] = noticed
+    # The run's history holds the notice too, so the next request sends it where this one did.
+    ctx.messages[:] = [noticed if message is last else message for message in ctx.messages]
 
 
 def _opens_instruction_window(messages: Sequence[ModelMessage]) -> bool:
@@ -439,7 +490,7 @@ def _opens_instruction_window(messages: Sequence[ModelMessage]) -> bool:
     return AppendInstructions.opens_window(last)
 
 
-def _warn(conditions: list[tuple[type[PrefixGuardWarning], str]], outcome: str) -> None:
+def _warn(conditions: Sequence[tuple[type[PrefixGuardWarning], str]], outcome: str) -> None:
     """One warning for each condition, of the condition's own class, so each can be silenced on its own."""
     for category, condition in conditions:
         warnings.warn(f'{outcome}: {condition}', category, stacklevel=4)

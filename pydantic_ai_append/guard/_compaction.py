@@ -1,14 +1,25 @@
 """Compaction in whole tool-pair units, with a marker at the frontier saying that earlier turns were elided.
 
 Dropping old messages changes the cached prefix, so it is a window boundary: the cache is paid for once, and
-it must not cost a tool call its result as well. [`compact`][pydantic_ai_append.guard.compact] cuts history
-only where no call is separated from its result (at the start of a request that answers nothing from before
-the cut), and puts a marker at the start of what is kept. A plain cut moves later than the position asked for,
-as far as it takes; a cut whose dropped turns a summary replaces moves earlier instead, so a turn the summary
-doesn't cover is never lost. Records of
-[`AppendInstructions`][pydantic_ai_append.AppendInstructions] are taken out of what is kept, so the next request
-opens a new instruction window from the blocks' current values instead of continuing one whose baseline was
-cut off.
+it must not cost a tool call its result as well. Two ways in:
+
+- [`compact`][pydantic_ai_append.guard.compact], for a history processor of one's own: it cuts history only where
+  no call is separated from its result (at the start of a request that answers nothing from before the cut), and
+  puts a marker at the start of what is kept. A plain cut moves later than the position asked for, as far as it
+  takes; a cut whose dropped turns a summary replaces moves earlier instead, so a turn the summary doesn't cover is
+  never lost.
+- `compaction_of`, for the compaction a user installed (Pydantic AI Harness's strategies, a processor that keeps
+  the first message and the last N, a provider's compaction run from a hook): it tells a compaction from any other
+  rewrite of consumed history, and turns it into the history to send. A compaction keeps the order of what it
+  keeps and the latest message, and leaves every message it keeps either as it was or with parts cleared (a tool
+  result or a call's arguments replaced, a response's text clamped); new messages (a summary, a receipt) stand
+  only in the place of what it drops. An edit of what the user or the application said is never a compaction. It must not split a tool pair, except where it trims or summarizes the front of history: then
+  the cut is moved as `compact` moves it.
+
+Either way, records of [`AppendInstructions`][pydantic_ai_append.AppendInstructions] are taken out of what is
+kept, so the next request opens a new instruction window from the blocks' current values instead of continuing
+one whose changes were cut off, and one marker stands where messages were elided, counting every message elided
+so far.
 
 [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] recognises the marker: a request that starts with a new
 one opens a new window, and only its tool pairs are checked.
@@ -17,15 +28,30 @@ one opens a new window, and only its tool pairs are checked.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Collection, Sequence
 from dataclasses import replace
+from typing import Any, NamedTuple, cast
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, UserPromptPart
+from pydantic_ai.messages import (
+    BaseToolCallPart,
+    BaseToolReturnPart,
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    UserPromptPart,
+    repair_messages,
+)
 
 from .._history import strip_records
-from ._pairing import tool_pair_problems, tool_pairs
+from ._bytes import message_bytes
+from ._pairing import ToolPairProblem, tool_pair_problems, tool_pairs
 
-__all__ = ('compact', 'elided_count', 'elision_marker', 'whole_pair_cut')
+__all__ = ('Compacted', 'compact', 'compaction_of', 'elided_count', 'elision_marker', 'whole_pair_cut')
 
 _MARKER = re.compile(r'<elided messages="(\d+)">')
 
@@ -42,7 +68,21 @@ def elided_count(messages: Sequence[ModelMessage]) -> int | None:
     """How many messages the compaction marker at the start of `messages` says were elided, if there is one."""
     if not messages or not isinstance(first := messages[0], ModelRequest) or not first.parts:
         return None
-    part = first.parts[0]
+    return _marker_count(first.parts[0])
+
+
+def _marker_part(count: int, *beside: ModelMessage | None) -> UserPromptPart:
+    """The marker for `count` elided messages, timed as the first of `beside` that is timed (its first timed part,
+    or itself), so that the same compaction of the same history gives the same messages.
+    """
+    parts = [item for message in beside if message is not None for item in (*message.parts, message)]
+    timestamps = [timestamp for part in parts if (timestamp := getattr(part, 'timestamp', None)) is not None]
+    marker = UserPromptPart(elision_marker(count))
+    return replace(marker, timestamp=timestamps[0]) if timestamps else marker
+
+
+def _marker_count(part: object) -> int | None:
+    """How many messages `part` says were elided, if it is a compaction marker."""
     if not isinstance(part, UserPromptPart) or not isinstance(part.content, str):
         return None
     match = _MARKER.match(part.content)
@@ -133,10 +173,245 @@ def compact(
         head, kept = head[:-1], [replace(first_kept, parts=[*last.parts, *first_kept.parts]), *kept[1:]]
     kept = [*head, *kept]
     # A history compacted before counts the messages its own marker says were elided.
-    marker = UserPromptPart(elision_marker(cut + (elided_count(messages) or 0)))
     first = kept[0]
+    marker = _marker_part(cut + (elided_count(messages) or 0), first)
     if not isinstance(first, ModelRequest):
         # A summary that starts with a response (the reply of a summarizing model) gets a request of its own.
         return [ModelRequest(parts=[marker]), *kept]
     parts: list[ModelRequestPart] = [marker, *first.parts]
     return [replace(first, parts=parts), *kept[1:]]
+
+
+class Compacted(NamedTuple):
+    """A compaction as it is sent: what `compaction_of` makes of a rewrite it recognises."""
+
+    messages: list[ModelMessage]
+    """The history to send: what the compaction kept, without records, a marker where messages were elided."""
+
+    elided: int
+    """How many messages this compaction elided (cleared or clamped messages are kept, not elided)."""
+
+    split: tuple[ToolPairProblem, ...]
+    """The tool pairs the rewrite split. It is then applied as the same trim or summary of the front of history with
+    the cut moved to where no pair is split (see `compact`); any other rewrite that splits a pair is no compaction."""
+
+
+def compaction_of(
+    full: Sequence[ModelMessage],
+    proposed: Sequence[ModelMessage],
+    *,
+    known: Collection[tuple[str, str, str | None]] = (),
+    sending: bool = False,
+) -> Compacted | None:
+    """`proposed` as a compaction of `full`, in whole tool-pair units, or `None` if it isn't a compaction.
+
+    Args:
+        full: The history the rewrite started from: what the model consumed, and the messages not sent yet.
+        proposed: The rewritten history.
+        known: The pair problems `full` already had, as `(kind, tool_call_id, tool_name)`: they aren't the
+            rewrite's doing, and are left as they are.
+        sending: Whether `proposed` is about to be sent (see `tool_pair_problems`).
+    """
+    full_bytes = [message_bytes(message) for message in full]
+    proposed_bytes = [message_bytes(message) for message in proposed]
+    matched = _align(full, full_bytes, proposed, proposed_bytes) if proposed else None
+    if matched is None:
+        return None
+    split = tuple(
+        problem
+        for problem in tool_pair_problems(proposed, sending=sending)
+        if (problem.kind, problem.tool_call_id, problem.tool_name) not in known
+    )
+    kept = [False] * len(full)
+    for index in matched:
+        if index is not None:
+            kept[index] = True
+    if split:
+        # Only a rewrite that elides one run of messages (a trim, a summary, the first and the last kept) is taken to
+        # have cut its edges in the wrong place; one that splits pairs in several places is no compaction.
+        if sum(1 for index, keep in enumerate(kept) if not keep and (index == 0 or kept[index - 1])) != 1:
+            return None
+        _keep_whole_pairs(full, kept, summarized=None in matched)
+        if all(kept):
+            # Kept whole, the pairs leave nothing to elide: the rewrite was no compaction, only a split.
+            return None
+    messages, frontier, elided = _rebuilt(full, proposed, matched, kept)
+    if elided:
+        earlier = sum(count for message in full for count in _marker_counts(message))
+        messages = _marked(_unmarked(messages), frontier, elided + earlier)
+    messages = strip_records(messages)
+    if any(
+        (problem.kind, problem.tool_call_id, problem.tool_name) not in known
+        for problem in tool_pair_problems(messages, sending=sending)
+    ):
+        # A pair the kept history can't mend: a call or a result among the new messages (a summary that makes one up).
+        return None
+    # Requests left side by side (a summary's and the first kept) are merged as Pydantic AI merges them before a
+    # run's history processors see them, so the next run is judged against the same shape. With every pair whole,
+    # merging is all its repair does.
+    return Compacted(repair_messages(messages, repair_last_response=False), elided, split)
+
+
+def _align(
+    full: Sequence[ModelMessage],
+    full_bytes: Sequence[bytes],
+    proposed: Sequence[ModelMessage],
+    proposed_bytes: Sequence[bytes],
+) -> list[int | None] | None:
+    """For each proposed message, the index of the message of `full` it keeps, or `None` for a new one.
+
+    Read from the end, as a compaction keeps the latest messages: each proposed message is the latest message of
+    `full` before the one matched last with the same bytes (those in between are elided), a cleared copy of the one
+    just before it (see `_cleared`), or new. New messages stand in the place of elided ones, or at the very front (a
+    receipt). Anything else is no compaction (`None`): an edit, new messages where nothing was elided (an
+    insertion), dropping the latest message, or a change that elides and clears nothing.
+    """
+    positions: dict[bytes, list[int]] = {}
+    for index, sent in enumerate(full_bytes):
+        positions.setdefault(sent, []).append(index)
+    matched: list[int | None] = [None] * len(proposed)
+    cursor, changed, new = len(full), False, 0
+    for index in range(len(proposed) - 1, -1, -1):
+        at = positions.get(proposed_bytes[index], [])
+        found = bisect_left(at, cursor) - 1
+        if found >= 0:
+            keeps = at[found]
+        elif cursor and _cleared(proposed[index], full[cursor - 1]):
+            keeps, changed = cursor - 1, True
+        else:
+            new += 1
+            continue
+        skipped = cursor - 1 - keeps
+        if skipped and cursor == len(full) or not skipped and new:
+            return None
+        if skipped and _edited(proposed[index + 1 : index + 1 + new], full[keeps + 1 : cursor]):
+            return None
+        matched[index], cursor, new, changed = keeps, keeps, 0, changed or bool(skipped)
+    if cursor == len(full) or _edited(proposed[:new], full[:cursor]) or not (changed or cursor):
+        return None
+    return matched
+
+
+def _keep_whole_pairs(full: Sequence[ModelMessage], kept: list[bool], *, summarized: bool) -> None:
+    """Mark in `kept` the messages of `full` to keep so that no tool pair is split, in whole-pair units.
+
+    A result kept whose call is elided is elided too, with the rest of its exchange, up to the next whole-pair cut
+    (as `compact` cuts a trim); with a summary in the rewrite, or where nothing can be elided (the exchange runs to
+    the latest message), the call is kept instead, with its exchange back to the whole-pair cut before it, so no turn
+    is lost that the summary may not hold. A call kept whose result is elided keeps its result.
+    """
+    pairs = [(call.message_index, result.message_index) for call, result in tool_pairs(full)]
+    changed = True
+    while changed:
+        changed = False
+        for call, result in pairs:
+            if kept[call] == kept[result]:
+                continue
+            changed = True
+            if kept[call]:
+                kept[call + 1 : result + 1] = [True] * (result - call)
+                continue
+            after = whole_pair_cut(full, call + 1)
+            if not summarized and after is not None:
+                kept[call:after] = [False] * (after - call)
+            else:
+                before = whole_pair_cut(full, call, earlier=True) or 0
+                kept[before : call + 1] = [True] * (call + 1 - before)
+
+
+def _rebuilt(
+    full: Sequence[ModelMessage], proposed: Sequence[ModelMessage], matched: Sequence[int | None], kept: Sequence[bool]
+) -> tuple[list[ModelMessage], int, int]:
+    """The messages of `full` that `kept` keeps (as `proposed` has them), with `proposed`'s new messages right after
+    the kept message they follow (so a summary stays where the messages it replaced were), where the first elided
+    messages were, and how many were elided.
+    """
+    versions = {index: proposed[position] for position, index in enumerate(matched) if index is not None}
+    after: dict[int, list[ModelMessage]] = {}
+    previous = -1
+    for position, index in enumerate(matched):
+        if index is None:
+            after.setdefault(previous, []).append(proposed[position])
+        else:
+            previous = index
+    messages: list[ModelMessage] = list(after.get(-1, []))
+    frontier: int | None = None
+    new = len(messages)
+    for index, message in enumerate(full):
+        if kept[index]:
+            messages.append(versions.get(index, message))
+            new = 0
+        elif frontier is None:
+            # The marker goes before the new messages that stand here (a summary), if any.
+            frontier = len(messages) - new
+        messages += after.get(index, [])
+        new += len(after.get(index, []))
+    return messages, 0 if frontier is None else frontier, kept.count(False)
+
+
+def _edited(replacement: Sequence[ModelMessage], replaced: Sequence[ModelMessage]) -> bool:
+    """Whether new messages in the place of elided ones are those messages edited (the same parts, one for one),
+    rather than a summary of them.
+    """
+    return 0 < len(replacement) == len(replaced) and all(
+        type(message) is type(was) and _shape(message) == _shape(was)
+        for message, was in zip(replacement, replaced, strict=True)
+    )
+
+
+def _shape(message: ModelMessage) -> list[tuple[type, str | None]]:
+    return [(type(part), getattr(part, 'tool_call_id', None)) for part in message.parts]
+
+
+def _cleared(message: ModelMessage, original: ModelMessage) -> bool:
+    """Whether `message` is `original` with parts cleared as compaction clears them, and nothing else changed.
+
+    That is a tool result or a tool call's arguments replaced (by a placeholder, or blanked), or a response's text
+    or thinking clamped shorter. A prompt or a system prompt changed is an edit of what the user or the application
+    said, whatever its size, and so is any part added, removed, retyped or given another tool call id.
+    """
+    if type(message) is not type(original) or _shape(message) != _shape(original):
+        return False
+    for part, was in zip(message.parts, original.parts, strict=True):
+        if part == was or isinstance(part, BaseToolReturnPart | BaseToolCallPart):
+            continue
+        if not isinstance(part, TextPart | ThinkingPart) or len(part.content) >= len(cast('Any', was).content):
+            return False
+    return True
+
+
+def _marker_counts(message: ModelMessage) -> list[int]:
+    if not isinstance(message, ModelRequest):
+        return []
+    return [count for part in message.parts if (count := _marker_count(part)) is not None]
+
+
+def _unmarked(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """`messages` without earlier compaction markers, which the new one replaces (a request left empty stays, so
+    indexes into `messages` still point where they did).
+    """
+    return [
+        replace(message, parts=[part for part in message.parts if _marker_count(part) is None])
+        if _marker_counts(message)
+        else message
+        for message in messages
+    ]
+
+
+def _marked(messages: list[ModelMessage], frontier: int, count: int) -> list[ModelMessage]:
+    """`messages` with the marker for `count` elided messages at `frontier`, where the elided messages were.
+
+    A provider's own compaction (a response that starts with a `CompactionPart`) is its marker: Pydantic AI sends
+    nothing from before it.
+    """
+    at = messages[frontier] if frontier < len(messages) else None
+    if isinstance(at, ModelResponse) and at.parts and isinstance(at.parts[0], CompactionPart):
+        return [message for message in messages if not isinstance(message, ModelRequest) or message.parts]
+    # A request an earlier marker was taken out of may be left with no parts: the rest of history times the marker.
+    if isinstance(at, ModelRequest):
+        messages[frontier] = replace(at, parts=[_marker_part(count, at, *messages), *at.parts])
+    elif frontier and isinstance(before := messages[frontier - 1], ModelRequest):
+        messages[frontier - 1] = replace(before, parts=[*before.parts, _marker_part(count, before, *messages)])
+    else:
+        messages.insert(frontier, ModelRequest(parts=[_marker_part(count, at, *messages)]))
+    return [message for message in messages if not isinstance(message, ModelRequest) or message.parts]

@@ -114,6 +114,11 @@ class ConsumedHistory:
         messages = self.deferred if self.deferred is not None else self.messages
         return ConsumedHistory(messages, 0)
 
+    def adding(self, messages: Sequence[ModelMessage]) -> ConsumedHistory:
+        """This history with `messages` after it, not consumed yet (a step's new request), keeping its bytes."""
+        entries = list(zip(self.consumed, self._snapshots, strict=True))
+        return ConsumedHistory._made((*self.messages, *messages), self.boundary, self.deferred, entries)
+
     def holding(self, deferred: Sequence[ModelMessage]) -> ConsumedHistory:
         """This history, holding `deferred` for the next window boundary.
 

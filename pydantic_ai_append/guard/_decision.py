@@ -9,15 +9,19 @@ a message object was changed in place since.
 A rewrite proposes a new message list. [`decide_rewrite`][pydantic_ai_append.guard.decide_rewrite] judges it,
 strongest first:
 
-| the rewrite                                                                   | decision |
-|:------------------------------------------------------------------------------|:---------|
-| separates a tool call from its result, answers a call twice, or drops the     | `abort`  |
-| schema of a tool that history still calls                                    |          |
-| changes the bytes of a consumed message (or drops one), pairing every call    | `defer`  |
-| changes only what comes after the boundary                                    | `patch`  |
+| the rewrite                                                                   | decision  |
+|:------------------------------------------------------------------------------|:----------|
+| drops the schema of a tool that history still calls                           | `abort`   |
+| changes only what comes after the boundary, pairing every call                | `patch`   |
+| compacts consumed history: drops, clears or summarizes messages, keeping the  | `compact` |
+| order of what it keeps and making history smaller, splitting no tool pair     |           |
+| separates a tool call from its result or answers a call twice, otherwise      | `abort`   |
+| changes consumed messages in any other way (edits, reorders, inserts)        | `defer`   |
 
-`patch` is applied now. `defer` keeps the old prefix and holds the rewrite until the next window boundary,
-where the cache is paid for anyway ([`apply_rewrite`][pydantic_ai_append.guard.apply_rewrite] keeps it in
+`patch` is applied now. `compact` is applied as a new window, in whole tool-pair units, with a marker where
+messages were elided (`RewriteDecision.compacted`, see `compaction_of` in `_compaction`): a trim or a summary of the
+front of history that splits a pair is applied with its cut moved to where none is split. `defer` keeps the old prefix and holds the rewrite until the next window
+boundary, where the cache is paid for anyway ([`apply_rewrite`][pydantic_ai_append.guard.apply_rewrite] keeps it in
 `ConsumedHistory.deferred` for [`open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]; the caller may
 instead apply it as whole-pair compaction). `abort` keeps the old prefix and drops the rewrite. A rewrite the model asked for is judged the same way: it is never trusted
 because the model asked ([`self_edit`][pydantic_ai_append.guard.self_edit]).
@@ -36,6 +40,7 @@ from pydantic_ai.messages import ModelMessage
 
 from .._segments import first_difference
 from ._bytes import message_bytes
+from ._compaction import compaction_of
 from ._consumed import ConsumedHistory
 from ._errors import NonMonotonicRewriteError, OrphanedToolPairError
 from ._pairing import ToolPairProblem, called_tools, tool_pair_problems
@@ -51,8 +56,9 @@ __all__ = (
     'validate_rewrite',
 )
 
-RewriteAction: TypeAlias = Literal['patch', 'defer', 'abort']
-"""What becomes of a rewrite: applied now, held until the next window boundary, or dropped."""
+RewriteAction: TypeAlias = Literal['patch', 'compact', 'defer', 'abort']
+"""What becomes of a rewrite: applied now, applied as a compaction that opens a new window, held until the next
+window boundary, or dropped."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ class RewriteDecision:
     """The first consumed message the rewrite would change, if any."""
 
     problems: tuple[ToolPairProblem, ...] = ()
-    """The tool pairs the rewrite would break."""
+    """The tool pairs the rewrite would break (for a `compact`, those its cut was moved not to break)."""
 
     retired_tools: tuple[str, ...] = ()
     """Tools the rewrite would stop declaring though history still calls them."""
@@ -128,9 +134,13 @@ class RewriteDecision:
     via: Literal['rewrite', 'append'] = 'rewrite'
     """How a `patch` is applied: as the rewrite itself, or as a change appended to an append-mode block."""
 
+    compacted: tuple[ModelMessage, ...] | None = None
+    """For a `compact`, the history to send: what the compaction kept, in whole tool pairs, without this package's
+    records, with a marker where messages were elided."""
+
     def error(self) -> NonMonotonicRewriteError | None:
-        """The error that refuses this rewrite, or `None` for a `patch`."""
-        if self.action == 'patch':
+        """The error that refuses this rewrite, or `None` for a `patch` or a `compact`."""
+        if self.action in ('patch', 'compact'):
             return None
         if self.problems:
             return OrphanedToolPairError(self.reason)
@@ -191,6 +201,21 @@ def decide_rewrite(
             name for name in called if name not in tools and (declared_before is None or name in declared_before)
         )
     divergence = _prefix_divergence(current, proposed)
+    if not retired and not problems and divergence is None:
+        return RewriteDecision('patch', 'the consumed prefix is unchanged and every tool call keeps its result')
+    compacted = None
+    if not retired and divergence is not None:
+        full = [*current.consumed_messages(), *current.messages[current.boundary :]]
+        compacted = compaction_of(full, proposed, known=before, sending=sending)
+    if compacted is not None:
+        split = ''.join(f'; the cut moved so as not to split it: {problem.describe()}' for problem in compacted.split)
+        return RewriteDecision(
+            'compact',
+            f'{who} compacts the conversation ({compacted.elided} messages elided), opening a new window{split}',
+            divergence=divergence,
+            problems=compacted.split,
+            compacted=tuple(compacted.messages),
+        )
     if problems or retired:
         reasons = [problem.describe() for problem in problems]
         reasons += [
@@ -203,13 +228,10 @@ def decide_rewrite(
             problems=problems,
             retired_tools=retired,
         )
-    if divergence is not None:
-        return RewriteDecision(
-            'defer',
-            f'{who} is deferred to the next window boundary: {divergence.describe()}',
-            divergence=divergence,
-        )
-    return RewriteDecision('patch', 'the consumed prefix is unchanged and every tool call keeps its result')
+    assert divergence is not None
+    return RewriteDecision(
+        'defer', f'{who} is deferred to the next window boundary: {divergence.describe()}', divergence=divergence
+    )
 
 
 def validate_rewrite(
@@ -235,8 +257,9 @@ def apply_rewrite(
 ) -> tuple[ConsumedHistory, RewriteDecision]:
     """Apply a rewrite as its decision says, and return the resulting history with the decision.
 
-    A `patch` gives a history of `proposed` with the same boundary; a `defer` gives `current` holding the
-    rewrite for [`ConsumedHistory.open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]; an `abort` raises.
+    A `patch` gives a history of `proposed` with the same boundary; a `compact` gives the compacted history, none of
+    it consumed (a new window); a `defer` gives `current` holding the rewrite for
+    [`ConsumedHistory.open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]; an `abort` raises.
 
     Raises:
         OrphanedToolPairError: The rewrite separates a tool call from its result.
@@ -245,6 +268,8 @@ def apply_rewrite(
     decision = decide_rewrite(current, proposed, tools=tools, requested_by=requested_by)
     if decision.action == 'patch':
         return ConsumedHistory(tuple(proposed), current.boundary), decision
+    if decision.compacted is not None:
+        return ConsumedHistory(decision.compacted, 0), decision
     if decision.action == 'defer':
         return current.holding(tuple(proposed)), decision
     error = decision.error()

@@ -70,7 +70,8 @@ class ToolPairProblem:
     """A tool call without its result, or a result without its call, with where each side is.
 
     ```python
-    from pydantic_ai_append.guard import Position, ToolPairProblem
+    from pydantic_ai_append.guard import ToolPairProblem
+    from pydantic_ai_append.guard._pairing import Position
 
     problem = ToolPairProblem('orphaned_result', 'call_1', 'query_db', call=None, result=Position(2, 0))
     print(problem.describe())

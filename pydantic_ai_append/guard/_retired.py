@@ -5,7 +5,9 @@ model sees must also cover every tool that history calls: Anthropic rejects a hi
 tool, and any model reads an old call better with the schema it was made against. So a tool removed from the
 agent's tools (a policy update, a `prepare_tools` filter) is declared again with the definition it was last
 sent with, for as long as a call to it is in the history sent, which is until compaction opens a new window
-without those calls. A new call to it is answered with a tool return saying it was retired, and nothing runs.
+without those calls. The model is told once, at the end of the request that first declares it so, that the tool is no
+longer available (an appended notice: the prefix is kept), rather than finding out by calling it. A new call to it is
+answered with a tool return saying it was retired, and nothing runs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pydantic_core import SchemaValidator, core_schema
 from ._errors import RetiredToolReferencedWarning
 from ._pairing import called_tools
 
-__all__ = ('RetiredTools', 'retired_tool_message')
+__all__ = ('RetiredTools', 'retired_tool_message', 'retirement_notice')
 
 _ANY_ARGS = SchemaValidator(core_schema.dict_schema())
 
@@ -32,6 +34,14 @@ def retired_tool_message(name: str) -> str:
     return (
         f'Tool `{name}` has been retired and was not run. It is still declared only because earlier turns call it; '
         'continue without it.'
+    )
+
+
+def retirement_notice(name: str) -> str:
+    """What the model is told, once, when a tool that history calls has left the agent's tools."""
+    return (
+        f'Tool `{name}` is no longer available. It stays declared only because earlier turns call it; a new call to '
+        'it is not run.'
     )
 
 
@@ -53,6 +63,9 @@ class RetiredTools(WrapperToolset[AgentDepsT]):
     definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition])
     """Every definition seen declared, by tool name; shared by the runs of one guard."""
 
+    retired: set[str] = field(default_factory=set[str])
+    """The retired tools the latest step declared; the guard's run reads it to tell the model."""
+
     async def get_tools(self, ctx: RunContext[AgentDepsT]) -> dict[str, ToolsetTool[AgentDepsT]]:
         """The active tools, and a stand-in for each retired tool that history calls."""
         tools = await self.wrapped.get_tools(ctx)
@@ -64,6 +77,8 @@ class RetiredTools(WrapperToolset[AgentDepsT]):
             for name in called_tools(ctx.messages)
             if name not in tools and name in self.definitions
         }
+        self.retired.clear()
+        self.retired.update(retired)
         if retired:
             names = ', '.join(f'`{name}`' for name in retired)
             warnings.warn(

@@ -1,12 +1,14 @@
 """Compaction in whole tool-pair units: where history is cut, the marker it leaves, and the window it opens.
 
-`compact` and `whole_pair_cut` are public functions a history processor calls, so they are tested directly; the
-agent tests show the guard recognising a compaction as a window boundary, turning a trimming processor into a
-whole-pair compaction (`on_defer='compact'`), and `AppendInstructions` opening a clean window after one.
+`compact` is a public function a history processor calls, so it is tested directly with the cut it finds
+(`whole_pair_cut`); the agent tests show the guard recognising a compaction as a window boundary, applying a trimming
+processor's rewrite in whole tool pairs, and `AppendInstructions` opening a clean window after one. The last tests
+pin what `decide_rewrite` takes for a compaction and what not.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
+    CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -31,14 +34,15 @@ from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, inst
 from pydantic_ai_append._history import carrier
 from pydantic_ai_append._rendering import record_change
 from pydantic_ai_append.guard import (
+    ConsumedHistory,
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
     PrefixGuard,
     compact,
+    decide_rewrite,
     tool_pair_problems,
-    whole_pair_cut,
 )
-from pydantic_ai_append.guard._compaction import elided_count, elision_marker
+from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
 
 pytestmark = [pytest.mark.anyio]
 
@@ -85,6 +89,18 @@ Earlier turns of this conversation were elided to save context. Tool calls were 
     assert elided_count(again) == 8
 
 
+def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_marker_before_it():
+    summary = [ModelResponse(parts=[TextPart('We talked about users.')])]
+    kept = compact(conversation(), keep_from=6, summary=summary)
+    assert [type(message).__name__ for message in kept] == [
+        'ModelRequest',
+        'ModelResponse',
+        'ModelRequest',
+        'ModelResponse',
+    ]
+    assert elided_count(kept) == 6 and tool_pair_problems(kept) == []
+
+
 def test_compaction_that_would_elide_nothing_or_split_a_pair_changes_nothing():
     history = conversation()
     assert compact(history, keep_from=0) == history
@@ -120,7 +136,7 @@ async def test_a_trimming_processor_is_applied_as_whole_pair_compaction():
     model = scripted(
         ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'a'}, tool_call_id='c1')]), text('42.'), text('7.')
     )
-    guard = PrefixGuard[None](on_defer='compact')
+    guard = PrefixGuard[None]()
 
     def query_db(sql: str) -> int:
         """Run a query."""
@@ -131,10 +147,8 @@ async def test_a_trimming_processor_is_applied_as_whole_pair_compaction():
     trimming = Agent(
         model, deps_type=type(None), tools=[query_db], capabilities=[ProcessHistory(drop_oldest_40_percent), guard]
     )
-    with (
-        pytest.warns(OrphanedToolPairWarning, match=r'Applied as whole-pair compaction \(4 messages elided\)'),
-        pytest.warns(ConsumedPrefixChangedWarning),
-    ):
+    # The trim keeps a result whose call it drops: the cut is moved past the pair, which goes whole.
+    with pytest.warns(OrphanedToolPairWarning, match=r"Compacted in whole tool pairs, the cut moved: .*call 'c1'"):
         result = await trimming.run('And admins?', message_history=history)
     sent = result.all_messages()
     assert tool_pair_problems(sent) == [] and elided_count(sent) == 4
@@ -190,13 +204,17 @@ async def test_a_trim_that_no_whole_pair_cut_allows_keeps_the_consumed_prefix():
         """Run a query."""
         return 42
 
-    def drop_first(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return messages[1:] if len(messages) > 2 else messages
+    def drop_call(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [messages[0], *messages[2:]] if len(messages) > 2 else messages
 
-    guard = PrefixGuard[None](on_defer='compact')
-    agent = Agent(model, deps_type=type(None), tools=[query_db], capabilities=[ProcessHistory(drop_first), guard])
-    # The only request after the cut answers the call before it, so nothing can be cut yet.
-    with pytest.warns(ConsumedPrefixChangedWarning, match='Refused, the consumed prefix kept'):
+    agent = Agent(
+        model, deps_type=type(None), tools=[query_db], capabilities=[ProcessHistory(drop_call), PrefixGuard()]
+    )
+    # The only request after the call answers it, so no cut keeps the pair: the rewrite is refused.
+    with (
+        pytest.warns(OrphanedToolPairWarning, match='Refused, the consumed prefix kept'),
+        pytest.warns(ConsumedPrefixChangedWarning),
+    ):
         result = await agent.run('How many users?')
     assert elided_count(result.all_messages()) is None and len(result.all_messages()) == 4
 
@@ -242,8 +260,7 @@ async def test_a_repeated_prompt_does_not_move_the_compaction_cut():
         return messages[-3:]
 
     trimming = Agent(model, deps_type=type(None), capabilities=[ProcessHistory(keep_last_three), guard])
-    with pytest.warns(ConsumedPrefixChangedWarning, match=r'whole-pair compaction \(4 messages elided\)'):
-        result = await trimming.run('next', message_history=history)
+    result = await trimming.run('next', message_history=history)
     assert elided_count(result.all_messages()) == 4
 
 
@@ -260,3 +277,46 @@ def test_a_native_tool_pair_inside_one_response_allows_any_cut():
         ModelRequest.user_text_prompt('thanks'),
     ]
     assert whole_pair_cut(history, 1) == 2
+
+
+# --- What `decide_rewrite` takes for a compaction, and what not
+
+
+def test_a_provider_compaction_run_from_a_hook_is_its_own_marker():
+    # What `OpenAICompaction(stateless=True)` leaves: the provider's compacted item, then the step's new request.
+    history = conversation()
+    compacted = ModelResponse(parts=[CompactionPart(None, id='cmp_1', provider_name='openai')])
+    proposed = [compacted, history[-2]]
+    decision = decide_rewrite(ConsumedHistory.of(history[:-1]).adding([history[-2]]), proposed)
+    assert decision.action == 'compact' and decision.compacted is not None
+    assert elided_count(decision.compacted) is None and decision.compacted[0] is compacted
+
+
+def test_a_summary_that_makes_up_a_call_is_no_compaction():
+    history = conversation()
+    made_up = ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'c'}, tool_call_id='c9')])
+    decision = decide_rewrite(
+        ConsumedHistory.of(history), [ModelRequest.user_text_prompt('Summary.'), made_up, *history[6:]]
+    )
+    assert decision.action == 'abort'
+
+
+def test_edits_insertions_and_reorders_are_no_compaction():
+    history = conversation()
+    window = ConsumedHistory.of(history)
+    edited = ModelRequest.user_text_prompt('How many users are there today?')
+    inserted = ModelRequest.user_text_prompt('A note the model never saw.')
+    for proposed in (
+        [edited, *history[1:]],  # a prompt edited, whatever its size
+        [history[0], inserted, *history[1:]],  # a message inserted where nothing was elided
+        [*history[:5], history[6], history[5], history[7]],  # two messages swapped
+        history[:-1],  # the latest message dropped
+    ):
+        assert decide_rewrite(window, proposed).action == 'defer', proposed
+    # A response's text clamped shorter and a tool result cleared are compactions; text that grows is an edit.
+    clamped = replace(history[5], parts=[TextPart('42 users…')])
+    cleared = replace(history[2], parts=[ToolReturnPart('query_db', '[cleared]', tool_call_id='c1')])
+    grown = replace(history[5], parts=[TextPart('42 users, 7 admins, and more besides.')])
+    assert decide_rewrite(window, [*history[:5], clamped, *history[6:]]).action == 'compact'
+    assert decide_rewrite(window, [*history[:2], cleared, *history[3:]]).action == 'compact'
+    assert decide_rewrite(window, [*history[:5], grown, *history[6:]]).action == 'defer'

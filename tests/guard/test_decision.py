@@ -243,10 +243,20 @@ def test_changing_a_consumed_message_is_deferred():
     assert window.open_next().messages == window.messages
 
 
-def test_dropping_whole_pairs_from_the_prefix_is_deferred():
+def test_dropping_whole_pairs_from_the_prefix_is_a_compaction():
     window = ConsumedHistory.of(HISTORY)
     decision = decide_rewrite(window, [HISTORY[0], HISTORY[3]])
-    assert decision.action == 'defer'
+    assert (decision.action, decision.reason) == snapshot(
+        ('compact', 'the rewrite compacts the conversation (2 messages elided), opening a new window')
+    )
+    assert decision.error() is None
+    compacted, _ = apply_rewrite(window, [HISTORY[0], HISTORY[3]])
+    # A new window: nothing of it consumed yet, and the marker where the messages were elided.
+    assert (compacted.boundary, compacted.messages) == (0, decision.compacted)
+    assert [type(part).__name__ for message in compacted.messages for part in message.parts] == snapshot(
+        ['UserPromptPart', 'UserPromptPart', 'TextPart']
+    )
+    # Dropping the latest reply keeps nothing after what it drops: that is no compaction, it is deferred.
     assert decide_rewrite(window, HISTORY[:2]).reason == snapshot(
         'the rewrite is deferred to the next window boundary: message 2 (consumed) would be dropped: {"kind":"request","parts":[{"tool_name":…'
     )
@@ -255,33 +265,58 @@ def test_dropping_whole_pairs_from_the_prefix_is_deferred():
 def test_a_change_made_in_place_after_it_was_consumed_is_caught():
     history: list[ModelMessage] = [user('a'), calls('c1'), results('c1'), reply('b')]
     window = ConsumedHistory.of(history)
-    part = history[2].parts[0]
-    assert isinstance(part, ToolReturnPart)
-    cast('Any', part).content = 'truncated'
+    part = history[0].parts[0]
+    assert isinstance(part, UserPromptPart)
+    cast('Any', part).content = 'an edited prompt'
     assert decide_rewrite(window, history).action == 'defer'
+    # A tool result cleared in place is a compaction (as Pydantic AI Harness's `ClearToolResults` clears it).
+    result = history[2].parts[0]
+    assert isinstance(result, ToolReturnPart)
+    cast('Any', part).content = 'a'
+    cast('Any', result).content = '[cleared]'
+    assert decide_rewrite(window, history).action == 'compact'
 
 
 def test_orphaning_a_call_is_aborted_even_after_the_boundary():
-    # The failure the guard exists for: the oldest 40% of history dropped, with a call but not its result.
+    # The failure the guard exists for: calls dropped from history in several places, their results kept.
     history: list[ModelMessage] = [
         user('How many users?'),
         calls('c1'),
         results('c1'),
         reply('42.'),
         user('And admins?'),
+        calls('c2'),
+        results('c2'),
+        reply('7.'),
+        user('Thanks.'),
     ]
     window = ConsumedHistory.of(history)
-    decision = decide_rewrite(window, history[2:])
+    proposed = [message for message in history if message not in (history[1], history[5])]
+    decision = decide_rewrite(window, proposed)
     assert (decision.action, decision.reason) == snapshot(
         (
             'abort',
-            "the rewrite is aborted and the old prefix kept: the result of `query_db` call 'c1' at message 0, part 0 has no call before it",
+            "the rewrite is aborted and the old prefix kept: the result of `query_db` call 'c1' at message 1, part 0 has no call before it; the result of `query_db` call 'c2' at message 4, part 0 has no call before it",
         )
     )
-    with pytest.raises(OrphanedToolPairError, match="call 'c1' at message 0, part 0 has no call"):
-        apply_rewrite(window, history[2:])
+    with pytest.raises(OrphanedToolPairError, match="call 'c1' at message 1, part 0 has no call"):
+        apply_rewrite(window, proposed)
     with pytest.raises(OrphanedToolPairError):
-        validate_rewrite(window, history[2:])
+        validate_rewrite(window, proposed)
+    # The oldest 40% of history dropped, with the first call but not its result: one run of messages elided, so the
+    # cut is moved past the pair, which goes whole.
+    trimmed = decide_rewrite(window, history[2:])
+    assert (trimmed.action, trimmed.reason) == snapshot(
+        (
+            'compact',
+            "the rewrite compacts the conversation (4 messages elided), opening a new window; the cut moved so as not to split it: the result of `query_db` call 'c1' at message 0, part 0 has no call before it",
+        )
+    )
+    assert trimmed.compacted is not None and tool_pair_problems(trimmed.compacted) == []
+    # The first and the last messages kept, the cut between them splitting a pair: moved the same way.
+    middle = decide_rewrite(window, [history[0], *history[6:]])
+    assert middle.action == 'compact' and middle.compacted is not None
+    assert [type(message).__name__ for message in middle.compacted] == snapshot(['ModelRequest'])
     # After the boundary too: dropping a pending result from the unsent tail orphans its call.
     pending = ConsumedHistory.of([user('go'), calls('c1')])
     assert decide_rewrite(pending, [user('go'), calls('c1'), results('c1')]).action == 'patch'
@@ -341,8 +376,12 @@ def test_a_model_rewrite_is_judged_like_any_other():
     assert decision == decide_rewrite(
         window, [user('How many users?'), reply('Forget the tool.')], requested_by='model'
     )
+    # It replaces the latest reply, which no compaction does.
     assert decision.action == 'defer'
     assert decision.reason.startswith('the model asked for a rewrite that is deferred')
+    # Dropping the tool turn before the reply is a compaction, judged as any other (and not trusted more).
+    dropped = self_edit(window, [HISTORY[0], HISTORY[-1]])
+    assert dropped.action == 'compact' and dropped.reason.startswith('the model asked for a rewrite that compacts')
     assert self_edit(window, HISTORY[2:]).action == 'abort'
     assert self_edit(window, [*HISTORY, user('more')]).action == 'patch'
 

@@ -32,10 +32,8 @@ from pydantic_ai_append.guard import (
     compact,
     decide_rewrite,
     tool_pair_problems,
-    whole_pair_cut,
 )
-from pydantic_ai_append.guard._bytes import message_bytes
-from pydantic_ai_append.guard._compaction import elision_marker
+from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
 
 pytestmark = [pytest.mark.anyio]
 
@@ -96,6 +94,22 @@ def clear_results_at_step(step: int) -> Callable[[list[ModelMessage]], list[Mode
     return edit_once
 
 
+def annotate_prompts_at_step(step: int) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
+    """A processor that, at its `step`-th request only, adds a note to every earlier prompt in place: an edit."""
+    steps = {'n': 0}
+
+    def edit_once(messages: list[ModelMessage]) -> list[ModelMessage]:
+        steps['n'] += 1
+        if steps['n'] == step:
+            for message in messages[:-1]:
+                for part in message.parts:
+                    if isinstance(part, UserPromptPart):
+                        cast('Any', part).content = f'{part.content} (noted)'
+        return messages
+
+    return edit_once
+
+
 def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
     """A processor that compacts, then breaks a pair by dropping every response that calls a tool."""
     kept = compact(messages, keep_from=2)
@@ -105,7 +119,9 @@ def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
 @pytest.mark.parametrize('mode', ['observe', 'enforce'])
 def test_an_edit_made_once_is_reported_once(mode: str):
     model = Recording(calls=4)
-    guarded = agent(model.model(), ProcessHistory(clear_results_at_step(3)), PrefixGuard[None](mode=cast('Any', mode)))
+    guarded = agent(
+        model.model(), ProcessHistory(annotate_prompts_at_step(3)), PrefixGuard[None](mode=cast('Any', mode))
+    )
     found = caught_warnings(lambda: guarded.run_sync('go'))
     # Observe mode sent the edit, so the model consumed it; enforce mode sent the original. Either way, once.
     assert [w.split(':')[0] for w in found] == ['ConsumedPrefixChangedWarning']
@@ -117,7 +133,8 @@ def test_a_processor_dropping_the_latest_reply_is_refused_without_duplicating_an
     def drop_text_replies(messages: list[ModelMessage]) -> list[ModelMessage]:
         return [m for m in messages if not (isinstance(m, ModelResponse) and isinstance(m.parts[0], TextPart))]
 
-    guard = PrefixGuard[None]()
+    # Dropping a reply is a compaction, which `on_defer='keep'` refuses.
+    guard = PrefixGuard[None](on_defer='keep')
     history = agent(model.model(), guard).run_sync('one').all_messages()
     trimming = agent(model.model(), ProcessHistory(drop_text_replies), guard)
     found = caught_warnings(lambda: trimming.run_sync('two', message_history=history))
@@ -127,7 +144,7 @@ def test_a_processor_dropping_the_latest_reply_is_refused_without_duplicating_an
 
 def test_a_summary_standing_for_refused_turns_is_not_sent():
     model = Recording()
-    guard = PrefixGuard[None]()
+    guard = PrefixGuard[None](on_defer='keep')
     history: list[ModelMessage] = []
     for prompt in ['one', 'two']:
         history = agent(model.model(), guard).run_sync(prompt, message_history=history).all_messages()
@@ -153,7 +170,7 @@ def test_a_compaction_that_breaks_a_pair_is_refused_and_keeps_the_history():
     assert shape(model.sent[-1]) == [*shape(history), 'Request:again']
 
 
-def test_compacting_a_compacted_history_that_cannot_be_cut_opens_no_window():
+def test_compacting_a_compacted_history_counts_every_elided_message_and_opens_one_window():
     opened: list[str | None] = []
 
     class Observer:
@@ -175,15 +192,21 @@ def test_compacting_a_compacted_history_that_cannot_be_cut_opens_no_window():
     found = caught_warnings(
         lambda: agent(model.model(), ProcessHistory(trim_once), guard).run_sync('next', message_history=history)
     )
-    assert [w.split(':')[1].strip()[:7] for w in found] == ['Refused']
-    assert opened == []
-    assert [message_bytes(m) for m in model.sent[2][: len(model.sent[1])]] == [message_bytes(m) for m in model.sent[1]]
+    # The trim keeps the run's two tool pairs whole: applied, with one marker counting the 10 elided before and the
+    # 3 elided now, in a request of its own before the first kept response.
+    assert found == []
+    assert opened == [None]
+    assert shape(model.sent[2])[:2] == ['Request:<elided mess', 'Response:tool-call']
+    assert elided_count(model.sent[2]) == 13
 
 
 def test_a_restored_message_keeps_values_json_would_turn_into_strings():
     model = Recording(calls=4)
     guarded = agent(
-        model.model(), ProcessHistory(clear_results_at_step(3)), PrefixGuard[None](), result=datetime.date(2026, 12, 1)
+        model.model(),
+        ProcessHistory(clear_results_at_step(3)),
+        PrefixGuard[None](on_defer='keep'),
+        result=datetime.date(2026, 12, 1),
     )
     found = caught_warnings(lambda: guarded.run_sync('go'))
     # Restored once, with the date still a date: later requests match what was consumed.
@@ -200,7 +223,7 @@ def test_a_deferred_rewrite_keeps_what_was_consumed():
         ModelResponse(parts=[TextPart('a')]),
     ]
     window = ConsumedHistory.of(history)
-    cast('Any', history[2].parts[0]).content = '[cleared]'
+    cast('Any', history[2].parts[0]).content = 'big result, checked twice'
     proposed = [*history, ModelRequest.user_text_prompt('next')]
     held, decision = apply_rewrite(window, proposed)
     assert decision.action == 'defer'

@@ -13,7 +13,7 @@ from pydantic_ai import Agent
 from pydantic_ai.agent.spec import AgentSpec
 from pydantic_ai.capabilities import AbstractCapability, ProcessHistory
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest
 from pydantic_ai.models import Model
 
 from pydantic_ai_append.guard import ConsumedPrefixChangedWarning, PrefixGuard
@@ -78,10 +78,10 @@ def test_what_a_spec_cant_carry_or_doesnt_know_is_refused_naming_it():
     assert {name: refusal(entry) for name, entry in entries.items()} == snapshot(
         {
             'verifier': "`PrefixGuard` option `verifier` can't come from a spec: a `WireVerifier` is a Python object. Build the capability in Python and pass it in `capabilities=` of `Agent.from_spec` or `Agent.from_file` instead.",
-            'unknown option': '`PrefixGuard` specs have no option `strict`; they take `mode` and `on_defer`.',
+            'unknown option': '`PrefixGuard` specs have no option `strict`; they take `mode`, `on_defer` and `repair`.',
             'unknown mode': "Unknown `PrefixGuard` mode 'strict': use 'observe' or 'enforce'.",
             'not a mode': "Unknown `PrefixGuard` mode ['observe']: use 'observe' or 'enforce'.",
-            'unknown on_defer': "Unknown `PrefixGuard` on_defer 'drop': use 'keep' or 'compact'.",
+            'unknown on_defer': "Unknown `PrefixGuard` on_defer 'drop': use 'compact' or 'keep'.",
         }
     )
     assert {name: schema_problems(entry) for name, entry in entries.items()} == snapshot(
@@ -102,7 +102,11 @@ def test_what_a_spec_cant_carry_or_doesnt_know_is_refused_naming_it():
 @pytest.mark.parametrize(
     ('entry', 'outcome', 'sent'),
     [
-        ({'PrefixGuard': 'observe'}, r'Sent anyway \(observe mode\)', ['assistant: ok', 'user: again']),
+        (
+            {'PrefixGuard': 'observe'},
+            r'Sent anyway \(observe mode\)',
+            ['user: hi, with a note', 'assistant: ok', 'user: again'],
+        ),
         ('PrefixGuard', 'Refused, the consumed prefix kept', ['user: hi', 'assistant: ok', 'user: again']),
     ],
     ids=['observe', 'enforce'],
@@ -111,10 +115,11 @@ async def test_a_spec_loaded_guard_judges_requests(entry: object, outcome: str, 
     chat = ScriptedModel()
     history = (await from_spec(entry, model=chat.model()).run('hi')).all_messages()
 
-    def drop_first(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return messages[1:]
+    def annotate_first(messages: list[ModelMessage]) -> list[ModelMessage]:
+        # An edit of a consumed message, not a compaction: the guard refuses it in enforce mode.
+        return [ModelRequest.user_text_prompt('hi, with a note'), *messages[1:]]
 
-    agent = from_spec(entry, model=chat.model(), capabilities=[ProcessHistory(drop_first)])
+    agent = from_spec(entry, model=chat.model(), capabilities=[ProcessHistory(annotate_first)])
     with pytest.warns(ConsumedPrefixChangedWarning, match=rf'{outcome}: message 0 \(consumed\) would change'):
         await agent.run('again', message_history=history)
     assert chat.last.messages == sent

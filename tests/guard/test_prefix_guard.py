@@ -46,7 +46,8 @@ from pydantic_ai_append.guard import (
     ToolListChangedWarning,
     tool_pair_problems,
 )
-from pydantic_ai_append.guard._retired import retired_tool_message
+from pydantic_ai_append.guard._bytes import message_bytes
+from pydantic_ai_append.guard._retired import retired_tool_message, retirement_notice
 from pydantic_ai_append.testing import Api, WireCapture
 
 pytestmark = [pytest.mark.anyio]
@@ -145,40 +146,31 @@ async def test_without_the_guard_the_request_orphans_a_tool_result():
 async def test_with_the_guard_the_orphaning_request_never_goes_out():
     guard = PrefixGuard[None]()
     with (
-        pytest.warns(OrphanedToolPairWarning, match=r"Refused, the consumed prefix kept: .*call 'call_fake_0_0'"),
-        pytest.warns(ConsumedPrefixChangedWarning, match=r'message 0 \(consumed\) would change'),
+        pytest.warns(OrphanedToolPairWarning, match=r"Compacted in whole tool pairs, the cut moved: .*'call_fake_0_0'"),
         pytest.warns(RetiredToolReferencedWarning, match='History calls `query_db`, which left'),
     ):
         bodies, history, counter = await policy_update_conversation('openai-chat', guard)
     assert chat_shape(bodies[2]) == snapshot(
         (
-            ['system', 'user', 'assistant calls call_fake_0_0', 'tool result call_fake_0_0', 'assistant', 'user'],
+            ['system', 'user', 'user'],
             ['query_db'],
         )
     )
-    # The retired tool is declared with the definition it was sent with before.
-    assert bodies[2]['tools'] == bodies[1]['tools']
-    # The run's history was put back the same way, and the tool ran once.
+    # The processor's trim is applied with its cut moved past the pair: the call and its result go together, with
+    # the turn that answered from them, and a marker stands in their place. The tool ran once.
     assert tool_pair_problems(history) == []
-    assert (len(history), counter.runs) == (6, 1)
+    assert (len(history), counter.runs) == (2, 1)
 
 
 @pytest.mark.vcr
 async def test_with_the_guard_on_anthropic():
     guard = PrefixGuard[None]()
-    with (
-        pytest.warns(OrphanedToolPairWarning),
-        pytest.warns(ConsumedPrefixChangedWarning),
-        pytest.warns(RetiredToolReferencedWarning),
-    ):
+    with pytest.warns(OrphanedToolPairWarning), pytest.warns(RetiredToolReferencedWarning):
         bodies, _, _ = await policy_update_conversation('anthropic', guard)
     assert anthropic_shape(bodies[2]) == snapshot(
         (
             [
                 'user text',
-                'assistant tool_use toolu_fake_0_0',
-                'user tool_result toolu_fake_0_0',
-                'assistant text',
                 'user text',
             ],
             ['query_db'],
@@ -215,10 +207,7 @@ async def test_observe_mode_warns_and_sends_as_it_is():
     agent = build_agent(
         model, counter, with_query_db=False, capabilities=[ProcessHistory(drop_oldest_40_percent), guard]
     )
-    with (
-        pytest.warns(OrphanedToolPairWarning, match=r'Sent anyway \(observe mode\)'),
-        pytest.warns(ConsumedPrefixChangedWarning),
-    ):
+    with pytest.warns(OrphanedToolPairWarning, match=r'Sent anyway \(observe mode\)'):
         result = await agent.run('again', message_history=history)
     assert [problem.kind for problem in tool_pair_problems(result.all_messages())] == ['orphaned_result']
 
@@ -238,9 +227,37 @@ async def test_a_call_to_a_retired_tool_is_answered_without_running_it():
     assert (returns, counter.runs) == ([retired_tool_message('query_db')], 1)
 
 
-async def test_a_dropped_consumed_message_is_kept_until_the_next_window():
+async def test_the_model_is_told_once_at_the_tail_that_a_retired_tool_is_gone():
+    sent: list[list[ModelMessage]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.append(list(messages))
+        if len(sent) == 1:
+            return call('query_db', 'c1', sql='x')
+        return text('ok')
+
     counter = Counter()
     guard = PrefixGuard[None]()
+    model = FunctionModel(answer)
+    history = (await build_agent(model, counter, with_query_db=True, capabilities=[guard]).run('go')).all_messages()
+    retired = build_agent(model, counter, with_query_db=False, capabilities=[guard])
+    with pytest.warns(RetiredToolReferencedWarning):
+        history = (await retired.run('again', message_history=history)).all_messages()
+    with pytest.warns(RetiredToolReferencedWarning):
+        await retired.run('and again', message_history=history)
+    notice = retirement_notice('query_db')
+    # Told at the end of the first request that declared it retired, and kept there: never told twice, and the
+    # requests after send it where it was (the prefix is kept).
+    told = [[str(p.content) for m in messages for p in m.parts if p.part_kind == 'user-prompt'] for messages in sent]
+    assert told[2] == ['go', 'again', notice]
+    assert told[3] == ['go', 'again', notice, 'and again']
+    assert [message_bytes(m) for m in sent[3][: len(sent[2])]] == [message_bytes(m) for m in sent[2]]
+
+
+async def test_a_dropped_consumed_message_is_kept_until_the_next_window():
+    counter = Counter()
+    # Dropping the first message is a compaction, which `on_defer='keep'` refuses.
+    guard = PrefixGuard[None](on_defer='keep')
     model = scripted(text('Hello.'), text('Still here.'))
     history = (await build_agent(model, counter, with_query_db=False, capabilities=[guard]).run('hi')).all_messages()
 
@@ -335,8 +352,10 @@ def test_a_new_instruction_window_is_not_warned_about_with_or_without_signed_rec
 def test_an_unknown_mode_is_refused():
     with pytest.raises(UserError, match="Unknown `PrefixGuard` mode 'strict': use 'observe' or 'enforce'."):
         PrefixGuard[None](mode=cast('Any', 'strict'))
-    with pytest.raises(UserError, match="Unknown `PrefixGuard` on_defer 'drop': use 'keep' or 'compact'."):
+    with pytest.raises(UserError, match="Unknown `PrefixGuard` on_defer 'drop': use 'compact' or 'keep'."):
         PrefixGuard[None](on_defer=cast('Any', 'drop'))
+    with pytest.raises(UserError, match="Unknown `PrefixGuard` repair 'run': use 'answer' or 'drop'."):
+        PrefixGuard[None](repair=cast('Any', 'run'))
 
 
 async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire):
@@ -350,7 +369,7 @@ async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire)
         model, counter, with_query_db=True, capabilities=[ProcessHistory(drop_oldest_40_percent), guard]
     )
     agent.instrument = True
-    with pytest.warns(OrphanedToolPairWarning), pytest.warns(ConsumedPrefixChangedWarning):
+    with pytest.warns(OrphanedToolPairWarning):
         await agent.run('again', message_history=history)
     spans = [
         {key: span['attributes'][key] for key in ('action', 'mode', 'boundary', 'messages')}
@@ -361,7 +380,7 @@ async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire)
         [
             {'action': 'patch', 'mode': 'enforce', 'boundary': 0, 'messages': 1},
             {'action': 'patch', 'mode': 'enforce', 'boundary': 2, 'messages': 3},
-            {'action': 'abort', 'mode': 'enforce', 'boundary': 4, 'messages': 3},
+            {'action': 'compact', 'mode': 'enforce', 'boundary': 4, 'messages': 3},
         ]
     )
 
@@ -376,7 +395,9 @@ def clear_old_results_in_place(messages: list[ModelMessage]) -> list[ModelMessag
 
 
 @pytest.mark.parametrize('on_defer', ['keep', 'compact'])
-async def test_a_processor_editing_consumed_messages_in_place_is_undone(on_defer: Literal['keep', 'compact']):
+async def test_a_processor_clearing_consumed_results_in_place_compacts_or_is_undone(
+    on_defer: Literal['keep', 'compact'],
+):
     seen: list[list[str]] = []
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -391,6 +412,12 @@ async def test_a_processor_editing_consumed_messages_in_place_is_undone(on_defer
         with_query_db=True,
         capabilities=[ProcessHistory(clear_old_results_in_place), PrefixGuard[None](on_defer=on_defer)],
     )
+    if on_defer == 'compact':
+        # Clearing old results is a compaction: applied as a new window, the pairs kept.
+        result = await agent.run('go')
+        assert seen == [[], ['42'], ['[cleared]', '42']]
+        assert tool_pair_problems(result.all_messages()) == []
+        return
     with pytest.warns(ConsumedPrefixChangedWarning, match='Refused, the consumed prefix kept'):
         result = await agent.run('go')
     # The model was sent every result as it was first sent, and the run's history holds them as they were.

@@ -42,9 +42,8 @@ from pydantic_ai_append.guard import (
     WireVerifier,
     compact,
     tool_pair_problems,
-    whole_pair_cut,
 )
-from pydantic_ai_append.guard._compaction import elided_count, elision_marker
+from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
 from pydantic_ai_append.guard._pairing import tool_pairs
 from pydantic_ai_append.testing import WireCapture
 
@@ -131,13 +130,7 @@ async def test_a_summarizing_processor_is_applied_as_whole_pair_compaction():
     history = (await agent.run('How many users?')).all_messages()
     state['plan'] = 'count admins'
     # The second request of this run is the result of `c2`: the processor keeps it and summarizes its call away.
-    with (
-        pytest.warns(
-            OrphanedToolPairWarning,
-            match=rf'whole-pair compaction \({len(history)} messages elided, the summary kept\)',
-        ),
-        pytest.warns(ConsumedPrefixChangedWarning, match='whole-pair compaction'),
-    ):
+    with pytest.warns(OrphanedToolPairWarning, match=r"Compacted in whole tool pairs, the cut moved: .*call 'c2'"):
         result = await agent.run('And admins?', message_history=history)
     instructions, sent = received[3]
     # The cut moved earlier, to the prompt that made the call: the pair `c2` is kept whole, the summary before it.
@@ -193,8 +186,8 @@ def query_any(sql: str) -> int:
     return 1
 
 
-async def test_a_processor_that_keeps_the_first_message_and_skips_some_is_refused():
-    # Not a replacement of the front: the first message is the history's own, so it is a cut from the middle.
+async def test_a_processor_that_keeps_the_first_message_and_the_last_is_a_compaction():
+    # A cut from the middle: the marker stands where the elided messages were, after the first message.
     replies = [ModelResponse(parts=[TextPart(str(n))]) for n in range(4)]
     guard = PrefixGuard[None](on_defer='compact')
     agent = Agent(FunctionModel(lambda messages, info: replies.pop(0)), deps_type=type(None), capabilities=[guard])
@@ -210,9 +203,8 @@ async def test_a_processor_that_keeps_the_first_message_and_skips_some_is_refuse
         deps_type=type(None),
         capabilities=[ProcessHistory(keep_first_and_last), guard],
     )
-    with pytest.warns(ConsumedPrefixChangedWarning, match='Refused, the consumed prefix kept'):
-        result = await middle.run('four', message_history=history)
-    assert len(result.all_messages()) == 8 and elided_count(result.all_messages()) is None
+    result = await middle.run('four', message_history=history)
+    assert texts(result.all_messages()) == ['one', elision_marker(5), 'four', '3']
 
 
 async def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_marker():
@@ -238,8 +230,7 @@ async def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_mark
     history: list[ModelMessage] = []
     for prompt in prompts[:-1]:
         history = (await agent.run(prompt, message_history=history)).all_messages()
-    with pytest.warns(ConsumedPrefixChangedWarning, match=rf'\({len(history)} messages elided, the summary kept\)'):
-        await agent.run(prompts[-1], message_history=history)
+    await agent.run(prompts[-1], message_history=history)
     assert [type(message).__name__ for message in received[-1]] == ['ModelRequest', 'ModelResponse', 'ModelRequest']
     assert texts(received[-1])[1:] == ['We counted to two.', 'four']
     assert elided_count(received[-1]) == len(history)
@@ -285,7 +276,7 @@ async def test_on_the_wire_the_summary_goes_out_with_every_call_answered():
                 capabilities=[ProcessHistory(summarize_all_but_last), guard],
             )
             history = (await agent.run('How many users?')).all_messages()
-            with pytest.warns(OrphanedToolPairWarning), pytest.warns(ConsumedPrefixChangedWarning):
+            with pytest.warns(OrphanedToolPairWarning):
                 result = await agent.run('And admins?', message_history=history)
     bodies = [exchange.request_body for exchange in capture.exchanges]
     compacted = json.loads(bodies[3])['messages']
@@ -414,6 +405,11 @@ def test_through_the_guard_a_summary_at_any_cut_never_separates_a_pair(data: st.
         assert texts(sent) == texts(full)
         return
     event('compacted')
-    assert cut is not None and 0 < cut <= at and elided_count(sent) == cut and len(sent) == len(full) - cut
-    assert texts(sent) == [elision_marker(cut), SUMMARY, *texts(full[cut:])]
-    assert all((c.message_index >= cut) == (r.message_index >= cut) for c, r in tool_pairs(full))
+    # Where the summary splits no pair it is applied as it is; where it does, its cut is moved earlier, to the last
+    # whole-pair boundary before it.
+    kept_from = elided_count(sent)
+    assert kept_from is not None and kept_from in (min(at, len(full) - 1), cut) and kept_from > 0
+    # The summary's request is joined to the first kept message if that is a request, as Pydantic AI joins them.
+    assert len(sent) == len(full) - kept_from + (not isinstance(full[kept_from], ModelRequest))
+    assert texts(sent) == [elision_marker(kept_from), SUMMARY, *texts(full[kept_from:])]
+    assert all((c.message_index >= kept_from) == (r.message_index >= kept_from) for c, r in tool_pairs(full))

@@ -1,0 +1,113 @@
+"""Pydantic AI Harness's compaction capabilities through `PrefixGuard` with default options, as a user installs them.
+
+Each strategy of the installed harness release runs the same 32-run conversation (parallel tool calls, a todo list in
+append mode that changes every run) with and without the guard. The guard must apply each compaction as a new window,
+in whole tool pairs, and keep history as short as the compaction alone does; it must not warn (any warning fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic_ai.exceptions import ModelAPIError
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from tests.compaction_scenario import (
+    RUNS,
+    broken_pairs,
+    converse,
+    file_key,
+    judge_model,
+    stale_deliveries,
+    summary_model,
+)
+
+pytest.importorskip(
+    'pydantic_ai_harness', reason='needs pydantic-ai-harness: run in an environment from .ci/harness-env'
+)
+
+from pydantic_ai_harness import compaction
+
+_TOKENS = 1_500
+"""A token budget the conversation passes every few runs (about 4 characters a token)."""
+
+
+def failing_model() -> FunctionModel:
+    def fail(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelAPIError('summarizer', 'the summarizer is down')
+
+    return FunctionModel(fail)
+
+
+STRATEGIES: dict[str, Callable[[], Any]] = {
+    'SlidingWindowCompaction': lambda: compaction.SlidingWindowCompaction(max_messages=12, keep_messages=6),
+    'SlidingWindowCompaction with receipts': lambda: compaction.SlidingWindowCompaction(
+        max_messages=12, keep_messages=6, receipts=True
+    ),
+    'ClearToolResults': lambda: compaction.ClearToolResults(max_messages=8, keep_pairs=2),
+    'DeduplicateFileReads': lambda: compaction.DeduplicateFileReads(file_key=file_key),
+    'SummarizingCompaction': lambda: compaction.SummarizingCompaction(
+        model=summary_model(), max_messages=12, keep_messages=6
+    ),
+    'TieredCompaction': lambda: compaction.TieredCompaction(
+        tiers=[
+            # A tier's own trigger is required but not consulted: the tiered budget decides.
+            compaction.ClearToolResults(max_tokens=_TOKENS, keep_pairs=2),
+            compaction.SummarizingCompaction(model=summary_model(), max_tokens=_TOKENS, keep_messages=6),
+        ],
+        target_tokens=_TOKENS,
+    ),
+    'FallbackCompaction': lambda: compaction.FallbackCompaction(
+        fallback_chain=[
+            compaction.SummarizingCompaction(model=failing_model(), max_tokens=_TOKENS, keep_messages=6),
+            compaction.SlidingWindowCompaction(max_messages=12, keep_messages=6),
+        ],
+        max_tokens=_TOKENS,
+    ),
+    'ClampOversizedMessages': lambda: compaction.ClampOversizedMessages(
+        max_part_chars=2_000, keep_head_chars=200, keep_tail_chars=200
+    ),
+}
+# From harness 0.62: a judge that keeps, reduces or drops each earlier step, and a tool the model asks with.
+if hasattr(compaction, 'RelevanceCompaction'):  # pragma: no branch
+    STRATEGIES['RelevanceCompaction'] = lambda: compaction.RelevanceCompaction(
+        judge_model(), max_tokens=_TOKENS, keep_tokens=400
+    )
+    STRATEGIES['CompactOnRequest'] = lambda: compaction.CompactOnRequest(
+        compaction.SlidingWindowCompaction(max_messages=1, keep_messages=6)
+    )
+
+
+@pytest.mark.parametrize('strategy', list(STRATEGIES))
+def test_a_harness_compaction_is_applied_in_whole_pairs_as_one_window_each(strategy: str):
+    alone = converse(STRATEGIES[strategy](), guarded=False)
+    guarded = converse(STRATEGIES[strategy](), guarded=True)
+    # Every run made its requests, and the compaction did something in this conversation.
+    assert len(guarded.requests) == len(alone.requests) == 2 * RUNS
+    compacted = guarded.prefix_moves()
+    assert compacted, 'the strategy never compacted this conversation'
+    # History stays as short as the compaction alone keeps it, plus at most the marker.
+    assert max(guarded.lengths) <= max(alone.lengths) + 1
+    assert guarded.lengths[-1] <= alone.lengths[-1] + 1
+    # No tool call without its result, nor a result without its call, on any request or in the history kept.
+    assert [problems for request in guarded.requests if (problems := broken_pairs(request.messages))] == []
+    assert [problems for history in guarded.histories if (problems := broken_pairs(history))] == []
+    # One new window per compaction, and the prefix kept between them: the guard opened a window at each request
+    # whose messages moved, and the instructions moved only there (a window opened within a run, where the todo list
+    # has not changed since, starts with the same instructions).
+    assert guarded.windows == len(compacted)
+    assert set(guarded.instruction_moves()) <= set(compacted)
+    # Every request carries the todo list's current value, in the prefix or as the latest change after it.
+    assert stale_deliveries(guarded) == []
+    # Nothing here is a rewrite to refuse: no warning, from the guard or anything else.
+    assert guarded.warnings == []
+
+
+def test_without_the_guard_the_window_outlives_the_compaction():
+    # Negative control for the window checks above: with the compaction alone, the messages move without the
+    # instructions (the prefix's window goes on past the compaction, its changes cut from the middle).
+    alone = converse(STRATEGIES['SlidingWindowCompaction'](), guarded=False)
+    assert alone.prefix_moves() and alone.instruction_moves() != alone.prefix_moves()
