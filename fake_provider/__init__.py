@@ -5,10 +5,15 @@ the wire, so tests can't swap in `FunctionModel` for them. This module serves th
 classes speak (OpenAI Chat Completions, OpenAI Responses and Anthropic Messages, each as JSON and as
 server-sent events) from a real HTTP server on `127.0.0.1`, answering with turns the test scripts, and keeps
 every request body it receives. The helpers at the bottom build Pydantic AI models pointed at it.
+
+It also compacts the way the two native compaction APIs do, so Pydantic AI's `AnthropicCompaction` and
+`OpenAICompaction` can be run against it: a request over its compaction trigger gets a reply that opens with a
+compaction block or item before the scripted turn, and `POST /v1/responses/compact` answers with a compaction item.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -46,6 +51,15 @@ _CREATED = 1_767_225_600
 """A fixed creation time (2026-01-01), so recorded replies don't change between recordings."""
 
 _DUMMY_API_KEY = 'fake-provider-key'
+
+_COMPACT_PATH = '/v1/responses/compact'
+"""The OpenAI endpoint that compacts a conversation without sampling a reply (`client.responses.compact`)."""
+
+_ANTHROPIC_COMPACT_EDIT = 'compact_20260112'
+"""The `context_management` edit type that turns on Anthropic's threshold compaction."""
+
+_ANTHROPIC_DEFAULT_TRIGGER = 150_000
+"""The input tokens Anthropic compacts above when the edit names no trigger, per `BetaCompact20260112EditParam`."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +141,26 @@ class FakeProvider:
     isn't JSON, that finds the script exhausted or makes a script function raise gets a 404 or 400 reply,
     which the SDK raises as an error (a 400 is not retried), and the reason is added to `errors`.
 
+    Compaction follows the real APIs, with input tokens counted as 4 bytes of the request's compact JSON each
+    (the estimate its usage reports too, not a tokenizer):
+
+    - Anthropic Messages: a request whose `context_management.edits` holds a `compact_20260112` edit, and whose
+      input counted from its latest `compaction` block on (the API ignores what comes before one) exceeds the
+      edit's `trigger.value` (150,000 without one), gets a reply opening with a `compaction` block that carries a
+      readable summary, then the scripted turn, with the compaction's usage in `usage.iterations`. The real API
+      rejects a trigger below 50,000; the fake takes any, so tests stay small. `pause_after_compaction` is refused.
+    - OpenAI Responses: a request whose `context_management` holds `{'type': 'compaction', 'compact_threshold': N}`
+      and whose whole input (this API processes items before a compaction item too) exceeds `N` gets a `compaction`
+      output item before the scripted turn's. Without `compact_threshold` it never compacts: OpenAI publishes no
+      default to copy. A request naming `previous_response_id` is counted by what it sends, as the fake keeps no
+      stored responses.
+    - `POST /v1/responses/compact` answers with the request's user messages and a `compaction` item, whatever the
+      input size, and no scripted turn.
+
+    An OpenAI `encrypted_content` is the summary in base64, so a test can read it. Ids, summaries and usage are
+    derived from the request and its index only, so recordings don't change between runs. A compaction uses no
+    script entry; its request's index is added to `compactions`.
+
     Example:
         ```python
         with FakeProvider(script=[ToolCalls([('get_time', {})]), Text('It is noon.')]) as server:
@@ -153,6 +187,9 @@ class FakeProvider:
         """Every request answered with a scripted reply, in order."""
         self.errors: list[str] = []
         """Why each refused request was refused, in order."""
+        self.compactions: list[int] = []
+        """The index in `requests` of each request the fake compacted: one answered with a compaction block or
+        item before its turn, or one to the compact endpoint. Only the endpoint's are missing from `exchanges`."""
 
     @property
     def url(self) -> str:
@@ -190,37 +227,53 @@ class FakeProvider:
         self._thread = None
 
     def answer(self, path: str, body: bytes) -> _Reply:
-        """Log one request and make the reply its API gets: the next scripted turn, or an error status."""
+        """Log one request and make the reply it gets: the next scripted turn, a compaction, or an error status."""
         with self._lock:
             self.requests.append(body)
-            api = _APIS_BY_PATH.get(path)
+            index = len(self.requests) - 1
+            api = 'openai-responses' if path == _COMPACT_PATH else _APIS_BY_PATH.get(path)
             if api is None:
                 return self._refuse(None, HTTPStatus.NOT_FOUND, f'FakeProvider does not serve {path!r}')
             try:
                 request_json = cast('dict[str, Any]', json.loads(body))
             except ValueError:
                 return self._refuse(api, HTTPStatus.BAD_REQUEST, f'request body is not JSON: {body[:200]!r}')
-            index = len(self.requests) - 1
-            if callable(self._script):
-                try:
-                    turn = self._script(FakeRequest(index, api, body, request_json))
-                except Exception as error:  # noqa: BLE001
-                    # Any error: raised in the server thread, it would only reach the test as a dropped connection.
-                    return self._refuse(api, HTTPStatus.BAD_REQUEST, f'FakeProvider script raised {error!r}')
-            elif self._next_turn < len(self._script):
-                turn = self._script[self._next_turn]
-                self._next_turn += 1
-            else:
+            if path == _COMPACT_PATH:
+                self.compactions.append(index)
+                return _Reply(200, _encode(_compacted_response(index, request_json)))
+            if api == 'anthropic' and (_anthropic_compaction_edit(request_json) or {}).get('pause_after_compaction'):
                 return self._refuse(
                     api,
                     HTTPStatus.BAD_REQUEST,
-                    f'FakeProvider script is exhausted: request {index} to {path} has no turn left; '
-                    f'add one to the script',
+                    'FakeProvider does not implement `pause_after_compaction`; leave it off in `AnthropicCompaction`',
                 )
-            reply_id, reply = _render(api, index, request_json, turn)
+            turn = self._take_turn(api, index, path, body, request_json)
+            if isinstance(turn, _Reply):
+                return turn
+            summary = _compaction_summary(api, index, request_json)
+            if summary is not None:
+                self.compactions.append(index)
+            reply_id, reply = _render(api, index, request_json, turn, summary)
             response_body = b''.join(reply.events) if reply.events is not None else reply.body
             self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
             return reply
+
+    def _take_turn(self, api: Api, index: int, path: str, body: bytes, request_json: dict[str, Any]) -> Turn | _Reply:
+        """The script's turn for this request, or the refusal to send when it has none."""
+        if callable(self._script):
+            try:
+                return self._script(FakeRequest(index, api, body, request_json))
+            except Exception as error:  # noqa: BLE001
+                # Any error: raised in the server thread, it would only reach the test as a dropped connection.
+                return self._refuse(api, HTTPStatus.BAD_REQUEST, f'FakeProvider script raised {error!r}')
+        if self._next_turn < len(self._script):
+            self._next_turn += 1
+            return self._script[self._next_turn - 1]
+        return self._refuse(
+            api,
+            HTTPStatus.BAD_REQUEST,
+            f'FakeProvider script is exhausted: request {index} to {path} has no turn left; add one to the script',
+        )
 
     def _refuse(self, api: Api | None, status: HTTPStatus, message: str) -> _Reply:
         self.errors.append(message)
@@ -294,20 +347,113 @@ def _halves(text: str) -> list[str]:
     return [piece for piece in (text[:middle], text[middle:]) if piece]
 
 
-def _usage_tokens(body_json: Mapping[str, Any], turn: Turn) -> tuple[int, int]:
+def _input_tokens(body_json: Mapping[str, Any]) -> int:
     # Rough token counts (4 bytes a token) so usage is plausible and grows with the conversation.
-    input_tokens = max(1, len(_encode(body_json)) // 4)
+    return max(1, len(_encode(body_json)) // 4)
+
+
+def _usage_tokens(body_json: Mapping[str, Any], turn: Turn) -> tuple[int, int]:
     output = turn.text if isinstance(turn, Text) else _encode([list(call) for call in turn.calls]).decode()
-    return input_tokens, max(1, len(output) // 4)
+    return _input_tokens(body_json), max(1, len(output) // 4)
 
 
-def _render(api: Api, index: int, body_json: Mapping[str, Any], turn: Turn) -> tuple[str, _Reply]:
+def _anthropic_compaction_edit(body_json: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    context_management = cast('Mapping[str, Any]', body_json.get('context_management') or {})
+    edits = cast('list[Mapping[str, Any]]', context_management.get('edits') or [])
+    return next((edit for edit in edits if edit.get('type') == _ANTHROPIC_COMPACT_EDIT), None)
+
+
+def _anthropic_live_context(body_json: Mapping[str, Any]) -> Mapping[str, Any]:
+    # The Messages API ignores, and doesn't bill, every block before the latest compaction block it is sent.
+    messages = cast('list[Mapping[str, Any]]', body_json.get('messages') or [])
+    for position in range(len(messages) - 1, -1, -1):
+        content = messages[position].get('content')
+        blocks = cast('list[Mapping[str, Any]]', content) if isinstance(content, list) else []
+        starts = [start for start, block in enumerate(blocks) if block.get('type') == 'compaction']
+        if starts:
+            live = [{**messages[position], 'content': blocks[starts[-1] :]}, *messages[position + 1 :]]
+            return {**body_json, 'messages': live}
+    return body_json
+
+
+def _compaction_summary(api: Api, index: int, body_json: Mapping[str, Any]) -> str | None:
+    """The summary a compaction of this request carries, or `None` if the request isn't over its trigger."""
+    if api == 'anthropic':
+        edit = _anthropic_compaction_edit(body_json)
+        trigger = cast('Mapping[str, Any]', (edit or {}).get('trigger') or {})
+        threshold = trigger.get('value', _ANTHROPIC_DEFAULT_TRIGGER) if edit is not None else None
+        counted = _anthropic_live_context(body_json)
+        items = counted.get('messages')
+    else:
+        entries = cast('list[Mapping[str, Any]]', body_json.get('context_management') or [])
+        threshold = next((e.get('compact_threshold') for e in entries if e.get('type') == 'compaction'), None)
+        counted = body_json
+        items = body_json.get('input')
+    tokens = _input_tokens(counted)
+    if not isinstance(threshold, int) or tokens <= threshold:
+        return None
+    return _summary(index, items, tokens)
+
+
+def _summary(index: int, items: object, tokens: int) -> str:
+    # Readable, and derived from the request alone, so a recording of it doesn't change between runs.
+    count = len(cast('list[Any]', items)) if isinstance(items, list) else 1
+    messages = 'message' if count == 1 else 'messages'
+    return f'Fake compaction of request {index}: {count} {messages}, about {tokens} tokens, summarized.'
+
+
+def _compaction_item(index: int, summary: str) -> dict[str, Any]:
+    return {
+        'type': 'compaction',
+        'id': f'cmp_fake_{index:04d}',
+        'encrypted_content': base64.b64encode(summary.encode()).decode(),
+    }
+
+
+def _responses_usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    return {
+        'input_tokens': input_tokens,
+        'input_tokens_details': {'cached_tokens': 0},
+        'output_tokens': output_tokens,
+        'output_tokens_details': {'reasoning_tokens': 0},
+        'total_tokens': input_tokens + output_tokens,
+    }
+
+
+def _compacted_response(index: int, body_json: Mapping[str, Any]) -> dict[str, Any]:
+    """The reply of `POST /v1/responses/compact`: the input's user messages, then one compaction item."""
+    raw_input = body_json.get('input')
+    items = [{'role': 'user', 'content': raw_input}] if isinstance(raw_input, str) else raw_input or []
+    kept = [
+        {
+            'type': 'message',
+            'id': f'msg_fake_{index}_{position}',
+            'role': 'user',
+            'status': 'completed',
+            'content': [{'type': 'input_text', 'text': content}] if isinstance(content, str) else content,
+        }
+        for position, item in enumerate(cast('list[Mapping[str, Any]]', items))
+        if item.get('role') == 'user' and item.get('type', 'message') == 'message'
+        for content in [item.get('content')]
+    ]
+    input_tokens = _input_tokens(body_json)
+    summary = _summary(index, items, input_tokens)
+    return {
+        'id': f'resp_fake_{index:04d}',
+        'object': 'response.compaction',
+        'created_at': _CREATED,
+        'output': [*kept, _compaction_item(index, summary)],
+        'usage': _responses_usage(input_tokens, max(1, len(summary) // 4)),
+    }
+
+
+def _render(api: Api, index: int, body_json: Mapping[str, Any], turn: Turn, summary: str | None) -> tuple[str, _Reply]:
     stream = bool(body_json.get('stream'))
     if api == 'openai-chat':
         return _render_chat(index, body_json, turn, stream)
     if api == 'openai-responses':
-        return _render_responses(index, body_json, turn, stream)
-    return _render_anthropic(index, body_json, turn, stream)
+        return _render_responses(index, body_json, turn, stream, summary)
+    return _render_anthropic(index, body_json, turn, stream, summary)
 
 
 def _tool_arguments(arguments: Mapping[str, Any]) -> str:
@@ -367,7 +513,9 @@ def _render_chat(index: int, body_json: Mapping[str, Any], turn: Turn, stream: b
     return completion_id, _Reply(200, events=events)
 
 
-def _render_responses(index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool) -> tuple[str, _Reply]:
+def _render_responses(
+    index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, summary: str | None
+) -> tuple[str, _Reply]:
     response_id = f'resp_fake_{index:04d}'
     input_tokens, output_tokens = _usage_tokens(body_json, turn)
     if isinstance(turn, Text):
@@ -392,6 +540,9 @@ def _render_responses(index: int, body_json: Mapping[str, Any], turn: Turn, stre
             }
             for position, (name, arguments) in enumerate(turn.calls)
         ]
+    if summary is not None:
+        # The server compacts before it samples, so the item comes ahead of the turn's.
+        output.insert(0, _compaction_item(index, summary))
 
     def response(status: str, items: list[dict[str, Any]]) -> dict[str, Any]:
         return {
@@ -414,15 +565,7 @@ def _render_responses(index: int, body_json: Mapping[str, Any], turn: Turn, stre
             'tools': [],
             'top_p': 1.0,
             'truncation': 'disabled',
-            'usage': {
-                'input_tokens': input_tokens,
-                'input_tokens_details': {'cached_tokens': 0},
-                'output_tokens': output_tokens,
-                'output_tokens_details': {'reasoning_tokens': 0},
-                'total_tokens': input_tokens + output_tokens,
-            }
-            if status == 'completed'
-            else None,
+            'usage': _responses_usage(input_tokens, output_tokens) if status == 'completed' else None,
         }
 
     if not stream:
@@ -479,6 +622,9 @@ def _render_responses(index: int, body_json: Mapping[str, Any], turn: Turn, stre
                     part=item['content'][0],
                 )
             )
+        elif item['type'] == 'compaction':
+            # A compaction item has no deltas: it arrives whole, in both the `added` and the `done` event.
+            events.append(event('response.output_item.added', output_index=position, item=item))
         else:
             opening = {**item, 'arguments': '', 'status': 'in_progress'}
             events.append(event('response.output_item.added', output_index=position, item=opening))
@@ -500,9 +646,34 @@ def _render_responses(index: int, body_json: Mapping[str, Any], turn: Turn, stre
     return response_id, _Reply(200, events=events)
 
 
-def _render_anthropic(index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool) -> tuple[str, _Reply]:
+_NO_CACHE = {'cache_creation_input_tokens': 0, 'cache_read_input_tokens': 0}
+
+
+def _anthropic_compaction_usage(
+    body_json: Mapping[str, Any], live_context: Mapping[str, Any], compaction: Mapping[str, Any], output_tokens: int
+) -> tuple[int, list[dict[str, Any]]]:
+    """The top-level input tokens of a compacting reply, and its `usage.iterations`."""
+    # The turn is sampled from the summary alone, and the top-level usage is that pass's: Anthropic reports the
+    # compaction's own tokens only in `iterations`.
+    input_tokens = _input_tokens({**body_json, 'messages': [{'role': 'assistant', 'content': [compaction]}]})
+    summary_tokens = len(compaction['content']) // 4
+    return input_tokens, [
+        {
+            'type': 'compaction',
+            'input_tokens': _input_tokens(live_context),
+            'output_tokens': summary_tokens,
+            **_NO_CACHE,
+        },
+        {'type': 'message', 'input_tokens': input_tokens, 'output_tokens': output_tokens, **_NO_CACHE},
+    ]
+
+
+def _render_anthropic(
+    index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, summary: str | None
+) -> tuple[str, _Reply]:
     message_id = f'msg_fake_{index:04d}'
-    input_tokens, output_tokens = _usage_tokens(body_json, turn)
+    live_context = _anthropic_live_context(body_json)
+    input_tokens, output_tokens = _usage_tokens(live_context, turn)
     if isinstance(turn, Text):
         content: list[dict[str, Any]] = [{'type': 'text', 'text': turn.text}]
         stop_reason = 'end_turn'
@@ -512,12 +683,14 @@ def _render_anthropic(index: int, body_json: Mapping[str, Any], turn: Turn, stre
             for position, (name, arguments) in enumerate(turn.calls)
         ]
         stop_reason = 'tool_use'
-    usage = {
-        'input_tokens': input_tokens,
-        'output_tokens': output_tokens,
-        'cache_creation_input_tokens': 0,
-        'cache_read_input_tokens': 0,
-    }
+    iterations: list[dict[str, Any]] = []
+    if summary is not None:
+        compaction = {'type': 'compaction', 'content': summary}
+        content.insert(0, compaction)
+        input_tokens, iterations = _anthropic_compaction_usage(body_json, live_context, compaction, output_tokens)
+    usage: dict[str, Any] = {'input_tokens': input_tokens, 'output_tokens': output_tokens, **_NO_CACHE}
+    if iterations:
+        usage['iterations'] = iterations
     message = {
         'id': message_id,
         'type': 'message',
@@ -534,10 +707,15 @@ def _render_anthropic(index: int, body_json: Mapping[str, Any], turn: Turn, stre
     def event(kind: str, **data: Any) -> bytes:
         return _sse(kind, {'type': kind, **data})
 
-    opening = {**message, 'content': [], 'stop_reason': None, 'usage': {**usage, 'output_tokens': 1}}
+    opening_usage = {key: value for key, value in usage.items() if key != 'iterations'} | {'output_tokens': 1}
+    opening = {**message, 'content': [], 'stop_reason': None, 'usage': opening_usage}
     events = [event('message_start', message=opening)]
     for position, block in enumerate(content):
-        if block['type'] == 'text':
+        if block['type'] == 'compaction':
+            # The summary comes whole in one delta, after a start event that has none.
+            events.append(event('content_block_start', index=position, content_block={**block, 'content': None}))
+            deltas = [{'type': 'compaction_delta', 'content': block['content']}]
+        elif block['type'] == 'text':
             events.append(event('content_block_start', index=position, content_block={'type': 'text', 'text': ''}))
             deltas = [{'type': 'text_delta', 'text': piece} for piece in _halves(block['text'])]
         else:
@@ -548,13 +726,10 @@ def _render_anthropic(index: int, body_json: Mapping[str, Any], turn: Turn, stre
             ]
         events += [event('content_block_delta', index=position, delta=delta) for delta in deltas]
         events.append(event('content_block_stop', index=position))
-    events.append(
-        event(
-            'message_delta',
-            delta={'stop_reason': stop_reason, 'stop_sequence': None},
-            usage={'output_tokens': output_tokens},
-        )
-    )
+    final_usage: dict[str, Any] = {'output_tokens': output_tokens}
+    if iterations:
+        final_usage['iterations'] = iterations
+    events.append(event('message_delta', delta={'stop_reason': stop_reason, 'stop_sequence': None}, usage=final_usage))
     events.append(event('message_stop'))
     return message_id, _Reply(200, events=events)
 

@@ -16,10 +16,11 @@ model received is written down, so a test can hold the guarded conversation to w
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -35,9 +36,11 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from fake_provider import FakeProvider, Text, ToolCalls, Turn, anthropic_model, openai_chat_model
 from pydantic_ai_append import AppendInstructions
-from pydantic_ai_append.guard import PrefixGuard, tool_pair_problems
+from pydantic_ai_append.guard import PrefixGuard, WireVerifier, tool_pair_problems
 from pydantic_ai_append.guard._bytes import message_bytes
+from pydantic_ai_append.testing import Api, WireCapture
 
 RUNS = 32
 """Runs of each conversation: the issue asks for at least 30, with changing instructions."""
@@ -81,7 +84,13 @@ class Conversation:
 
     @property
     def lengths(self) -> list[int]:
+        """How many messages each request sent."""
         return [len(request.messages) for request in self.requests]
+
+    @property
+    def parts(self) -> list[int]:
+        """How many parts each request sent: a history bounded in messages can still grow inside one."""
+        return [sum(len(message.parts) for message in request.messages) for request in self.requests]
 
     def prefix_moves(self) -> list[int]:
         """The requests whose messages don't start with the previous request's and its reply, byte for byte."""
@@ -204,3 +213,83 @@ def judge_model() -> FunctionModel:
 def file_key(call: ToolCallPart) -> str | None:
     """The file a `read_file` call reads, for `DeduplicateFileReads`."""
     return str(call.args_as_dict()['path']) if call.tool_name == 'read_file' else None
+
+
+WIRE_RUNS = 8
+"""Runs of a conversation on the wire: enough for several compactions, few enough for a short cassette."""
+
+
+def wire_script(runs: int = WIRE_RUNS) -> list[Turn]:
+    """The fake provider's turns for `converse_on_the_wire`: each run reads two files in parallel, then answers."""
+    script: list[Turn] = []
+    for run in range(runs):
+        script += [
+            ToolCalls([('read_file', {'path': 'a.txt'}), ('read_file', {'path': 'b.txt'})]),
+            Text(f'Answer {run}.'),
+        ]
+    return script
+
+
+async def converse_on_the_wire(api: Api, *capabilities: AbstractCapability[Any]) -> tuple[list[bytes], list[str]]:
+    """The wire conversation through the real SDK of `api` on the fake provider, with the guard (default options) and
+    a `WireVerifier` in enforce mode: the request bodies sent, and every warning raised."""
+    state = {'run': 0}
+    verifier = WireVerifier(mode='enforce')
+    capture = WireCapture()
+    context = AppendInstructions[None](id='todos')
+
+    @context.instructions(name='state')
+    def todos(ctx: RunContext[None]) -> str:  # pyright: ignore[reportUnusedFunction]
+        return todo(state['run'])
+
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f'The contents of {path} at run {state["run"]}. ' * 5
+
+    factory = {'openai-chat': openai_chat_model, 'anthropic': anthropic_model}[api]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with FakeProvider(script=wire_script()) as server:
+            async with capture.http_client(transport=verifier.transport()) as http_client:
+                agent = Agent(
+                    factory(server.url, http_client=http_client),
+                    deps_type=type(None),
+                    tools=[read_file],
+                    capabilities=[*capabilities, PrefixGuard[None](verifier=verifier), context],
+                )
+                history: list[ModelMessage] = []
+                for run in range(WIRE_RUNS):
+                    state['run'] = run
+                    history = (await agent.run(f'Question {run}?', message_history=history)).all_messages()
+    assert verifier.divergences == []
+    return [exchange.request_body for exchange in capture.exchanges], [str(w.message) for w in caught]
+
+
+def unpaired_on_the_wire(api: Api, body: bytes) -> list[str]:
+    """The tool calls without their results, and results without their calls, in a request body as the provider
+    reads it (from the JSON, not through this package's code)."""
+    messages: list[dict[str, Any]] = json.loads(body)['messages']
+    problems: list[str] = []
+    open_calls: set[str] = set()
+    for message in messages:
+        if api == 'openai-chat':
+            if message['role'] == 'assistant':
+                problems += [f'call {call} unanswered' for call in sorted(open_calls)]
+                calls: list[dict[str, Any]] = message.get('tool_calls') or []
+                open_calls = {call['id'] for call in calls}
+            elif message['role'] == 'tool':
+                if message['tool_call_id'] not in open_calls:
+                    problems.append(f'result {message["tool_call_id"]} without its call')
+                open_calls.discard(message['tool_call_id'])
+            continue
+        content: object = message['content']
+        blocks = cast('list[dict[str, Any]]', content) if isinstance(content, list) else []
+        if message['role'] == 'assistant':
+            problems += [f'call {call} unanswered' for call in sorted(open_calls)]
+            open_calls = {block['id'] for block in blocks if block['type'] == 'tool_use'}
+        else:
+            answered = {block['tool_use_id'] for block in blocks if block['type'] == 'tool_result'}
+            problems += [f'result {call} without its call' for call in sorted(answered - open_calls)]
+            problems += [f'call {call} unanswered' for call in sorted(open_calls - answered)]
+            open_calls = set()
+    return problems + [f'call {call} unanswered' for call in sorted(open_calls)]

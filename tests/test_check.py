@@ -109,7 +109,10 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
         for conversation in cassette['conversations']
     }
     # Each broken prefix is one its test makes on purpose, and asserts:
-    # - test_prefix_guard, without the guard: history processing orphans a tool result on request 2;
+    # - test_prefix_guard, without the guard: history processing orphans a tool result on request 2; with it, the
+    #   trim is applied as a compaction whose history starts anew, which the checker takes for a new conversation (#1);
+    # - test_installed_compaction: a processor keeping the first message and the last 5, applied as a compaction on
+    #   every other request from request 3, each opening the verifier's window;
     # - test_verifier_windows: a rewrite-mode block changes (request 1), a compaction (request 2), each opening the
     #   verifier's window; without being told, the verifier refuses the second request, so only one was sent;
     # - test_summarizing: a summarizing processor applied as compaction (request 3), which opens the verifier's window;
@@ -126,8 +129,28 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
             'test_harness_blocks/test_a_history_from_the_older_release_continues_on_the_newer.yaml#0': 'kept',
             'test_harness_blocks/test_every_change_is_delivered_with_the_prefix_kept[anthropic].yaml#0': 'kept',
             'test_harness_blocks/test_every_change_is_delivered_with_the_prefix_kept[openai-chat].yaml#0': 'kept',
+            'test_installed_compaction/test_on_the_wire_every_call_goes_with_its_result[anthropic].yaml#0': [
+                3,
+                5,
+                7,
+                9,
+                11,
+                13,
+                15,
+            ],
+            'test_installed_compaction/test_on_the_wire_every_call_goes_with_its_result[openai-chat].yaml#0': [
+                3,
+                5,
+                7,
+                9,
+                11,
+                13,
+                15,
+            ],
             'test_prefix_guard/test_with_the_guard_on_anthropic.yaml#0': 'kept',
+            'test_prefix_guard/test_with_the_guard_on_anthropic.yaml#1': 'kept',
             'test_prefix_guard/test_with_the_guard_the_orphaning_request_never_goes_out.yaml#0': 'kept',
+            'test_prefix_guard/test_with_the_guard_the_orphaning_request_never_goes_out.yaml#1': 'kept',
             'test_prefix_guard/test_without_the_guard_the_request_orphans_a_tool_result.yaml#0': [2],
             'test_prompt_wire/test_a_cassette_recorded_against_anthropic_replays_through_the_fixture.yaml#0': 'kept',
             'test_prompt_wire/test_a_cassette_recorded_against_openai_replays_through_the_fixture.yaml#0': 'kept',

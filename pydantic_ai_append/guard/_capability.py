@@ -39,6 +39,7 @@ from pydantic_ai.capabilities import (
 )
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
+    CompactionPart,
     InstructionPart,
     ModelMessage,
     ModelRequest,
@@ -284,7 +285,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         """Decide on what history processing did to the consumed prefix, and keep tools that history calls."""
         consumed = self._consumed if self._consumed is not None else ConsumedHistory.of([])
         proposed = list(request_context.messages)
-        self._opened = _newly_compacted(consumed, proposed)
+        self._opened = _newly_compacted(consumed, proposed) or _provider_compacted(consumed)
         self._rewritten = False
         # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
         new = _new_messages(consumed, proposed)
@@ -311,6 +312,11 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
                 self._compact(ctx, request_context, consumed, decision)
             elif decision.action != 'patch':
                 self._refuse(ctx, request_context, consumed, decision)
+            elif decision.history is not None:
+                # A compaction that comes to nothing in whole tool pairs: the history goes out as it was.
+                request_context.messages = list(decision.history)
+                ctx.messages[:] = decision.history
+                self._rewritten = True
             elif self._opened:
                 self._verified = 0
         if self._retired:
@@ -405,12 +411,12 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         # A resumed turn (history ends with the suspended response) is sent with the instructions it was started
         # with, so it can't open the window a compaction needs; a later request of the conversation may compact.
         resuming = isinstance(request_context.messages[-1], ModelResponse)
-        assert decision.compacted is not None
+        assert decision.history is not None
         if self.on_defer == 'keep' or resuming:
             self._refuse(ctx, request_context, consumed, replace(decision, action='defer'))
             return
-        request_context.messages = list(decision.compacted)
-        ctx.messages[:] = decision.compacted
+        request_context.messages = list(decision.history)
+        ctx.messages[:] = decision.history
         self._rewritten = True
         self._opened = True
         self._verified = 0
@@ -445,6 +451,16 @@ def _newly_compacted(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]
     if elided_count(proposed) is None:
         return False
     return not consumed.consumed or message_bytes(proposed[0]) != consumed.consumed[0]
+
+
+def _provider_compacted(consumed: ConsumedHistory) -> bool:
+    """Whether the model's latest reply holds a provider's compaction (Anthropic's, or OpenAI's stateful one).
+
+    Pydantic AI sends nothing from before it, and `AppendInstructions` opens a new window after it, so the request
+    after it opens a window too, though history is not rewritten.
+    """
+    latest = consumed.messages[consumed.boundary - 1] if consumed.boundary else None
+    return isinstance(latest, ModelResponse) and any(isinstance(part, CompactionPart) for part in latest.parts)
 
 
 def _new_messages(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -> list[ModelMessage]:

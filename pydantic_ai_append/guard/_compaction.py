@@ -191,6 +191,10 @@ class Compacted(NamedTuple):
     elided: int
     """How many messages this compaction elided (cleared or clamped messages are kept, not elided)."""
 
+    changed: bool
+    """Whether the compaction changes anything: cut in whole tool pairs, a rewrite can come to nothing (its cut moved
+    back over what it elided), and then `messages` is the history as it was, records and all."""
+
     split: tuple[ToolPairProblem, ...]
     """The tool pairs the rewrite split. It is then applied as the same trim or summary of the front of history with
     the cut moved to where no pair is split (see `compact`); any other rewrite that splits a pair is no compaction."""
@@ -232,9 +236,16 @@ def compaction_of(
         if sum(1 for index, keep in enumerate(kept) if not keep and (index == 0 or kept[index - 1])) != 1:
             return None
         _keep_whole_pairs(full, kept, summarized=None in matched)
-        if all(kept):
-            # Kept whole, the pairs leave nothing to elide: the rewrite was no compaction, only a split.
-            return None
+    _keep_requests_apart(full, matched, kept)
+    if all(kept) and all(
+        index is not None and proposed_bytes[position] == full_bytes[index] for position, index in enumerate(matched)
+    ):
+        # Cut in whole pairs, the rewrite comes to nothing: a split is then refused as a split, and a cut that only
+        # kept two requests apart is the history as it was.
+        return None if split else Compacted(list(full), 0, False, split)
+    if all(kept) and None in matched:
+        # Kept whole, the pairs leave nothing for the new messages to stand for: they would be an insertion.
+        return None
     messages, frontier, elided = _rebuilt(full, proposed, matched, kept)
     if elided:
         earlier = sum(count for message in full for count in _marker_counts(message))
@@ -249,7 +260,7 @@ def compaction_of(
     # Requests left side by side (a summary's and the first kept) are merged as Pydantic AI merges them before a
     # run's history processors see them, so the next run is judged against the same shape. With every pair whole,
     # merging is all its repair does.
-    return Compacted(repair_messages(messages, repair_last_response=False), elided, split)
+    return Compacted(repair_messages(messages, repair_last_response=False), elided, True, split)
 
 
 def _align(
@@ -317,6 +328,34 @@ def _keep_whole_pairs(full: Sequence[ModelMessage], kept: list[bool], *, summari
             else:
                 before = whole_pair_cut(full, call, earlier=True) or 0
                 kept[before : call + 1] = [True] * (call + 1 - before)
+
+
+def _keep_requests_apart(full: Sequence[ModelMessage], matched: Sequence[int | None], kept: list[bool]) -> None:
+    """Keep the reply before a run of kept messages that starts with a request, where a request comes before the
+    elided ones, and nothing new stands between them.
+
+    Pydantic AI merges two requests side by side into one, and a processor that keeps "the first message" would then
+    keep the merged one: it would grow by a prompt at every compaction. A reply with no calls between them (the end of
+    a turn) is one message more, kept whole.
+    """
+    summarized_after = {
+        previous for previous, index in zip([-1, *matched], [*matched, None], strict=True) if index is None
+    }
+    head: int | None = None
+    for index, message in enumerate(full):
+        if not kept[index]:
+            continue
+        if (
+            head is not None
+            and index - head > 1
+            and head not in summarized_after
+            and isinstance(full[head], ModelRequest)
+            and isinstance(message, ModelRequest)
+            and isinstance(reply := full[index - 1], ModelResponse)
+            and not any(isinstance(part, BaseToolCallPart) for part in reply.parts)
+        ):
+            kept[index - 1] = True
+        head = index
 
 
 def _rebuilt(

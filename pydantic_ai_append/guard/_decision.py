@@ -19,7 +19,7 @@ strongest first:
 | changes consumed messages in any other way (edits, reorders, inserts)        | `defer`   |
 
 `patch` is applied now. `compact` is applied as a new window, in whole tool-pair units, with a marker where
-messages were elided (`RewriteDecision.compacted`, see `compaction_of` in `_compaction`): a trim or a summary of the
+messages were elided (`RewriteDecision.history`, see `compaction_of` in `_compaction`): a trim or a summary of the
 front of history that splits a pair is applied with its cut moved to where none is split. `defer` keeps the old prefix and holds the rewrite until the next window
 boundary, where the cache is paid for anyway ([`apply_rewrite`][pydantic_ai_append.guard.apply_rewrite] keeps it in
 `ConsumedHistory.deferred` for [`open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]; the caller may
@@ -134,9 +134,10 @@ class RewriteDecision:
     via: Literal['rewrite', 'append'] = 'rewrite'
     """How a `patch` is applied: as the rewrite itself, or as a change appended to an append-mode block."""
 
-    compacted: tuple[ModelMessage, ...] | None = None
-    """For a `compact`, the history to send: what the compaction kept, in whole tool pairs, without this package's
-    records, with a marker where messages were elided."""
+    history: tuple[ModelMessage, ...] | None = None
+    """The history to send in place of the proposal, if not the proposal itself: for a `compact`, what the
+    compaction kept, in whole tool pairs, without this package's records, with a marker where messages were elided;
+    for a `patch`, the history as it was, when a compaction cut in whole tool pairs comes to nothing."""
 
     def error(self) -> NonMonotonicRewriteError | None:
         """The error that refuses this rewrite, or `None` for a `patch` or a `compact`."""
@@ -207,6 +208,13 @@ def decide_rewrite(
     if not retired and divergence is not None:
         full = [*current.consumed_messages(), *current.messages[current.boundary :]]
         compacted = compaction_of(full, proposed, known=before, sending=sending)
+    if compacted is not None and not compacted.changed:
+        return RewriteDecision(
+            'patch',
+            f'{who}, cut in whole tool pairs, leaves the history as it was: it is sent unchanged',
+            divergence=divergence,
+            history=tuple(compacted.messages),
+        )
     if compacted is not None:
         split = ''.join(f'; the cut moved so as not to split it: {problem.describe()}' for problem in compacted.split)
         return RewriteDecision(
@@ -214,7 +222,7 @@ def decide_rewrite(
             f'{who} compacts the conversation ({compacted.elided} messages elided), opening a new window{split}',
             divergence=divergence,
             problems=compacted.split,
-            compacted=tuple(compacted.messages),
+            history=tuple(compacted.messages),
         )
     if problems or retired:
         reasons = [problem.describe() for problem in problems]
@@ -267,9 +275,9 @@ def apply_rewrite(
     """
     decision = decide_rewrite(current, proposed, tools=tools, requested_by=requested_by)
     if decision.action == 'patch':
-        return ConsumedHistory(tuple(proposed), current.boundary), decision
-    if decision.compacted is not None:
-        return ConsumedHistory(decision.compacted, 0), decision
+        return ConsumedHistory(decision.history or tuple(proposed), current.boundary), decision
+    if decision.history is not None:
+        return ConsumedHistory(decision.history, 0), decision
     if decision.action == 'defer':
         return current.holding(tuple(proposed)), decision
     error = decision.error()

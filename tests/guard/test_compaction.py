@@ -288,8 +288,8 @@ def test_a_provider_compaction_run_from_a_hook_is_its_own_marker():
     compacted = ModelResponse(parts=[CompactionPart(None, id='cmp_1', provider_name='openai')])
     proposed = [compacted, history[-2]]
     decision = decide_rewrite(ConsumedHistory.of(history[:-1]).adding([history[-2]]), proposed)
-    assert decision.action == 'compact' and decision.compacted is not None
-    assert elided_count(decision.compacted) is None and decision.compacted[0] is compacted
+    assert decision.action == 'compact' and decision.history is not None
+    assert elided_count(decision.history) is None and decision.history[0] is compacted
 
 
 def test_a_summary_that_makes_up_a_call_is_no_compaction():

@@ -252,7 +252,7 @@ def test_dropping_whole_pairs_from_the_prefix_is_a_compaction():
     assert decision.error() is None
     compacted, _ = apply_rewrite(window, [HISTORY[0], HISTORY[3]])
     # A new window: nothing of it consumed yet, and the marker where the messages were elided.
-    assert (compacted.boundary, compacted.messages) == (0, decision.compacted)
+    assert (compacted.boundary, compacted.messages) == (0, decision.history)
     assert [type(part).__name__ for message in compacted.messages for part in message.parts] == snapshot(
         ['UserPromptPart', 'UserPromptPart', 'TextPart']
     )
@@ -312,11 +312,14 @@ def test_orphaning_a_call_is_aborted_even_after_the_boundary():
             "the rewrite compacts the conversation (4 messages elided), opening a new window; the cut moved so as not to split it: the result of `query_db` call 'c1' at message 0, part 0 has no call before it",
         )
     )
-    assert trimmed.compacted is not None and tool_pair_problems(trimmed.compacted) == []
+    assert trimmed.history is not None and tool_pair_problems(trimmed.history) == []
     # The first and the last messages kept, the cut between them splitting a pair: moved the same way.
     middle = decide_rewrite(window, [history[0], *history[6:]])
-    assert middle.action == 'compact' and middle.compacted is not None
-    assert [type(message).__name__ for message in middle.compacted] == snapshot(['ModelRequest'])
+    assert middle.action == 'compact' and middle.history is not None
+    # The reply before the last prompt is kept, so the two prompts stay two requests.
+    assert [type(message).__name__ for message in middle.history] == snapshot(
+        ['ModelRequest', 'ModelResponse', 'ModelRequest']
+    )
     # After the boundary too: dropping a pending result from the unsent tail orphans its call.
     pending = ConsumedHistory.of([user('go'), calls('c1')])
     assert decide_rewrite(pending, [user('go'), calls('c1'), results('c1')]).action == 'patch'

@@ -127,18 +127,19 @@ def test_an_edit_made_once_is_reported_once(mode: str):
     assert [w.split(':')[0] for w in found] == ['ConsumedPrefixChangedWarning']
 
 
-def test_a_processor_dropping_the_latest_reply_is_refused_without_duplicating_anything():
+def test_a_processor_dropping_the_only_reply_between_two_prompts_sends_the_history_as_it_was():
     model = Recording()
 
     def drop_text_replies(messages: list[ModelMessage]) -> list[ModelMessage]:
         return [m for m in messages if not (isinstance(m, ModelResponse) and isinstance(m.parts[0], TextPart))]
 
-    # Dropping a reply is a compaction, which `on_defer='keep'` refuses.
-    guard = PrefixGuard[None](on_defer='keep')
+    # Without the reply the two prompts would be one request, which a later compaction that keeps "the first
+    # message" would keep growing: the reply is kept, and what is left of the rewrite is nothing, sent unwarned.
+    guard = PrefixGuard[None]()
     history = agent(model.model(), guard).run_sync('one').all_messages()
     trimming = agent(model.model(), ProcessHistory(drop_text_replies), guard)
     found = caught_warnings(lambda: trimming.run_sync('two', message_history=history))
-    assert found == ['ConsumedPrefixChangedWarning: Refused, the consumed prefix kept']
+    assert found == []
     assert shape(model.sent[-1]) == ['Request:one', 'Response:ok', 'Request:two']
 
 

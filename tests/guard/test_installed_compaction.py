@@ -9,11 +9,22 @@ alone.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage
 
-from tests.compaction_scenario import RUNS, broken_pairs, converse, stale_deliveries
+from pydantic_ai_append.testing import Api
+from tests.compaction_scenario import (
+    RUNS,
+    WIRE_RUNS,
+    broken_pairs,
+    converse,
+    converse_on_the_wire,
+    stale_deliveries,
+    unpaired_on_the_wire,
+)
 
 
 def keep_first_and_last(count: int):
@@ -53,7 +64,24 @@ def test_a_processor_cutting_by_count_is_applied_in_whole_pairs(processor: objec
     assert [problems for history in guarded.histories if (problems := broken_pairs(history))] == []
     # Bounded as the processor bounds it: a cut moved later keeps fewer messages, one moved earlier at most a few more.
     assert max(guarded.lengths) <= max(alone.lengths) + 2
+    assert max(guarded.parts) <= max(alone.parts) + 4
     compacted = guarded.prefix_moves()
     assert compacted and guarded.windows == len(compacted)
     assert set(guarded.instruction_moves()) <= set(compacted)
     assert stale_deliveries(guarded) == []
+
+
+@pytest.mark.vcr
+@pytest.mark.anyio
+@pytest.mark.parametrize('api', ['openai-chat', 'anthropic'])
+async def test_on_the_wire_every_call_goes_with_its_result(api: Api):
+    bodies, warned = await converse_on_the_wire(api, ProcessHistory(keep_first_and_last(5)))
+    assert len(bodies) == 2 * WIRE_RUNS
+    # Read from the JSON as the provider reads it: every call answered, every result after its call.
+    assert [problems for body in bodies if (problems := unpaired_on_the_wire(api, body))] == []
+    # The processor split pairs, the guard moved its cuts (and said so), and the verifier saw the prefix move only
+    # where the guard opened a window (`converse_on_the_wire` checks it saw no other divergence).
+    assert warned and all('Compacted in whole tool pairs, the cut moved' in warning for warning in warned)
+    # Bounded: the second half of the conversation sends no more than the first did.
+    counts = [len(json.loads(body)['messages']) for body in bodies]
+    assert max(counts[WIRE_RUNS:]) <= max(counts[:WIRE_RUNS])

@@ -204,7 +204,8 @@ async def test_a_processor_that_keeps_the_first_message_and_the_last_is_a_compac
         capabilities=[ProcessHistory(keep_first_and_last), guard],
     )
     result = await middle.run('four', message_history=history)
-    assert texts(result.all_messages()) == ['one', elision_marker(5), 'four', '3']
+    # The reply before the kept prompt is kept too, so the two prompts stay two requests.
+    assert texts(result.all_messages()) == ['one', elision_marker(4), '2', 'four', '3']
 
 
 async def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_marker():

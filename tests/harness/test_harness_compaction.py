@@ -92,6 +92,7 @@ def test_a_harness_compaction_is_applied_in_whole_pairs_as_one_window_each(strat
     # History stays as short as the compaction alone keeps it, plus at most the marker.
     assert max(guarded.lengths) <= max(alone.lengths) + 1
     assert guarded.lengths[-1] <= alone.lengths[-1] + 1
+    assert max(guarded.parts) <= max(alone.parts) + 1
     # No tool call without its result, nor a result without its call, on any request or in the history kept.
     assert [problems for request in guarded.requests if (problems := broken_pairs(request.messages))] == []
     assert [problems for history in guarded.histories if (problems := broken_pairs(history))] == []
