@@ -113,6 +113,8 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
     #   trim is applied as a compaction whose history starts anew, which the checker takes for a new conversation (#1);
     # - test_installed_compaction: a processor keeping the first message and the last 5, applied as a compaction on
     #   every other request from request 3, each opening the verifier's window;
+    # - test_harness_compaction: harness's `SlidingWindowCompaction`, applied as a compaction on every other request
+    #   from request 4, each opening the verifier's window;
     # - test_verifier_windows: a rewrite-mode block changes (request 1), a compaction (request 2), each opening the
     #   verifier's window; without being told, the verifier refuses the second request, so only one was sent;
     # - test_summarizing: a summarizing processor applied as compaction (request 3), which opens the verifier's window;
@@ -129,6 +131,22 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
             'test_harness_blocks/test_a_history_from_the_older_release_continues_on_the_newer.yaml#0': 'kept',
             'test_harness_blocks/test_every_change_is_delivered_with_the_prefix_kept[anthropic].yaml#0': 'kept',
             'test_harness_blocks/test_every_change_is_delivered_with_the_prefix_kept[openai-chat].yaml#0': 'kept',
+            'test_harness_compaction/test_on_the_wire_a_sliding_window_sends_every_call_with_its_result[anthropic].yaml#0': [
+                4,
+                6,
+                8,
+                10,
+                12,
+                14,
+            ],
+            'test_harness_compaction/test_on_the_wire_a_sliding_window_sends_every_call_with_its_result[openai-chat].yaml#0': [
+                4,
+                6,
+                8,
+                10,
+                12,
+                14,
+            ],
             'test_installed_compaction/test_on_the_wire_every_call_goes_with_its_result[anthropic].yaml#0': [
                 3,
                 5,

@@ -7,6 +7,7 @@ in whole tool pairs, and keep history as short as the compaction alone does; it 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,14 +16,18 @@ from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from pydantic_ai_append.testing import Api
 from tests.compaction_scenario import (
     RUNS,
+    WIRE_RUNS,
     broken_pairs,
     converse,
+    converse_on_the_wire,
     file_key,
     judge_model,
     stale_deliveries,
     summary_model,
+    unpaired_on_the_wire,
 )
 
 pytest.importorskip(
@@ -112,3 +117,18 @@ def test_without_the_guard_the_window_outlives_the_compaction():
     # instructions (the prefix's window goes on past the compaction, its changes cut from the middle).
     alone = converse(STRATEGIES['SlidingWindowCompaction'](), guarded=False)
     assert alone.prefix_moves() and alone.instruction_moves() != alone.prefix_moves()
+
+
+@pytest.mark.vcr
+@pytest.mark.anyio
+@pytest.mark.parametrize('api', ['openai-chat', 'anthropic'])
+async def test_on_the_wire_a_sliding_window_sends_every_call_with_its_result(api: Api):
+    bodies, warned = await converse_on_the_wire(
+        api, compaction.SlidingWindowCompaction(max_messages=8, keep_messages=4)
+    )
+    assert len(bodies) == 2 * WIRE_RUNS and warned == []
+    # Read from the JSON as the provider reads it: every call answered, every result after its call.
+    assert [problems for body in bodies if (problems := unpaired_on_the_wire(api, body))] == []
+    # Bounded: the second half of the conversation sends no more than the first did.
+    counts = [len(json.loads(body)['messages']) for body in bodies]
+    assert max(counts[WIRE_RUNS:]) <= max(counts[:WIRE_RUNS])
