@@ -76,12 +76,13 @@ STRATEGIES: dict[str, Callable[[], Any]] = {
         max_part_chars=2_000, keep_head_chars=200, keep_tail_chars=200
     ),
 }
-# From harness 0.62: a judge that keeps, reduces or drops each earlier step, and a tool the model asks with.
-if hasattr(compaction, 'RelevanceCompaction'):  # pragma: no branch
-    STRATEGIES['RelevanceCompaction'] = lambda: compaction.RelevanceCompaction(
-        judge_model(), max_tokens=_TOKENS, keep_tokens=400
-    )
-    STRATEGIES['CompactOnRequest'] = lambda: compaction.CompactOnRequest(
+# From harness 0.62: a judge that keeps, reduces or drops each earlier step, and a tool the model asks with. Read
+# with `getattr`, as 0.58 has neither and is type-checked too.
+relevance: Any = getattr(compaction, 'RelevanceCompaction', None)
+on_request: Any = getattr(compaction, 'CompactOnRequest', None)
+if relevance is not None:  # pragma: no branch
+    STRATEGIES['RelevanceCompaction'] = lambda: relevance(judge_model(), max_tokens=_TOKENS, keep_tokens=400)
+    STRATEGIES['CompactOnRequest'] = lambda: on_request(
         compaction.SlidingWindowCompaction(max_messages=1, keep_messages=6)
     )
 
