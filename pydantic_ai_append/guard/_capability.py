@@ -140,11 +140,11 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
 
     on_defer: DeferPolicy = 'compact'
     """In enforce mode, what becomes of a compaction of consumed messages (a rewrite that drops, clears, clamps or
-    summarizes them, keeping the order of what it keeps and making history smaller, as every compaction strategy
-    of Pydantic AI Harness does): `'compact'` applies it as a new window, in whole tool-pair units (a pair it splits
-    is removed whole), with a marker where messages were elided; `'keep'` sends the consumed prefix as it was, so
-    history grows as if no compaction were installed. Any other rewrite of consumed messages is refused either way.
-    See the table in `docs/guard.md`."""
+    summarizes them, keeping the order of what it keeps and the latest message, as every compaction strategy of
+    Pydantic AI Harness does): `'compact'` applies it as a new window, in whole tool-pair units (a cut that splits a
+    pair is moved to a whole-pair cut), with a marker where messages were elided; `'keep'` sends the consumed prefix
+    as it was, so history grows as if no compaction were installed. Any other rewrite of consumed messages is refused
+    either way. See the table in `docs/guard.md`."""
 
     repair: RepairPolicy = 'answer'
     """In enforce mode, what becomes of a tool call that the history a run is given never answered (its tool was
@@ -314,9 +314,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
                 self._refuse(ctx, request_context, consumed, decision)
             elif decision.history is not None:
                 # A compaction that comes to nothing in whole tool pairs: the history goes out as it was.
-                request_context.messages = list(decision.history)
-                ctx.messages[:] = decision.history
-                self._rewritten = True
+                self._send(ctx, request_context, decision.history)
             elif self._opened:
                 self._verified = 0
         if self._retired:
@@ -388,11 +386,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             error = retry.error()
             assert error is not None
             raise error
-        outcome = 'Refused, the consumed prefix kept'
-        request_context.messages = kept
-        ctx.messages[:] = kept
-        self._rewritten = True
-        _warn(conditions, outcome)
+        self._send(ctx, request_context, kept)
+        _warn(conditions, 'Refused, the consumed prefix kept')
 
     def _compact(
         self,
@@ -415,12 +410,18 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         if self.on_defer == 'keep' or resuming:
             self._refuse(ctx, request_context, consumed, replace(decision, action='defer'))
             return
-        request_context.messages = list(decision.history)
-        ctx.messages[:] = decision.history
-        self._rewritten = True
+        self._send(ctx, request_context, decision.history)
         self._opened = True
         self._verified = 0
         _warn(split, 'Compacted in whole tool pairs, the cut moved')
+
+    def _send(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext, messages: Sequence[ModelMessage]
+    ) -> None:
+        """Send `messages` in place of the proposal, and put them in the run's history the same way."""
+        request_context.messages = list(messages)
+        ctx.messages[:] = messages
+        self._rewritten = True
 
     async def after_model_request(
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse

@@ -221,11 +221,7 @@ def compaction_of(
     matched = _align(full, full_bytes, proposed, proposed_bytes) if proposed else None
     if matched is None:
         return None
-    split = tuple(
-        problem
-        for problem in tool_pair_problems(proposed, sending=sending)
-        if (problem.kind, problem.tool_call_id, problem.tool_name) not in known
-    )
+    split = tuple(problem for problem in tool_pair_problems(proposed, sending=sending) if problem.key not in known)
     kept = [False] * len(full)
     for index in matched:
         if index is not None:
@@ -251,10 +247,7 @@ def compaction_of(
         earlier = sum(count for message in full for count in _marker_counts(message))
         messages = _marked(_unmarked(messages), frontier, elided + earlier)
     messages = strip_records(messages)
-    if any(
-        (problem.kind, problem.tool_call_id, problem.tool_name) not in known
-        for problem in tool_pair_problems(messages, sending=sending)
-    ):
+    if any(problem.key not in known for problem in tool_pair_problems(messages, sending=sending)):
         # A pair the kept history can't mend: a call or a result among the new messages (a summary that makes one up).
         return None
     # Requests left side by side (a summary's and the first kept) are merged as Pydantic AI merges them before a

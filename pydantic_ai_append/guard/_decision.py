@@ -159,10 +159,6 @@ def _prefix_divergence(current: ConsumedHistory, proposed: Sequence[ModelMessage
     return None
 
 
-def _problem_key(problem: ToolPairProblem) -> tuple[str, str, str | None]:
-    return problem.kind, problem.tool_call_id, problem.tool_name
-
-
 def decide_rewrite(
     current: ConsumedHistory,
     proposed: Sequence[ModelMessage],
@@ -190,10 +186,8 @@ def decide_rewrite(
             (see [`tool_pair_problems`][pydantic_ai_append.guard.tool_pair_problems]).
     """
     who = 'the model asked for a rewrite that' if requested_by == 'model' else 'the rewrite'
-    before = {_problem_key(problem) for problem in tool_pair_problems(current.messages)}
-    problems = tuple(
-        problem for problem in tool_pair_problems(proposed, sending=sending) if _problem_key(problem) not in before
-    )
+    before = {problem.key for problem in tool_pair_problems(current.messages)}
+    problems = tuple(problem for problem in tool_pair_problems(proposed, sending=sending) if problem.key not in before)
     retired: tuple[str, ...] = ()
     called: dict[str, int] = {}
     if tools is not None:

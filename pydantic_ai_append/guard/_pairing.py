@@ -94,6 +94,11 @@ class ToolPairProblem:
     result: Position | None
     """Where the result is, or `None` if there is none."""
 
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        """What the problem is, wherever it is: its kind, call id and tool name (positions move with a rewrite)."""
+        return self.kind, self.tool_call_id, self.tool_name
+
     def describe(self) -> str:
         """One line naming the tool, the id and the positions involved."""
         tool = f'`{self.tool_name}` call {self.tool_call_id!r}'
