@@ -14,16 +14,18 @@ strongest first:
 | drops the schema of a tool that history still calls                           | `abort`   |
 | changes only what comes after the boundary, pairing every call                | `patch`   |
 | compacts consumed history: drops, clears or summarizes messages, keeping the  | `compact` |
-| order of what it keeps and making history smaller, splitting no tool pair     |           |
+| order of what it keeps and the latest message, editing nothing anyone said    |           |
 | separates a tool call from its result or answers a call twice, otherwise      | `abort`   |
 | changes consumed messages in any other way (edits, reorders, inserts)        | `defer`   |
 
 `patch` is applied now. `compact` is applied as a new window, in whole tool-pair units, with a marker where
-messages were elided (`RewriteDecision.history`, see `compaction_of` in `_compaction`): a trim or a summary of the
-front of history that splits a pair is applied with its cut moved to where none is split. `defer` keeps the old prefix and holds the rewrite until the next window
-boundary, where the cache is paid for anyway ([`apply_rewrite`][pydantic_ai_append.guard.apply_rewrite] keeps it in
-`ConsumedHistory.deferred` for [`open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]; the caller may
-instead apply it as whole-pair compaction). `abort` keeps the old prefix and drops the rewrite. A rewrite the model asked for is judged the same way: it is never trusted
+messages were elided (`RewriteDecision.history`, see `compaction_of` in `_compaction`): one that elides a single
+run of messages and splits a pair at its edge is applied with the edge moved to a whole-pair cut, and one that comes
+to nothing once cut that way is a `patch` that sends the history as it was. `defer` keeps the old prefix and holds
+the rewrite until the next window boundary, where the cache is paid for anyway
+([`apply_rewrite`][pydantic_ai_append.guard.apply_rewrite] keeps it in `ConsumedHistory.deferred` for
+[`open_next`][pydantic_ai_append.guard.ConsumedHistory.open_next]). `abort` keeps the old prefix and drops the
+rewrite. A rewrite the model asked for is judged the same way: it is never trusted
 because the model asked ([`self_edit`][pydantic_ai_append.guard.self_edit]).
 
 Only problems the rewrite makes count: a history that already had an orphan doesn't make every later rewrite

@@ -78,8 +78,10 @@ def caught_warnings(run: Any) -> list[str]:
     return [f'{type(w.message).__name__}: {str(w.message).split(":")[0]}' for w in caught]
 
 
-def clear_results_at_step(step: int) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
-    """A processor that, at its `step`-th request only, clears every earlier tool result in place."""
+def edit_in_place_at_step(
+    step: int, kind: type[ToolReturnPart | UserPromptPart], edit: Callable[[Any], object]
+) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
+    """A processor that, at its `step`-th request only, edits the content of every earlier part of `kind` in place."""
     steps = {'n': 0}
 
     def edit_once(messages: list[ModelMessage]) -> list[ModelMessage]:
@@ -87,27 +89,21 @@ def clear_results_at_step(step: int) -> Callable[[list[ModelMessage]], list[Mode
         if steps['n'] == step:
             for message in messages[:-1]:
                 for part in message.parts:
-                    if isinstance(part, ToolReturnPart):
-                        cast('Any', part).content = '[cleared]'
+                    if isinstance(part, kind):
+                        cast('Any', part).content = edit(part.content)
         return messages
 
     return edit_once
+
+
+def clear_results_at_step(step: int) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
+    """A processor that, at its `step`-th request only, clears every earlier tool result in place."""
+    return edit_in_place_at_step(step, ToolReturnPart, lambda content: '[cleared]')
 
 
 def annotate_prompts_at_step(step: int) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
     """A processor that, at its `step`-th request only, adds a note to every earlier prompt in place: an edit."""
-    steps = {'n': 0}
-
-    def edit_once(messages: list[ModelMessage]) -> list[ModelMessage]:
-        steps['n'] += 1
-        if steps['n'] == step:
-            for message in messages[:-1]:
-                for part in message.parts:
-                    if isinstance(part, UserPromptPart):
-                        cast('Any', part).content = f'{part.content} (noted)'
-        return messages
-
-    return edit_once
+    return edit_in_place_at_step(step, UserPromptPart, lambda content: f'{content} (noted)')
 
 
 def compact_then_drop_calls(messages: list[ModelMessage]) -> list[ModelMessage]:
