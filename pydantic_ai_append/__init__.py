@@ -8,13 +8,16 @@ The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (th
 `pydantic_ai_append.testing` (checking what an agent sends). The modules behind it, by concept (all private):
 
 - `_capability`: [`AppendInstructions`][pydantic_ai_append.AppendInstructions]: options, blocks, hooks.
-- `_request`: one model request: blocks resolved, records stored, prefix and changes sent.
-- `_window`: which prefix a request is sent with and which changes it delivers (pure).
+- `_blocks`: the instruction blocks of one request, the capability's own and the ones it routes by id.
+- `_request`: one model request: window read, changes recorded, prefix and history sent.
+- `_suspended`: a turn the provider suspended, resumed as it was started.
+- `_window`: what the model holds of each block, and which prefix and changes a request gets (pure).
 - `_records`: the record types a window leaves in history.
 - `_encoding`: how a record is stored: versioned, checked, optionally signed.
-- `_history`: where records travel in history (carriers), how they are found, and how they are stripped.
-- `_rendering`: the exact text of every element on the wire, one renderer per delivery path.
-- `_delivery`: which delivery path a model takes (inline, or `<system>`-wrapped) and the wording it gets.
+- `_history`: where records travel in history (carriers), how they are found, read back and stripped.
+- `_rendering`: the exact text of every element on the wire, the same on every delivery path.
+- `_diff`: the unified-diff hunks of a changed block, and applying them.
+- `_lookalikes`: notes beside user or tool text that imitates the package's elements.
 - `_presets`: the presets of `append_ids`, such as `HARNESS_BLOCKS`.
 - `_cache`: the process-wide caches' storage, bounded by memory and safe between threads.
 - `_spec`: what a spec entry (YAML, JSON) may say, for `AppendInstructions` and `PrefixGuard`.
@@ -34,7 +37,8 @@ from ._records import (
     InstructionDigest,
     InstructionRecord,
 )
-from ._request import BlockFunc, ChangePolicy, UnaddressableBlockWarning, UnmatchedRouteWarning, WindowObserver
+from ._blocks import BlockFunc, ChangePolicy, UnaddressableBlockWarning, UnmatchedRouteWarning
+from ._request import WindowObserver
 
 __all__ = (
     'HARNESS_BLOCKS',

@@ -1,14 +1,13 @@
 """The process-wide caches' storage: bounded by memory as well as by entry count, and safe to share between threads.
 
-The plugin keeps a few caches for the whole process, because the same history objects come back on every request
-of a conversation: records decoded from their stored dicts, and the rendered text of each change. One agent
-serves many conversations at once, in asyncio tasks and in threads, so each cache is shared by all of them.
+The package keeps a few caches for the whole process (the texts of the blocks the model was sent, the guard's and
+the verifier's per-conversation state). One agent serves many conversations at once, in asyncio tasks and in
+threads, so each cache is shared by all of them.
 
 Each cache holds at most `max_entries` entries and about `max_bytes` of the values it keeps (sizes as
 `sys.getsizeof` gives them, summed over the strings an entry holds, the key's included where the entry keeps
 them alive). When either bound is passed, the entries inserted first are dropped first (a hit doesn't renew an
-entry: a window delivers all of its changes on every request, so use order and insertion order agree); a value
-larger than `max_bytes` on its own is computed every time and never kept.
+entry); a value larger than `max_bytes` on its own is never kept.
 Lookups take no lock (a `dict` read is atomic); insertions and evictions take one, so two threads evicting at once
 never drop the same entry twice. Every cache made with a `name` is listed by `process_caches`, so a test (or an
 operator) can see what the process holds.
@@ -19,10 +18,10 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
-from typing import Any, Generic, TypeVar, cast
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
-__all__ = ('BoundedCache', 'content_key', 'process_caches', 'size_of')
+__all__ = ('BoundedCache', 'process_caches', 'size_of')
 
 KeyT = TypeVar('KeyT')
 ValueT = TypeVar('ValueT')
@@ -31,64 +30,6 @@ ValueT = TypeVar('ValueT')
 def size_of(texts: Iterable[str | None]) -> int:
     """The memory the given strings take, as `sys.getsizeof` counts it (`None` counts nothing)."""
     return sum(sys.getsizeof(text) for text in texts if text is not None)
-
-
-_FLAT = frozenset({str, int, type(None)})
-"""The value types a flat mapping's content key holds as they are, with its types alongside."""
-
-
-class _Uncacheable(Exception):
-    """A value whose content `content_key` can't express: it is never kept."""
-
-
-def content_key(value: object) -> Hashable | None:
-    """A hashable value equal for two JSON-able values only if their contents are the same, types included.
-
-    Caches of what is derived from a stored dict (a record's check, its decoding) are keyed by this, never by the
-    dict's identity: a dict edited in place gets another key, so what was derived from it before is not reused.
-    Types are part of the key because `1`, `1.0` and `True` compare equal but encode differently. A flat mapping of
-    strings, integers and `None` (what a change record is) is keyed at the cost of three tuples; anything else is
-    walked. `None` for a value that isn't made of dicts with string keys, lists, strings, numbers, booleans and
-    `None`: it is never cached.
-
-    ```python
-    from pydantic_ai_append._cache import content_key
-
-    print(content_key({'v': 1}) == content_key({'v': 1}), content_key({'v': 1}) == content_key({'v': True}))
-    #> True False
-    ```
-    """
-    if type(value) is dict:
-        mapping = cast('dict[object, object]', value)
-        values = tuple(mapping.values())
-        types = tuple(map(type, values))
-        if _FLAT.issuperset(types) and _KEYS.issuperset(map(type, mapping)):
-            return (tuple(mapping), values, types)
-    try:
-        return _walked(cast('object', value))
-    except (_Uncacheable, RecursionError):
-        # Nested past what the interpreter walks (or holding itself): no JSON load gives that, so it isn't kept.
-        return None
-
-
-_KEYS = frozenset({str})
-_SCALARS = frozenset({int, float, bool})
-
-
-def _walked(value: object) -> Hashable:
-    kind = type(value)
-    if kind is str or value is None:
-        return cast('Hashable', value)
-    if kind in _SCALARS:
-        return (kind, value)
-    if kind is list:
-        return (list, tuple(_walked(item) for item in cast('list[object]', value)))
-    if kind is dict:
-        mapping = cast('dict[object, object]', value)
-        if not _KEYS.issuperset(map(type, mapping)):
-            raise _Uncacheable
-        return (dict, tuple((name, _walked(item)) for name, item in mapping.items()))
-    raise _Uncacheable
 
 
 class BoundedCache(Generic[KeyT, ValueT]):

@@ -32,22 +32,13 @@ from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
-from ._delivery import delivered_inline, prepare_attempt, reword
-from ._history import opens_window, scan
+from ._blocks import BlockFunc, Blocks, ChangePolicy, OwnBlock, takes_run_context
+from ._history import opens_window
 from ._presets import BlockPreset
-from ._rendering import SUPERSESSION_SENTENCE
-from ._request import (
-    BlockFunc,
-    ChangePolicy,
-    OwnBlock,
-    RequestSettings,
-    WindowObserver,
-    handle_request,
-    takes_run_context,
-)
+from ._request import RequestSettings, WindowObserver, handle_request
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
+from ._suspended import Resumed, resume_turn, resumed_window
 from ._transport import conversation_scope
-from ._window import WindowState, fold_window
 
 __all__ = ('AppendInstructions',)
 
@@ -126,7 +117,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     _warned: set[str] = field(default_factory=set[str], init=False, repr=False)
     """The ids already warned about as matching no block, so each is warned once per capability."""
 
-    _resumed: WindowState | None = field(default=None, init=False, repr=False)
+    _resumed: Resumed | None = field(default=None, init=False, repr=False)
     """Per run: the window of the suspended turn the run resumes, as the run's history had it at the start."""
 
     def __post_init__(self) -> None:
@@ -310,11 +301,11 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         messages = ctx.messages
         if not messages or not isinstance(last := messages[-1], ModelResponse) or last.state != 'suspended':
             return self
-        state = fold_window(scan(messages, key=self._key, conversation_id=ctx.conversation_id))
-        if state.baseline is None:
+        resumed = resumed_window(messages, key=self._key, conversation_id=ctx.conversation_id)
+        if resumed is None:
             return self
         run = copy.copy(self)
-        run._resumed = state
+        run._resumed = resumed
         return run
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
@@ -325,35 +316,10 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """Send the window's prefix, record this request's changes, and deliver the window's changes."""
-        settings = RequestSettings(
-            owner=self,
-            source_id=self._source_id,
-            blocks=self._blocks,
-            append_ids=self._routed,
-            named=self._named,
-            warned=self._warned,
-            key=self._key,
-            verifier=self.verifier,
-            resumed=self._resumed,
-        )
+        """Send the window's prefix, record this request's changes, and send history as the window has it."""
+        blocks = Blocks(self._source_id, self._blocks, self._routed, self._named, self._warned)
+        settings = RequestSettings(owner=self, blocks=blocks, key=self._key, verifier=self.verifier)
+        messages = request_context.messages
+        if not messages or not isinstance(messages[-1], ModelRequest):
+            return resume_turn(settings, ctx, request_context, self._resumed)
         return await handle_request(settings, ctx, request_context)
-
-    async def prepare_model_request(
-        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
-    ) -> ModelRequestContext:
-        """Word the changes for the model about to serve this attempt, which may not be the step's model.
-
-        Pydantic AI calls this once per attempt on releases that have it (the `ModelFallback` capability switches
-        models between attempts); older releases don't, and the step's model serves every attempt. An attempt on the
-        path `before_model_request` delivered the changes on has them in its wording already, and they are left as
-        they are.
-        """
-        if any(
-            part.content == SUPERSESSION_SENTENCE
-            for part in request_context.model_request_parameters.instruction_parts or []
-        ):
-            renderer = prepare_attempt(request_context, tagged=True)
-            if delivered_inline(request_context) is not renderer.inline:
-                request_context.messages = reword(list(request_context.messages), inline=renderer.inline)
-        return request_context

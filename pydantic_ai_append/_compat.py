@@ -10,8 +10,8 @@
   no announcement and ignores the setting.
 - Newer releases deprecate `RetryPromptPart` (the part a retry belongs to carries it instead) but still put it
   in histories; 2.58 has no replacement. The guard must recognise it on both.
-- Newer releases call the per-attempt hook `prepare_model_request`; 2.58 never does, which needs no code here:
-  an extra hook that is never called is harmless.
+- 2.68 and later put a note beside text from a user or a tool that imitates `<system>`
+  (`CORE_NOTES_SYSTEM_LOOKALIKES`); older releases don't, and the plugin notes those itself.
 """
 
 from __future__ import annotations
@@ -29,9 +29,28 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
-from ._cache import BoundedCache, size_of
+__all__ = (
+    'CORE_NOTES_SYSTEM_LOOKALIKES',
+    'ask_for_framing_announcement',
+    'in_prefix',
+    'instruction_id',
+    'native_policy',
+    'retried_call',
+)
 
-__all__ = ('ask_for_framing_announcement', 'in_prefix', 'instruction_id', 'native_policy', 'retried_call')
+
+def _core_notes_system_lookalikes() -> bool:
+    # Private, and read only here: no public name says whether the release notes lookalikes. A test fails when the
+    # release that has them no longer has this name.
+    try:
+        from pydantic_ai import _framing  # pyright: ignore[reportPrivateUsage]
+    except ImportError:
+        return False
+    return hasattr(_framing, 'lookalike_frame_note')
+
+
+CORE_NOTES_SYSTEM_LOOKALIKES = _core_notes_system_lookalikes()
+"""Whether this release of Pydantic AI puts its own note beside user or tool text that imitates `<system>`."""
 
 
 def native_policy(part: InstructionPart) -> str:
@@ -52,25 +71,7 @@ def in_prefix(params: ModelRequestParameters, part: InstructionPart) -> bool:
 
 
 def instruction_id(text: str) -> InstructionId:
-    """The `InstructionId` an id string names, such as `'capability:todos:state'` or `'agent:memory'`.
-
-    An `InstructionId` is frozen, so the one made for an id is kept (by the id's text) and given again: every request
-    names each block of its prefix.
-    """
-    if type(text) is not str:
-        # A subclass may compare or hash unlike its text, which would make the cache give another id.
-        return _parsed_id(text)
-    if (key := _IDS.get(text)) is None:
-        key = _parsed_id(text)
-        _IDS.put(text, key, size=size_of([text]) * 3)
-    return key
-
-
-_IDS = BoundedCache[str, InstructionId](max_entries=4096, max_bytes=4 * 1024 * 1024, name='instruction ids')
-"""The `InstructionId` of each id string `instruction_id` was given."""
-
-
-def _parsed_id(text: str) -> InstructionId:
+    """The `InstructionId` an id string names, such as `'capability:todos:state'` or `'agent:memory'`."""
     namespace, _, rest = text.partition(':')
     if namespace == 'agent':
         return InstructionId(AgentInstructionSource(), name=rest or None)

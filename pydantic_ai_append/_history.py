@@ -1,29 +1,37 @@
-"""Records in message history: where they travel, how they are found, and how they are taken out.
+"""Records in message history: where they travel, how they are found, read back, and taken out.
 
-Pydantic AI's union of request parts is closed, so a plugin can't add part types of its own. Each record
-travels instead in the `metadata` of an empty [`SystemPromptPart`][pydantic_ai.messages.SystemPromptPart]
-(a *carrier*), under the plugin's own key. Part metadata is the one place that survives everything Pydantic AI
-does to history: JSON round trips through `ModelMessagesTypeAdapter`, durable execution, and the merging of
-consecutive requests, which drops request-level metadata. Carriers are never sent as they are: the capability
-takes them out of each outgoing request and puts the rendered text of the window's changes in their place.
+Pydantic AI's union of request parts is closed, so a plugin can't add part types of its own. Each record travels
+instead in the `metadata` of a [`SystemPromptPart`][pydantic_ai.messages.SystemPromptPart] (a *carrier*), under the
+plugin's own key: part metadata survives JSON round trips, durable execution and the merging of consecutive
+requests. A change's carrier holds the element it sends as its text, so Pydantic AI sends it as stored, on every
+later request, as the same object. A baseline's carrier is empty, and never sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import NamedTuple
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple, cast
 
-from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, SystemPromptPart
+from pydantic_ai.messages import (
+    CompactionPart,
+    ModelMessage,
+    ModelRequest,
+    SystemPromptPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 
-from ._encoding import DecodedRecord, decode_record, encode_record
-from ._patch import rebuild
-from ._records import InstructionDeltaPart, InstructionRecord, StoredDiff, UnreadableRecord
+from ._diff import apply_hunks, diff_hunks
+from ._encoding import Change, StoredDiff, Unreadable, decode_record
+from ._records import InstructionBaselinePart, InstructionDeltaPart, InstructionRecord, content_hash
+from ._rendering import change_value
 
 __all__ = (
+    'COMPACTED',
     'RECORD_KEY',
-    'Compaction',
-    'Located',
+    'Found',
+    'Scan',
     'carrier',
     'instruction_records',
     'is_carrier',
@@ -35,101 +43,79 @@ __all__ = (
 RECORD_KEY = 'pydantic_ai_append'
 """The key of a carrier's `metadata` that holds a record."""
 
-_BASELINE_KIND = 'baseline'
-"""The `kind` a stored baseline record has (see `_encoding`)."""
-
-
-def carrier(
-    record: InstructionRecord, *, key: bytes | None = None, conversation_id: str | None = None
-) -> SystemPromptPart:
-    """The empty system prompt part that stores `record` in history."""
-    return SystemPromptPart(
-        content='', metadata={RECORD_KEY: encode_record(record, key=key, conversation_id=conversation_id)}
-    )
-
-
-def is_carrier(part: object) -> bool:
-    """Whether `part` is a carrier of this plugin's records, readable or not, or what is left of one.
-
-    Some UI adapters drop part metadata on the way through a client, which leaves a carrier an empty system
-    prompt with no record. That remnant says nothing, so it is treated as a carrier that delivers nothing.
-    """
-    return isinstance(part, SystemPromptPart) and _stored(part) is not _NOT_CARRIED
-
+COMPACTED = object()
+"""What `Found.stored` is for a compaction, which ends any window before it."""
 
 _NOT_CARRIED = object()
-"""What `_stored` returns for a system prompt part that is not a carrier."""
+
+
+class Found(NamedTuple):
+    """A carrier (or a compaction) in history, where it was found, and what it stores."""
+
+    message_index: int
+    part_index: int
+    part: SystemPromptPart | None
+    """The carrier; `None` for a compaction."""
+    stored: Any
+    """What the carrier's metadata holds (`None` for a carrier whose metadata was dropped), or `COMPACTED`."""
+
+
+def carrier(text: str, stored: dict[str, Any]) -> SystemPromptPart:
+    """The system prompt part that sends `text` (empty for a baseline) and stores the record `stored`."""
+    return SystemPromptPart(content=text, metadata={RECORD_KEY: stored})
 
 
 def _stored(part: SystemPromptPart) -> object:
-    """What a carrier stores (`None` for a remnant), or `_NOT_CARRIED` if `part` is not a carrier."""
     metadata = part.metadata
-    if part.content:
-        # A carrier is empty: a system prompt with text of its own is the user's, kept as it is, whatever its
-        # metadata says (a record planted on it is not read).
-        return _NOT_CARRIED
-    if metadata is None or RECORD_KEY not in metadata:
-        return None if not metadata else _NOT_CARRIED
-    return metadata[RECORD_KEY]
+    if metadata and RECORD_KEY in metadata:
+        return metadata[RECORD_KEY]
+    # What a UI adapter that drops metadata leaves of a carrier: an empty system prompt, or a change's element alone.
+    if not metadata and (not part.content or part.content.startswith(_ELEMENTS)):
+        return None
+    return _NOT_CARRIED
 
 
-class Located(NamedTuple):
-    """A record found in history, with where it was found.
-
-    A named tuple rather than a frozen dataclass because every request builds one for each record in history,
-    and a tuple is built at a fraction of the cost.
-    """
-
-    message_index: int
-    """The index of the request that carries it."""
-
-    part_index: int
-    """The index of the carrier among that request's parts."""
-
-    record: DecodedRecord
-    """What the carrier holds: a change stored as its diff is rebuilt only when the window is folded."""
+_ELEMENTS = ('<context id="', '<context-diff id="')
 
 
-@dataclass(frozen=True)
-class Compaction:
-    """A point in history where earlier turns were compacted, which ends any window before it."""
-
-    message_index: int
-    """The index of the message that holds the compaction."""
+def is_carrier(part: object) -> bool:
+    """Whether `part` carries one of this plugin's records, readable or not, or is what is left of a carrier."""
+    return isinstance(part, SystemPromptPart) and _stored(part) is not _NOT_CARRIED
 
 
-def scan(
-    messages: Sequence[ModelMessage],
-    *,
-    key: bytes | None = None,
-    conversation_id: str | None = None,
-    start: int = 0,
-    stop: int | None = None,
-) -> Iterator[Located | Compaction]:
-    """Every record and compaction in `messages`, in history order, in one pass without rendering.
+class Scan(NamedTuple):
+    """What a request's history holds for the window: its carriers and compactions, and where lookalikes may be."""
 
-    Records are checked against `conversation_id` only when they are signed (`key` given): an unsigned record could
-    be rewritten whole, so binding it to a conversation would prove nothing. With `start` and `stop`, only the
-    messages at those indexes are read (what is found keeps its index in `messages`).
-    """
-    if key is None:
-        conversation_id = None
-    # This runs on every request over the whole history: one type check for each part, and work only for system
-    # prompts and compactions. Records are yielded rather than listed, so each is dropped as soon as it is folded.
-    for message_index in range(start, len(messages) if stop is None else stop):
-        message = messages[message_index]
-        request = isinstance(message, ModelRequest)
-        for part_index, part in enumerate(message.parts):
-            if isinstance(part, SystemPromptPart):
-                if request and (stored := _stored(part)) is not _NOT_CARRIED:
-                    record = (
-                        decode_record(stored, key=key, conversation_id=conversation_id)
-                        if stored is not None
-                        else UnreadableRecord("the record was dropped from its part's metadata")
-                    )
-                    yield Located(message_index, part_index, record)
-            elif isinstance(part, CompactionPart):
-                yield Compaction(message_index)
+    found: list[Found]
+    """Every carrier and compaction, in history order."""
+
+    suspects: list[int]
+    """The requests with a user prompt or tool return whose text may imitate an element: anything but ASCII text
+    without a `<`."""
+
+
+def scan(messages: Sequence[ModelMessage]) -> Scan:
+    """Every carrier and compaction in `messages`, and the requests that may hold lookalikes, without reading any
+    record."""
+    found: list[Found] = []
+    suspects: list[int] = []
+    # This runs on every request over the whole history: a type check per part, and a look at the text of the user
+    # prompts and tool returns.
+    for message_index, message in enumerate(messages):
+        if isinstance(message, ModelRequest):
+            suspect = False
+            for part_index, part in enumerate(message.parts):
+                kind = type(part)
+                if kind is UserPromptPart or kind is ToolReturnPart:
+                    content = cast('UserPromptPart', part).content
+                    suspect = suspect or type(content) is not str or '<' in content or not content.isascii()
+                elif isinstance(part, SystemPromptPart) and (stored := _stored(part)) is not _NOT_CARRIED:
+                    found.append(Found(message_index, part_index, part, stored))
+            if suspect:
+                suspects.append(message_index)
+        elif any(isinstance(part, CompactionPart) for part in message.parts):
+            found.append(Found(message_index, -1, None, COMPACTED))
+    return Scan(found, suspects)
 
 
 def instruction_records(
@@ -137,9 +123,8 @@ def instruction_records(
 ) -> list[InstructionRecord]:
     """The window records in a message history, in history order, leaving out any that can't be read.
 
-    A change stored as its diff is given with its text, rebuilt from the text the records before it give the block;
-    one that can't be rebuilt from them (its base was trimmed from history, or it doesn't rebuild the text its digest
-    names) is left out, as the capability would not deliver it.
+    A change sent as a diff is given with its text, rebuilt from the text the records before it give the block; one
+    that can't be rebuilt from them (its base was trimmed from history) is left out, as it can't be trusted.
 
     ```python
     from pydantic_ai_append import instruction_records
@@ -157,25 +142,46 @@ def instruction_records(
     """
     key = signing_key.encode() if isinstance(signing_key, str) else signing_key
     records: list[InstructionRecord] = []
-    # Each block's text and digest as the records so far give it. A rebuilt change is checked against the digests
-    # it stores, so following the records without the window's rules can't give a wrong text, only leave one out.
-    held: dict[str, tuple[str | None, str | None]] = {}
-    for found in scan(messages, key=key, conversation_id=conversation_id):
-        if not isinstance(found, Located) or isinstance(found.record, UnreadableRecord):
+    held: dict[str, str | None] = {}
+    for found in scan(messages).found:
+        if found.part is None:
             continue
-        record = found.record
-        if isinstance(record, StoredDiff):
-            rebuilt = rebuild(record, *held.get(record.id, (None, None)))
-            if isinstance(rebuilt, str):
-                held.pop(record.id, None)
-                continue
-            record = rebuilt
-        if isinstance(record, InstructionDeltaPart):
-            held[record.id] = (record.content, record.content_hash)
-        else:
-            held = {block.id: (block.content, block.content_hash) for block in record.blocks}
-        records.append(record)
+        record = decode_record(
+            found.stored, found.part.content, key=key, conversation_id=conversation_id if key else None
+        )
+        if isinstance(record, InstructionBaselinePart):
+            held = {block.id: block.content for block in record.blocks}
+            records.append(record)
+            continue
+        delta = _delta(record, found.part.content, held)
+        if delta is None:
+            if not isinstance(record, Unreadable):
+                held.pop(cast('Change | StoredDiff | InstructionDeltaPart', record).id, None)
+            continue
+        held[delta.id] = delta.content
+        records.append(delta)
     return records
+
+
+def _delta(record: object, text: str, held: dict[str, str | None]) -> InstructionDeltaPart | None:
+    """The change `record` makes, with its value, given each block's value before it; `None` if it can't be read."""
+    if isinstance(record, InstructionDeltaPart):
+        return record
+    if isinstance(record, StoredDiff):
+        base = held.get(record.id)
+        content = apply_hunks(base, record.diff) if base is not None else None
+        if content is None or content_hash(content) != record.content_hash:
+            return None
+        return InstructionDeltaPart(id=record.id, content=content, base_hash=record.base_hash, diff=record.diff)
+    if not isinstance(record, Change):
+        return None
+    previous = held.get(record.id)
+    value = change_value(record.id, text, previous)
+    if isinstance(value, ValueError):
+        return None
+    diffed = previous is not None and value is not None and text.startswith('<context-diff')
+    diff = diff_hunks(cast('str', previous), cast('str', value)) if diffed else None
+    return InstructionDeltaPart(id=record.id, content=value, base_hash=record.base, diff=diff)
 
 
 def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -183,7 +189,7 @@ def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
 
     A client that sends history back (a browser, a UI adapter) can forge records. Stripping them makes the
     next request open a new window from the current values, which costs one cache miss and trusts nothing
-    the client sent.
+    the client sent. The changes' texts go with their records.
 
     The instructions each request records are taken out too: a client can forge them as well, and Pydantic AI
     sends a request's recorded instructions again when it resumes a turn the provider suspended. A suspended turn
@@ -211,11 +217,10 @@ def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
 
 
 def opens_window(request: ModelRequest) -> bool:
-    """Whether `request` carries a baseline: the record [`AppendInstructions`][pydantic_ai_append.AppendInstructions]
-    stores on a request that opens a new window (or ends one), whose prefix may differ from the request before.
+    """Whether `request` carries a baseline, the record a request that opens (or ends) a window stores.
 
     The record is recognised by its kind alone, without checking its integrity or signature: it only tells the
-    guard that the prefix was meant to move there, and is never delivered on the strength of this.
+    guard that the prefix was meant to move there, and is never sent on the strength of this.
 
     ```python
     from pydantic_ai.messages import ModelRequest
@@ -226,9 +231,9 @@ def opens_window(request: ModelRequest) -> bool:
     #> False
     ```
     """
-    for part in request.parts:
-        if isinstance(part, SystemPromptPart):
-            stored = _stored(part)
-            if isinstance(stored, dict) and stored.get('kind') == _BASELINE_KIND:  # pyright: ignore[reportUnknownMemberType]
-                return True
-    return False
+    return any(
+        isinstance(part, SystemPromptPart)
+        and isinstance(stored := _stored(part), dict)
+        and cast('dict[str, Any]', stored).get('kind') == 'baseline'
+        for part in request.parts
+    )

@@ -1,11 +1,7 @@
 """The records a window leaves in message history: what a prefix was made of, and each change after it.
 
-Records hold content, never rendered text, so each model renders them in its own wording. They are read back
-with [`instruction_records`][pydantic_ai_append.instruction_records]; how they are stored is in `_history` and
-`_encoding`.
-
-A change stored as a diff keeps the diff and the digests of the text before and after it, not the new text: the
-new text is rebuilt from the text the window holds for the block when the window is folded (see `_patch`).
+They are read back with [`instruction_records`][pydantic_ai_append.instruction_records]; how they are stored is in
+`_history` and `_encoding`.
 
 The same-named Pydantic AI classes (2.59 and later, in `pydantic_ai.messages`) are a different thing: those are
 request parts of Pydantic AI's own append mode, in its part union and serialized as parts. These are the
@@ -15,7 +11,6 @@ an instance of the other, and the plugin never reads or writes Pydantic AI's.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -26,10 +21,7 @@ __all__ = (
     'InstructionDeltaPart',
     'InstructionDigest',
     'InstructionRecord',
-    'StoredDiff',
-    'UnreadableRecord',
     'content_hash',
-    'rebuilt_change',
 )
 
 
@@ -61,8 +53,7 @@ class InstructionBlock:
     content: str | None
     """The block's text, or `None` while it is withdrawn."""
 
-    # Kept once computed: decoded records are kept too, and every request's window fold reads it.
-    @functools.cached_property
+    @property
     def content_hash(self) -> str | None:
         """The digest of `content`, or `None` while the block is withdrawn."""
         return content_hash(self.content) if self.content is not None else None
@@ -137,13 +128,12 @@ class InstructionBaselinePart:
     """The ids of the blocks Pydantic AI's own append mode (2.59 and later) owned when the window opened, so a
     block that moves between the two mechanisms opens a new window. Empty in records written before it existed."""
 
-    # Kept once computed, as `content_hash` is: every request of a window reads both from its decoded baseline.
-    @functools.cached_property
+    @property
     def blocks(self) -> tuple[InstructionBlock, ...]:
         """The append-mode blocks, in prefix order."""
         return tuple(block for block in self.instructions if isinstance(block, InstructionBlock))
 
-    @functools.cached_property
+    @property
     def digests(self) -> tuple[InstructionDigest, ...]:
         """The digests of every other block, in prefix order."""
         return tuple(block for block in self.instructions if isinstance(block, InstructionDigest))
@@ -171,94 +161,24 @@ class InstructionDeltaPart:
     """The id of the block that changed."""
 
     content: str | None
-    """The block's new text, or `None` if it was withdrawn.
-
-    A change with a `diff` is stored without it (record format 2): history keeps the diff and the digest of the
-    new text, and the text is rebuilt from the one the window held before the change whenever the change is read
-    back, by the capability or by [`instruction_records`][pydantic_ai_append.instruction_records]. So it is always
-    there on a record you are given."""
+    """The block's new text, or `None` if it was withdrawn. A change sent as a diff is stored without it, and rebuilt
+    from the text before it when read back."""
 
     base_hash: str | None
     """The digest of the text the change replaces, or `None` if the block had no text before."""
 
     diff: str | None = None
-    """The change as unified-diff hunks against the replaced text, when that was shorter than the full text.
-
-    Computed once, when the change is recorded, so later requests never diff again and the bytes of a past
-    change can't move with the diff algorithm. Stored in place of `content`, which it rebuilds."""
+    """The change as unified-diff hunks against the replaced text, when it was sent as a `<context-diff>`."""
 
     @property
     def withdrawn(self) -> bool:
         """Whether the change withdraws the block."""
         return self.content is None
 
-    # Kept once computed: decoded records are kept too, and every request's window fold reads it.
-    @functools.cached_property
+    @property
     def content_hash(self) -> str | None:
         """The digest of `content`, or `None` for a withdrawal."""
         return content_hash(self.content) if self.content is not None else None
-
-
-def rebuilt_change(*, id: str, content: str, content_hash: str, base_hash: str, diff: str) -> InstructionDeltaPart:
-    """The change a `StoredDiff` records, once its text is rebuilt and found to have the digest `content_hash`.
-
-    The digest is kept as the record's `content_hash` rather than computed again: the caller has just checked it,
-    and the text may be megabytes long.
-    """
-    delta = InstructionDeltaPart(id=id, content=content, base_hash=base_hash, diff=diff)
-    # `content_hash` is a cached property, which keeps its value in the instance's `__dict__`: setting that entry
-    # is what the property does itself on first use, and a frozen dataclass only blocks `setattr`.
-    vars(delta)['content_hash'] = content_hash
-    return delta
-
-
-@dataclass(frozen=True)
-class StoredDiff:
-    r"""A change as record format 2 stores it: a diff and the digests around it, without the block's new text.
-
-    It is what reading history gives before the window is folded; folding rebuilds the text by applying `diff`
-    to the text the window holds for the block, checks the result against `content_hash`, and delivers an
-    [`InstructionDeltaPart`][pydantic_ai_append.InstructionDeltaPart] with it. A change that can't be rebuilt
-    that way (the text it was taken against isn't the one the window holds, or the result has another digest) is
-    read like an unreadable record: the window can't be continued, and nothing of it is delivered.
-
-    ```python
-    from pydantic_ai_append._patch import rebuild
-    from pydantic_ai_append._records import StoredDiff, content_hash
-
-    stored = StoredDiff(
-        id='capability:todos:state',
-        base_hash=content_hash('a\nb\nc'),
-        diff='@@ -1,3 +1,3 @@\n a\n-b\n+B\n c',
-        content_hash=content_hash('a\nB\nc'),
-    )
-    print(repr(rebuild(stored, 'a\nb\nc', content_hash('a\nb\nc')).content))
-    #> 'a\nB\nc'
-    ```
-    """
-
-    id: str
-    """The id of the block that changed."""
-
-    base_hash: str
-    """The digest of the text the diff applies to."""
-
-    diff: str
-    """The change as unified-diff hunks against that text."""
-
-    content_hash: str
-    """The digest of the text the diff makes of it."""
-
-
-@dataclass(frozen=True)
-class UnreadableRecord:
-    """A carrier whose record this version can't trust: newer, malformed, or failing its integrity check.
-
-    It is never delivered; a window that contains one can't be continued.
-    """
-
-    reason: str
-    """Why the record can't be read, for logs."""
 
 
 InstructionRecord: TypeAlias = InstructionBaselinePart | InstructionDeltaPart

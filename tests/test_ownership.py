@@ -69,7 +69,9 @@ def test_a_routed_block_absent_from_the_first_request_is_delivered_as_a_change()
     assert chat.seen[1].messages[-1] == snapshot("""\
 user: <system><context id="agent:memory">
 likes tea
-</context></system>\
+</context>
+
+Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.</system>\
 """)
 
 

@@ -75,11 +75,7 @@ def test_preset_entries_that_match_nothing_are_not_warned_about():
             )
         ]
     )
-    assert chat.last.instructions == snapshot("""\
-Be brief.
-
-Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.\
-""")
+    assert chat.last.instructions == snapshot('Be brief.')
 
 
 def test_a_preset_block_that_appears_later_is_a_change_where_the_agent_has_a_window():
@@ -115,7 +111,9 @@ def test_a_preset_block_absent_from_the_first_request_is_held_while_its_capabili
     assert chat.last.messages[-1] == snapshot("""\
 user: <system><context id="capability:sub_agents">
 researcher
-</context></system>\
+</context>
+
+Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.</system>\
 """)
 
 
