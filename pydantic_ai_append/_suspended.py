@@ -21,7 +21,7 @@ from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, Sy
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.fallback import FallbackModel
 
-from ._compat import instruction_id
+from ._compat import ask_for_framing_announcement, instruction_id
 from ._history import scan
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
 from ._rendering import SUPERSESSION_SENTENCE, context_element
@@ -86,8 +86,11 @@ def resume_turn(
         )
     sent = outgoing(messages, window, continues=window.baseline is not None, notes=baseline is not None)
     append(ctx, messages, sent, carriers)
-    if not is_inline(request_context.model) and not isinstance(request_context.model, FallbackModel):
-        sent = [_wrapped(message, leading=index == 0) for index, message in enumerate(sent)]
+    if not is_inline(request_context.model):
+        if baseline is not None:
+            ask_for_framing_announcement(request_context)
+        if not isinstance(request_context.model, FallbackModel):
+            sent = [_wrapped(message, leading=index == 0) for index, message in enumerate(sent)]
     request_context.messages = sent
     if baseline is not None:
         _restore_prefix(request_context, baseline, signed=settings.key is not None)
