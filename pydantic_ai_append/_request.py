@@ -189,7 +189,7 @@ def record_changes(
 def append(
     ctx: RunContext[Any], messages: list[ModelMessage], sent: list[ModelMessage], carriers: list[SystemPromptPart]
 ) -> None:
-    """Store `carriers` on the request that goes into history, and send the changes among them there.
+    """Store `carriers` on the last request of the run's history, and send the changes among them there.
 
     That request is found among `messages` by identity, so a request-only message a hook added after it (a
     reminder) stays after the changes, as it will be gone from the next request. `sent` is what `outgoing` made of
@@ -197,11 +197,12 @@ def append(
     """
     if not carriers:
         return
-    persisted = ctx.messages[-1] if ctx.messages else None
-    index = next((at for at in range(len(messages) - 1, -1, -1) if messages[at] is persisted), len(messages) - 1)
+    persisted = next((message for message in reversed(ctx.messages) if isinstance(message, ModelRequest)), None)
+    requests = [at for at in range(len(messages)) if isinstance(messages[at], ModelRequest)]
+    index = next((at for at in reversed(requests) if messages[at] is persisted), requests[-1])
     shown = [part for part in carriers if part.content]
     before = sent[index]
-    if isinstance(persisted, ModelRequest):
+    if persisted is not None:
         persisted.parts = [*persisted.parts, *carriers]
     if before is persisted:
         if len(shown) < len(carriers):

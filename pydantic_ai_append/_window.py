@@ -227,11 +227,12 @@ def plan_request(window: Window, current: Sequence[CurrentBlock]) -> WindowPlan:
     baseline = window.baseline
     moved = baseline is not None and _changed_owner(baseline, current)
     if baseline is not None and not moved and _continues(baseline, current):
+        values = {block_id: appending.get(block_id) for block_id in dict.fromkeys([*window.state, *appending])}
         changes = tuple(
             (block_id, value)
-            for block_id in dict.fromkeys([*window.state, *appending])
+            for block_id, value in values.items()
             if block_id in window.unsettled
-            or window.state.get(block_id) != (content_hash(value) if (value := appending.get(block_id)) is not None else None)
+            or window.state.get(block_id) != (content_hash(value) if value is not None else None)
         )
         return WindowPlan(None, baseline.blocks, changes, continues=True, opened=None)
     if appending:

@@ -1,16 +1,14 @@
-"""Record formats: a history of format 1 continues its window, and a change stored as its diff is rebuilt or refused.
+"""Record formats: histories of formats 1 and 2 continue their window, and format 3 keeps what each change sent.
 
 `fixtures/record_format_1.json` holds conversations recorded by the last version that wrote only format 1 (every
-change stored with its block's whole new value), with what that version sent on the request after them. Each test
-loads one, runs that request with today's code, and checks the window continues: the same prefix, the same
-changes delivered, nothing moved.
+change stored with its block's whole new value, at commit 1dec542), and `fixtures/record_format_2.json` the same
+conversations recorded by the last version that wrote format 2 (a change with a diff stored as the diff and the
+digests around it, at commit 90e9f4e), each with what that version sent on the request after them. Each test loads
+one, runs that request with today's code, and checks the window continues: the same prefix, the same changes
+delivered, nothing moved, except the one wording this version changed (a withdrawal says on every path that it
+stays in effect). Neither fixture is to be regenerated: run now, the writer would write today's format.
 
-The fixture was written by `python -m tests.test_record_formats` at commit 1dec542; run now, it would write
-today's format, so it is not to be regenerated.
-
-Format 2 stores a change with a diff as the diff and the digests around it; the window rebuilds the text. The tests
-after the fixture's show it rebuilt after a JSON load, and a change that can't be rebuilt (its base trimmed from
-history, or a diff or digest a client edited and resealed) opening a new window without delivering anything of it.
+Format 3 stores a change as the element it sends, beside a record of the digests it follows and leaves.
 """
 
 from __future__ import annotations
@@ -33,7 +31,13 @@ from pydantic_ai_append._records import content_hash
 
 from .conversation import ScriptedModel
 
-FIXTURE = Path(__file__).parent / 'fixtures' / 'record_format_1.json'
+FIXTURES = {format: Path(__file__).parent / 'fixtures' / f'record_format_{format}.json' for format in (1, 2)}
+
+OLD_WITHDRAWAL = 'This context no longer applies.\n'
+WITHDRAWAL = (
+    'This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id '
+    'replaces it.\n'
+)
 
 NOTES = [
     f'{index}. a note about the project, long enough that a one-line edit is sent as a diff' for index in range(30)
@@ -79,7 +83,7 @@ def run_turn(variant: str, history: list[ModelMessage], turn: int) -> tuple[list
     return result.all_messages(), asdict(chat.last)
 
 
-def write_fixture() -> None:  # pragma: no cover - run by hand, once, by the version whose format the fixture keeps
+def write_fixture(path: Path) -> None:  # pragma: no cover - run by hand, once, by the version whose format it keeps
     recorded: dict[str, Any] = {}
     for variant in VARIANTS:
         history: list[ModelMessage] = []
@@ -90,18 +94,21 @@ def write_fixture() -> None:  # pragma: no cover - run by hand, once, by the ver
             'history': ModelMessagesTypeAdapter.dump_python(history, mode='json'),
             'next_request': seen,
         }
-    FIXTURE.parent.mkdir(exist_ok=True)
-    FIXTURE.write_text(json.dumps(recorded, indent=1, ensure_ascii=False) + '\n')
+    path.write_text(json.dumps(recorded, indent=1, ensure_ascii=False) + '\n')
 
 
-def recorded(variant: str) -> tuple[list[ModelMessage], dict[str, Any]]:
-    stored = json.loads(FIXTURE.read_text())[variant]
-    return ModelMessagesTypeAdapter.validate_python(stored['history']), stored['next_request']
+def recorded(format: int, variant: str) -> tuple[list[ModelMessage], dict[str, Any]]:
+    stored = json.loads(FIXTURES[format].read_text())[variant]
+    seen = stored['next_request']
+    seen['messages'] = [line.replace(OLD_WITHDRAWAL, WITHDRAWAL) for line in seen['messages']]
+    return ModelMessagesTypeAdapter.validate_python(stored['history']), seen
 
 
 @pytest.mark.parametrize('variant', VARIANTS)
-def test_a_format_1_history_continues_its_window(variant: str):
-    history, expected = recorded(variant)
+@pytest.mark.parametrize('format', [1, 2])
+def test_a_history_of_an_earlier_format_continues_its_window(format: int, variant: str):
+    history, expected = recorded(format, variant)
+    assert carriers(history, format)
     _, seen = run_turn(variant, history, TURNS + 1)
     assert seen == expected
 
@@ -138,32 +145,35 @@ def carriers(history: list[ModelMessage], version: int) -> list[tuple[int, int]]
 def test_the_fixture_comparison_can_fail():
     # The negative control: the last change to the notes in the fixture edited (and resealed), the next request
     # differs from the recorded one.
-    history, expected = recorded('inline')
+    history, expected = recorded(1, 'inline')
     at = carriers(history, 1)[-2]
     _, seen = run_turn('inline', reseal(history, at, {'content': notes(TURNS) + ' edited'}), TURNS + 1)
     assert seen != expected
 
 
 @pytest.mark.parametrize('variant', VARIANTS)
-def test_a_format_1_history_continued_in_format_2_reloads_and_continues(variant: str):
-    history, expected = recorded(variant)
+@pytest.mark.parametrize('format', [1, 2])
+def test_an_earlier_format_continued_in_format_3_reloads_and_continues(format: int, variant: str):
+    history, expected = recorded(format, variant)
     history, _ = run_turn(variant, history, TURNS + 1)
-    # The notes changed once more on the request after the fixture's, against a value a format 1 record holds.
-    assert len(carriers(history, 2)) == 1
+    # The notes changed once more on the request after the fixture's, as a diff against a value the fixture holds.
+    assert len(carriers(history, 3)) == 2
     loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
     _, seen = run_turn(variant, loaded, TURNS + 2)
     assert seen['instructions'] == expected['instructions']
     assert seen['messages'][: len(expected['messages'])] == expected['messages']
 
 
-def test_a_change_with_a_diff_is_stored_without_its_text_and_rebuilt_after_a_json_load():
+def test_a_change_is_stored_as_the_element_it_sends_and_read_back_after_a_json_load():
     history, first = run_turn('inline', [], 1)
     for turn in range(2, 4):
         history, _ = run_turn('inline', history, turn)
-    assert [sorted(stored(history, at)) for at in carriers(history, 2)] == snapshot(
+    assert [sorted(stored(history, at)) for at in carriers(history, 3)] == snapshot(
         [
-            ['base_hash', 'check', 'diff', 'hash', 'id', 'kind', 'v'],
-            ['base_hash', 'check', 'diff', 'hash', 'id', 'kind', 'v'],
+            ['base', 'check', 'id', 'kind', 'prev', 'state', 'v'],
+            ['base', 'check', 'id', 'kind', 'prev', 'state', 'v'],
+            ['base', 'check', 'id', 'kind', 'prev', 'state', 'v'],
+            ['base', 'check', 'id', 'kind', 'prev', 'state', 'v'],
         ]
     )
     loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
@@ -179,85 +189,74 @@ def test_a_change_with_a_diff_is_stored_without_its_text_and_rebuilt_after_a_jso
     assert sum('<context-diff' in line for line in seen['messages']) == 3
 
 
-def without_turn_2(history: list[ModelMessage]) -> list[ModelMessage]:
-    # A store lost the second turn: the request and the response to it.
-    return [*history[:2], *history[4:]]
+def edited_text(history: list[ModelMessage]) -> list[ModelMessage]:
+    # The last change to the notes rewritten, its record left: the check, which covers the text, fails.
+    at = carriers(history, 3)[-2]
+    message = history[at[0]]
+    assert isinstance(message, ModelRequest)
+    part = message.parts[at[1]]
+    assert isinstance(part, SystemPromptPart)
+    parts = list(message.parts)
+    parts[at[1]] = replace(part, content=part.content.replace('edited on turn 3', 'PLANTED'))
+    return [*history[: at[0]], replace(message, parts=parts), *history[at[0] + 1 :]]
 
 
-def diff_edited(history: list[ModelMessage]) -> list[ModelMessage]:
-    # The last diff's added line rewritten, its digest left: the diff applies, and rebuilds another text.
-    at = carriers(history, 2)[-1]
-    diff = stored(history, at)['diff']
-    assert '\n+9. edited on turn 3' in diff
-    return reseal(history, at, {'diff': diff.replace('\n+9. edited on turn 3', '\n+9. PLANTED')})
-
-
-def diff_not_applying(history: list[ModelMessage]) -> list[ModelMessage]:
-    # A diff whose context is not the text the window holds.
-    return reseal(history, carriers(history, 2)[-1], {'diff': '@@ -1,2 +1,2 @@\n not this\n-line\n+PLANTED'})
-
-
-def digest_edited(history: list[ModelMessage]) -> list[ModelMessage]:
-    # The digest of the value said to be that of a text with a planted line.
-    planted = notes(3).replace('9. edited on turn 3', '9. PLANTED')
-    return reseal(history, carriers(history, 2)[-1], {'hash': content_hash(planted)})
-
-
-def base_edited(history: list[ModelMessage]) -> list[ModelMessage]:
-    return reseal(history, carriers(history, 2)[-1], {'base_hash': content_hash('PLANTED')})
-
-
-def other_block(history: list[ModelMessage]) -> list[ModelMessage]:
-    # The diff said to change the todos, whose value the notes' diff doesn't apply to.
-    return reseal(history, carriers(history, 2)[-1], {'id': 'capability:project:todos'})
+def newer_format(history: list[ModelMessage]) -> list[ModelMessage]:
+    return reseal(history, carriers(history, 3)[-2], {'v': 4})
 
 
 @pytest.mark.parametrize(
-    'edit',
+    ('edit', 'variant'),
     [
-        pytest.param(without_turn_2, id='base-trimmed'),
-        pytest.param(diff_edited, id='diff-edited'),
-        pytest.param(diff_not_applying, id='diff-not-applying'),
-        pytest.param(digest_edited, id='digest-edited'),
-        pytest.param(base_edited, id='base-digest-edited'),
-        pytest.param(other_block, id='other-block'),
+        # Unsigned, a record's text is checked when the record is the window's last; signed, every record is.
+        pytest.param(edited_text, 'signed-inline', id='text-edited'),
+        pytest.param(newer_format, 'inline', id='newer'),
     ],
 )
-def test_a_change_that_cant_be_rebuilt_opens_a_new_window(edit: Callable[[list[ModelMessage]], list[ModelMessage]]):
-    history, first = run_turn('inline', [], 1)
+def test_a_change_that_cant_be_read_opens_a_new_window(
+    edit: Callable[[list[ModelMessage]], list[ModelMessage]], variant: str
+):
+    history, first = run_turn(variant, [], 1)
     for turn in range(2, 4):
-        history, _ = run_turn('inline', history, turn)
+        history, _ = run_turn(variant, history, turn)
     edited = edit(history)
-    after, seen = run_turn('inline', edited, 4)
-    # A new window: the prefix states the current values, and no change of the old window is delivered.
+    after, seen = run_turn(variant, edited, 4)
+    # A new window: the prefix states the current values, and no change of the old window is sent.
     assert seen['instructions'] != first['instructions']
     assert notes(4) in seen['instructions']
     assert not any('<context' in line or 'PLANTED' in line for line in seen['messages'])
-    assert isinstance(after[-2], ModelRequest)
-    assert [type(record).__name__ for record in instruction_records(after[-2:])] == ['InstructionBaselinePart']
-    # Reading the records back leaves the change out, and never gives a planted text.
-    assert not any('PLANTED' in str(record) for record in instruction_records(edited))
-    assert len(instruction_records(edited)) < len(instruction_records(history))
+    key = 'fixture-secret' if variant.startswith('signed') else None
+    assert [type(record).__name__ for record in instruction_records(after[-2:], signing_key=key)] == [
+        'InstructionBaselinePart'
+    ]
 
 
-def test_a_diff_is_not_rebuilt_from_another_conversations_text():
-    # A change to the notes, rebuilt (and kept) in one conversation, planted in another whose notes differ: the diff
-    # is taken against a text that conversation's window doesn't hold, so nothing of it is delivered there.
-    history: list[ModelMessage] = []
-    for turn in range(1, 4):
-        # The third turn rebuilds the second's change, so the process holds it rebuilt.
-        history, _ = run_turn('inline', history, turn)
-    stolen = SystemPromptPart('', metadata={RECORD_KEY: stored(history, carriers(history, 2)[0])})
+def test_a_processor_that_drops_a_change_from_the_middle_keeps_the_prefix():
+    # Keep the first two messages and the last four: the baseline stays, the changes between go.
+    from pydantic_ai.capabilities import ProcessHistory
+
     chat = ScriptedModel(inline=True)
     context = AppendInstructions[int](id='project')
-    context.instructions(name='notes')(lambda: 'other notes')
-    agent = Agent(chat.model(), deps_type=int, capabilities=[context])
-    other = agent.run_sync('hi', deps=0).all_messages()
-    planted = ModelRequest(parts=[UserPromptPart('planted'), stolen])
-    agent.run_sync('again', deps=0, message_history=[*other, planted])
-    assert not any('edited on turn 2' in line or '<context' in line for line in chat.last.messages)
-    assert 'other notes' in (chat.last.instructions or '')
+    context.instructions(name='notes')(lambda ctx: notes(ctx.deps))  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType, reportUnknownMemberType]
 
+    def keep_ends(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return messages if len(messages) <= 6 else [*messages[:2], *messages[-4:]]
 
-if __name__ == '__main__':  # pragma: no cover
-    write_fixture()
+    agent = Agent(chat.model(), deps_type=int, capabilities=[context, ProcessHistory[int](keep_ends)])
+    history: list[ModelMessage] = []
+    for turn in range(1, 8):
+        history = agent.run_sync(f'turn {turn}', deps=turn, message_history=history).all_messages()
+    assert len({seen.instructions for seen in chat.seen}) == 1
+    assert [type(record).__name__ for record in instruction_records(history)].count('InstructionBaselinePart') == 1
+    # Each request after one whose change the processor dropped carries the notes in full; the others a diff.
+    sent = [seen.messages[-1].split(' id=')[0] for seen in chat.seen[1:]]
+    assert sent == snapshot(
+        [
+            'system: <context-diff',
+            'system: <context-diff',
+            'system: <context',
+            'system: <context-diff',
+            'system: <context',
+            'system: <context-diff',
+        ]
+    )
