@@ -99,7 +99,7 @@ def change_text(block_id: str, previous: str | None, content: str | None) -> str
     if content is None:
         return f'{_open("context", block_id, _WITHDRAWN_ATTRIBUTE)}{_WITHDRAWN}\n</context>'
     full = context_element(block_id, content)
-    if previous is None:
+    if previous is None or previous == content:
         return full
     diff = diff_element(block_id, diff_hunks(previous, content))
     return diff if len(diff) < len(full) else full

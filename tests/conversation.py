@@ -97,3 +97,16 @@ def describe(message: ModelMessage) -> list[str]:
         else:
             lines.append(f'{part.part_kind}')
     return lines
+
+
+def change_carrier(block_id: str, previous: str | None, content: str | None) -> SystemPromptPart:
+    """The carrier a window stores for one block's change from `previous` to `content`, outside any window."""
+    from pydantic_ai_append._encoding import encode_change
+    from pydantic_ai_append._history import carrier
+    from pydantic_ai_append._records import content_hash
+    from pydantic_ai_append._rendering import change_text
+
+    text = change_text(block_id, previous, content)
+    digest = content_hash(content) if content is not None else None
+    base = content_hash(previous) if previous is not None else None
+    return carrier(text, encode_change(block_id, base=base, state={block_id: digest}, prev='', text=text))

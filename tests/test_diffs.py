@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pydantic_ai_append._patch import apply_hunks
-from pydantic_ai_append._rendering import diff_hunks
+from pydantic_ai_append._diff import apply_hunks, diff_hunks
 
 # More lines than `diff_hunks` matches whole (2,000 between both texts), so padding by this much on each side takes
 # a pair of texts past it.

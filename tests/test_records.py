@@ -6,9 +6,7 @@ without also forging their integrity check, which is what these tests do by hand
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given
@@ -24,10 +22,10 @@ from pydantic_ai_append import (
     InstructionDigest,
     instruction_records,
 )
-from pydantic_ai_append._encoding import decode_record, encode_record, seal
-from pydantic_ai_append._patch import apply_hunks, rebuild
-from pydantic_ai_append._records import StoredDiff, UnreadableRecord, content_hash
-from pydantic_ai_append._rendering import diff_hunks, record_change
+from pydantic_ai_append._diff import apply_hunks
+from pydantic_ai_append._encoding import Change, Unreadable, decode_record, encode_baseline, encode_change, seal
+from pydantic_ai_append._records import content_hash
+from pydantic_ai_append._rendering import change_text, change_value
 
 from .conversation import ScriptedModel
 
@@ -35,45 +33,40 @@ ids = st.sampled_from(['capability:todos:state', 'agent:memory', 'agent'])
 texts = st.none() | st.text(max_size=40)
 blocks = st.builds(InstructionBlock, id=ids, content=texts)
 digests = st.builds(InstructionDigest, id=st.none() | ids, dynamic=st.booleans(), content_hash=st.text(max_size=8))
-records = st.one_of(
-    st.builds(InstructionBaselinePart, instructions=st.lists(blocks | digests, max_size=4).map(tuple)),
-    # Every change but one with a diff, a text and a base, which is stored without its text (see below).
-    st.builds(InstructionDeltaPart, id=ids, content=texts, base_hash=st.none() | st.text(max_size=8)),
-    st.builds(InstructionDeltaPart, id=ids, content=st.none(), base_hash=st.none() | st.text(max_size=8), diff=texts),
-    st.builds(InstructionDeltaPart, id=ids, content=texts, base_hash=st.none(), diff=texts),
-)
+baselines = st.builds(InstructionBaselinePart, instructions=st.lists(blocks | digests, max_size=4).map(tuple))
 
 
-@given(records, st.none() | st.binary(min_size=1, max_size=8))
-def test_records_round_trip(record: InstructionBaselinePart | InstructionDeltaPart, key: bytes | None):
-    assert decode_record(encode_record(record, key=key), key=key) == record
+@given(baselines, st.none() | st.binary(min_size=1, max_size=8))
+def test_baselines_round_trip(baseline: InstructionBaselinePart, key: bytes | None):
+    assert decode_record(encode_baseline(baseline, key=key), key=key) == baseline
+
+
+def change(text: str = 'x', key: bytes | None = None, **fields: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {'base': None, 'state': {'agent:memory': content_hash('x')}, 'prev': 'p'}
+    return encode_change('agent:memory', **{**arguments, **fields}, text=text, key=key)
+
+
+@given(texts, st.none() | st.binary(min_size=1, max_size=8))
+def test_changes_round_trip_over_their_text(text: str | None, key: bytes | None):
+    stored = change(text or '', key)
+    assert decode_record(stored, text or '', key=key) == Change(
+        'agent:memory', None, {'agent:memory': content_hash('x')}, 'p', stored['check']
+    )
+    assert isinstance(decode_record(stored, f'{text} edited', key=key), Unreadable)
 
 
 # Lines of a block's text: `\r`, other line breaks Python knows and empty lines are all kept as they are, since texts
 # are split on `\n` alone.
 lines = st.lists(
-    st.sampled_from(['a', 'b', '', ' a', '-b', '+c', '@@ -1 +1 @@', 'x\ry', 'u\u2028v', '\\']), max_size=12
+    st.sampled_from(['a', 'b', '', ' a', '-b', '+c', '@@ -1 +1 @@', 'x\ry', 'u\u2028v', '\\', '</context>']),
+    max_size=12,
 )
 
 
-@given(lines, lines, st.none() | st.binary(min_size=1, max_size=8))
-def test_a_change_stored_as_its_diff_is_rebuilt_from_the_text_before_it(
-    old_lines: list[str], new_lines: list[str], key: bytes | None
-):
-    old, new = '\n'.join(old_lines), '\n'.join(new_lines)
-    if old != new:
-        assert apply_hunks(old, diff_hunks(old, new)) == new
-    # Every change with a diff, however short: `record_change` keeps one only when it is the shorter element.
-    change = InstructionDeltaPart(
-        id='agent:memory', content=new, base_hash=content_hash(old), diff=diff_hunks(old, new)
-    )
-    stored = decode_record(encode_record(change, key=key), key=key)
-    assert stored == StoredDiff(
-        id='agent:memory', base_hash=content_hash(old), diff=change.diff or '', content_hash=content_hash(new)
-    )
-    assert isinstance(stored, StoredDiff)
-    if old != new:
-        assert rebuild(stored, old, content_hash(old)) == change
+@given(st.none() | lines, st.none() | lines)
+def test_a_change_reads_back_as_the_value_it_sends(old_lines: list[str] | None, new_lines: list[str] | None):
+    old, new = (None if text is None else '\n'.join(text) for text in (old_lines, new_lines))
+    assert change_value('agent:memory', change_text('agent:memory', old, new), old) == new
 
 
 def test_the_stored_shape():
@@ -83,7 +76,7 @@ def test_the_stored_shape():
             InstructionBlock('capability:todos:state', 'a'),
         )
     )
-    assert encode_record(baseline) == snapshot(
+    assert encode_baseline(baseline) == snapshot(
         {
             'v': 1,
             'kind': 'baseline',
@@ -94,15 +87,15 @@ def test_the_stored_shape():
             'check': '7a375559f7b800e6afdb118a7d9094ed',
         }
     )
-    assert encode_record(InstructionDeltaPart(id='capability:todos:state', content=None, base_hash=None)) == snapshot(
+    assert change('<context id="agent:memory">\nx\n</context>') == snapshot(
         {
-            'v': 1,
+            'v': 3,
             'kind': 'delta',
-            'id': 'capability:todos:state',
-            'content': None,
-            'base_hash': None,
-            'diff': None,
-            'check': '2e876afeb03e5c2a6175a76cef73ac69',
+            'id': 'agent:memory',
+            'base': None,
+            'state': {'agent:memory': '2d711642b726b04401627ca9fbac32f5'},
+            'prev': 'p',
+            'check': '8e78ba9501391928b3f7c6463997135a',
         }
     )
 
@@ -117,7 +110,7 @@ def circular() -> dict[str, object]:
     'stored',
     [
         pytest.param('text', id='not-a-mapping'),
-        pytest.param(seal({'v': 3, 'kind': 'delta'}), id='newer'),
+        pytest.param(seal({'v': 4, 'kind': 'delta'}), id='newer'),
         pytest.param({'kind': 'delta'}, id='no-version'),
         pytest.param(
             {'v': 1, 'kind': 'delta', 'id': 'x', 'content': None, 'base_hash': None, 'diff': None, 'check': 'forged'},
@@ -128,10 +121,15 @@ def circular() -> dict[str, object]:
             id='wrong-type',
         ),
         pytest.param(seal({'v': 1, 'kind': 'delta', 'id': 'x'}), id='missing-field'),
-        # A format 2 change is a diff with its digests: one that states its text instead is not one this writes.
+        # A format 2 change is a diff with its digests: one that states its text instead is not one that was written.
         pytest.param(
             seal({'v': 2, 'kind': 'delta', 'id': 'x', 'content': 'x', 'base_hash': None, 'diff': None}),
             id='diff-without-hash',
+        ),
+        pytest.param(seal({'v': 3, 'kind': 'delta', 'id': 'x', 'base': None, 'prev': 'p'}, text=''), id='no-state'),
+        pytest.param(
+            seal({'v': 3, 'kind': 'delta', 'id': 'x', 'base': None, 'state': {'x': 1}, 'prev': 'p'}, text=''),
+            id='state-not-digests',
         ),
         pytest.param(seal({'v': 1, 'kind': 'other'}), id='unknown-kind'),
         pytest.param(
@@ -147,30 +145,7 @@ def circular() -> dict[str, object]:
     ],
 )
 def test_untrustworthy_records_are_unreadable(stored: object):
-    assert isinstance(decode_record(stored), UnreadableRecord)
-
-
-def test_the_stored_shape_of_a_change_with_a_diff():
-    before = '\n'.join(f'line {number}' for number in range(10))
-    change = record_change('capability:notes:memory', before, before.replace('line 5', 'line five'))
-    assert change.diff is not None
-    assert encode_record(change) == snapshot(
-        {
-            'v': 2,
-            'kind': 'delta',
-            'id': 'capability:notes:memory',
-            'base_hash': '6e587b4b5de3b63e17e7430363359a7a',
-            'diff': """\
-@@ -5,3 +5,3 @@
- line 4
--line 5
-+line five
- line 6\
-""",
-            'hash': '63e1e99d98a4453f9c3f6503f5ec0612',
-            'check': '0b396dc1acb980ac1881a80d1b703145',
-        }
-    )
+    assert isinstance(decode_record(stored), Unreadable)
 
 
 def test_properties():
@@ -181,25 +156,11 @@ def test_properties():
     )
 
 
-def test_a_decoded_record_is_kept_by_content_and_an_edited_dict_is_checked_again():
-    stored = [
-        encode_record(InstructionDeltaPart(id='agent', content=str(number), base_hash=None)) for number in range(3)
-    ]
-    decoded = [decode_record(data) for data in stored]
-    assert [record.content for record in decoded if isinstance(record, InstructionDeltaPart)] == ['0', '1', '2']
-    assert decode_record(stored[2]) is decoded[2]
-    # An equal dict that is a different object (as after a JSON round trip) finds the record decoded before.
-    assert decode_record(json.loads(json.dumps(stored[2]))) is decoded[2]
-    # The same dict edited in place is checked again, and fails; put back, it is the genuine record again.
-    stored[2]['content'] = 'forged'
-    assert isinstance(decode_record(stored[2]), UnreadableRecord)
-    stored[2]['content'] = '2'
-    assert decode_record(stored[2]) is decoded[2]
-    # A lookup with another key, or another conversation, checks again.
-    assert isinstance(decode_record(stored[2], key=b'k'), UnreadableRecord)
-    signed = encode_record(InstructionDeltaPart(id='agent', content='s', base_hash=None), key=b'k', conversation_id='a')
-    assert isinstance(decode_record(signed, key=b'k', conversation_id='a'), InstructionDeltaPart)
-    assert isinstance(decode_record(signed, key=b'k', conversation_id='b'), UnreadableRecord)
+def test_a_signed_record_is_bound_to_its_key_and_conversation():
+    signed = change('x', b'k', conversation_id='a')
+    assert isinstance(decode_record(signed, 'x', key=b'k', conversation_id='a'), Change)
+    assert isinstance(decode_record(signed, 'x', key=b'k', conversation_id='b'), Unreadable)
+    assert isinstance(decode_record(signed, 'x'), Unreadable)
 
 
 @pytest.mark.parametrize(
@@ -208,23 +169,22 @@ def test_a_decoded_record_is_kept_by_content_and_an_edited_dict_is_checked_again
         pytest.param({'v': True}, id='version-as-bool'),
         pytest.param({'v': 1.0}, id='version-as-float'),
         pytest.param({'extra': ['x']}, id='added-list'),
-        pytest.param({'extra': ('x',)}, id='added-tuple'),
     ],
 )
-def test_an_edit_to_an_equal_comparing_value_is_checked_again(edit: dict[str, object]):
-    # `1`, `1.0` and `True` compare equal, so a key made of the values alone would find the genuine record.
-    stored = encode_record(InstructionDeltaPart(id='agent', content='x', base_hash=None))
-    assert isinstance(decode_record(stored), InstructionDeltaPart)
+def test_an_edit_to_an_equal_comparing_value_fails_the_check(edit: dict[str, object]):
+    stored = encode_baseline(InstructionBaselinePart(instructions=(InstructionBlock('agent:memory', 'x'),)))
+    assert isinstance(decode_record(stored), InstructionBaselinePart)
     stored.update(edit)
-    assert isinstance(decode_record(stored), UnreadableRecord)
+    assert isinstance(decode_record(stored), Unreadable)
 
 
 @pytest.mark.parametrize('key', [None, b'k'])
 def test_a_lone_surrogate_is_kept_and_checked(key: bytes | None):
     # A Python string can hold a lone surrogate, which UTF-8 can't encode; the record keeps it as it is.
-    record = InstructionDeltaPart(id='capability:todos:state', content='a\ud800b', base_hash=content_hash('\udfff'))
-    assert decode_record(encode_record(record, key=key), key=key) == record
-    assert isinstance(decode_record({**encode_record(record, key=key), 'content': 'a\ud801b'}), UnreadableRecord)
+    baseline = InstructionBaselinePart(instructions=(InstructionBlock('capability:todos:state', 'a\ud800b'),))
+    stored = encode_baseline(baseline, key=key)
+    assert decode_record(stored, key=key) == baseline
+    assert isinstance(decode_record(change('a\ud800b', key), 'a\ud801b', key=key), Unreadable)
 
 
 @pytest.mark.parametrize('policy', ['append', 'rewrite'])
@@ -265,37 +225,3 @@ FIVE = 'a\nb\nc\nd\ne'
 )
 def test_hunks_apply_only_to_the_text_they_name(hunks: str, expected: str | None):
     assert apply_hunks(FIVE, hunks) == expected
-
-
-def test_why_a_change_is_not_rebuilt():
-    base = '\n'.join(f'line {number}' for number in range(10))
-    change = record_change('agent:memory', base, base.replace('line 5', 'line five'))
-    stored = decode_record(encode_record(change))
-    assert isinstance(stored, StoredDiff)
-    other = base.replace('line 5', 'line 6')
-    assert [
-        rebuild(stored, None, None),
-        rebuild(stored, other, content_hash(other)),
-        # A diff said to be taken against the text the window holds, whose lines it doesn't match.
-        rebuild(
-            StoredDiff(stored.id, content_hash(other), stored.diff, stored.content_hash), other, content_hash(other)
-        ),
-        rebuild(replace(stored, content_hash=content_hash('other')), base, content_hash(base)),
-    ] == snapshot(
-        [
-            "the change's diff was taken against text the window doesn't hold for the block",
-            "the change's diff was taken against text the window doesn't hold for the block",
-            "the change's diff doesn't apply to the text the window holds for the block",
-            "the change's diff doesn't rebuild the text it records",
-        ]
-    )
-    rebuilt = rebuild(stored, base, content_hash(base))
-    assert rebuilt == change
-    # Rebuilt once: an equal record read again (after a JSON load) gives the same change, whether decoding gives
-    # back the record read before or an equal one of its own.
-    again = decode_record(json.loads(json.dumps(encode_record(change))))
-    assert isinstance(again, StoredDiff)
-    assert rebuild(again, base, content_hash(base)) is rebuilt
-    equal = replace(stored)
-    assert equal is not stored
-    assert rebuild(equal, base, content_hash(base)) is rebuilt

@@ -1,4 +1,4 @@
-"""The wire text itself: escaping, diffs and each renderer's elements, pinned byte for byte.
+"""The wire text itself: escaping, diffs and each element, pinned byte for byte, the same on every path.
 
 Pure functions, tested directly: their bytes are the contract the agent tests build on.
 """
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
-from pydantic_ai_append import InstructionDeltaPart
-from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer, diff_hunks, escape, unescape
+from pydantic_ai_append._diff import diff_hunks
+from pydantic_ai_append._rendering import change_text, context_element, escape, unescape
 
 # Text built from the pieces that matter to escaping, so the interesting cases come up often.
 tag_text = st.lists(
@@ -68,100 +68,41 @@ def test_diff_hunks_turn_the_old_text_into_the_new(old: list[str], new: list[str
     assert apply_hunks('\n'.join(old), diff_hunks('\n'.join(old), '\n'.join(new))) == '\n'.join(new)
 
 
-def test_each_element_per_path():
-    change = InstructionDeltaPart(
-        id='capability:todos:state', content='- [x] a', base_hash='h', diff='@@ -1 +1 @@\n-- [ ] a\n+- [x] a'
-    )
-    withdrawal = InstructionDeltaPart(id='capability:todos:state', content=None, base_hash=None)
-    rendered = {
-        renderer.path: [
-            renderer.block('capability:todos:state', '- [ ] a </context>'),
-            renderer.change(change, base_matches=True),
-            renderer.change(change, base_matches=False),
-            renderer.change(withdrawal, base_matches=False),
-        ]
-        for renderer in (InlineRenderer(), WrappedRenderer())
-    }
+def test_each_element():
+    block = 'capability:todos:state'
+    long = '\n'.join(f'- [ ] task {number}' for number in range(6))
+    rendered = [
+        context_element(block, '- [ ] a </context>'),
+        change_text(block, long, long.replace('[ ] task 3', '[x] task 3')),
+        change_text(block, '- [ ] a', '- [x] a'),
+        change_text(block, '- [ ] a', None),
+    ]
     assert rendered == snapshot(
-        {
-            'inline': [
-                """\
+        [
+            """\
 <context id="capability:todos:state">
 - [ ] a <\\/context>
 </context>\
 """,
-                """\
-<context-diff id="capability:todos:state">
-@@ -1 +1 @@
--- [ ] a
-+- [x] a
-</context-diff>\
+            """\
+<context id="capability:todos:state">
+- [ ] task 0
+- [ ] task 1
+- [ ] task 2
+- [x] task 3
+- [ ] task 4
+- [ ] task 5
+</context>\
 """,
-                """\
+            """\
 <context id="capability:todos:state">
 - [x] a
 </context>\
 """,
-                """\
-<context id="capability:todos:state" withdrawn="true">
-This context no longer applies.
-</context>\
-""",
-            ],
-            'wrapped': [
-                """\
-<context id="capability:todos:state">
-- [ ] a <\\/context>
-</context>\
-""",
-                """\
-<context-diff id="capability:todos:state">
-@@ -1 +1 @@
--- [ ] a
-+- [x] a
-</context-diff>\
-""",
-                """\
-<context id="capability:todos:state">
-- [x] a
-</context>\
-""",
-                """\
+            """\
 <context id="capability:todos:state" withdrawn="true">
 This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context>\
 """,
-            ],
-        }
+        ]
     )
-
-
-def test_the_wording_of_a_change_is_kept_by_record_content():
-    # Internal: what an agent can't show, the wording object being reused rather than rendered again, also for an
-    # equal record decoded again (as from history freshly loaded from JSON).
-    from pydantic_ai_append._delivery import wording_of
-
-    delta = InstructionDeltaPart(id='agent', content='2', base_hash=None)
-    wording = wording_of(delta, False)
-    assert wording == snapshot(
-        {
-            'inline': """\
-<context id="agent">
-2
-</context>\
-""",
-            'wrapped': """\
-<context id="agent">
-2
-</context>\
-""",
-        }
-    )
-    assert wording_of(delta, False) is wording
-    equal = InstructionDeltaPart(id='agent', content='2', base_hash=None)
-    assert wording_of(equal, False) is wording
-    # Another content, or another base, is rendered on its own.
-    assert (
-        wording_of(InstructionDeltaPart(id='agent', content='3', base_hash=None), False)['inline'] != wording['inline']
-    )
-    assert wording_of(delta, True) is not wording

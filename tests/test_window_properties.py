@@ -7,18 +7,17 @@ inputs always give the same plan, and a recorded prefix splits back into the par
 
 from __future__ import annotations
 
-from copy import deepcopy
-from dataclasses import FrozenInstanceError
-
-import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
 
-from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDigest, InstructionRecord
-from pydantic_ai_append._encoding import decode_record, encode_record
-from pydantic_ai_append._history import Located
-from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE, InlineRenderer
-from pydantic_ai_append._window import CurrentBlock, fold_window, plan_request, split_recorded_prefix
+from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDigest
+from pydantic_ai_append._encoding import encode_baseline
+from pydantic_ai_append._history import carrier, scan
+from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE, change_value, context_element
+from pydantic_ai_append._request import outgoing, record_changes
+from pydantic_ai_append._suspended import split_recorded_prefix
+from pydantic_ai_append._window import CurrentBlock, Window, fold, plan_request
 
 _LONG = '\n'.join(
     f'line {number} of a block long enough that a one-line edit is sent as a diff' for number in range(12)
@@ -39,45 +38,62 @@ def current(request: dict[str, str | None]) -> list[CurrentBlock]:
     ]
 
 
-@given(st.lists(request_blocks, min_size=1, max_size=8))
-def test_history_folds_to_what_the_model_was_given(requests: list[dict[str, str | None]]):
-    history: list[Located] = []
-    for index, request in enumerate(requests):
-        blocks = current(request)
-        state = fold_window(history)
-        plan = plan_request(state, blocks)
-        assert plan == plan_request(fold_window(history), blocks)
-        records: list[InstructionRecord] = list(plan.records)
-        # As history stores them: a change with a diff is folded from its diff alone.
-        history += [Located(index, part, decode_record(encode_record(record))) for part, record in enumerate(records)]
-        after = fold_window(history)
-        appended = {block.id: block.content for block in blocks if block.mode == 'append' and block.id is not None}
-        assert after.received == appended
-        if plan.opened is None:
-            # In a window, the prefix is the baseline's, and one change is recorded per block that differs.
-            assert plan.prefix == (state.baseline.blocks if state.baseline else ())
-            assert len(plan.records) == sum(state.received.get(key) != value for key, value in appended.items())
+def request(history: list[ModelMessage], blocks: list[CurrentBlock]) -> tuple[Window, list[ModelMessage]]:
+    """One request as the capability makes it: the window it reads, and the history after it."""
+    window = fold(scan(history), key=None, conversation_id=None)
+    plan = plan_request(window, blocks)
+    if plan.baseline is not None:
+        carriers = [carrier('', encode_baseline(plan.baseline))]
+    else:
+        carriers = record_changes(window, plan.changes, key=None, conversation_id='c', signed=False)
+    return window, [*history, ModelRequest(parts=[UserPromptPart('next'), *carriers])]
 
 
-@given(st.lists(request_blocks, min_size=1, max_size=8), st.data())
-def test_a_fold_goes_on_from_any_point_and_leaves_the_state_it_started_from(
+def told(history: list[ModelMessage]) -> dict[str, str | ValueError | None]:
+    """What a model reading the requests sent would hold of each block: the prefix's values, then every change (a
+    `ValueError` for a block whose diff it can't apply, until a full element)."""
+    window = fold(scan(history), key=None, conversation_id=None)
+    assert window.baseline is not None
+    held: dict[str, str | ValueError | None] = {block.id: block.content for block in window.baseline.blocks}
+    for message in outgoing(history, window, continues=True, notes=False):
+        for part in message.parts if isinstance(message, ModelRequest) else ():
+            if isinstance(part, SystemPromptPart) and part.content.startswith('<context'):
+                block_id = part.content.split('"')[1]
+                previous = held.get(block_id)
+                held[block_id] = change_value(
+                    block_id, part.content, None if isinstance(previous, ValueError) else previous
+                )
+    return held
+
+
+edits = st.sampled_from(
+    [_LONG, *(_LONG.replace(f'line {line} ', f'line {line}, edited, ') for line in (2, 5, 9)), None]
+)
+"""Values of a long block that differ by a line or two, so most changes are diffs, one against another."""
+
+in_one_window = st.fixed_dictionaries(
+    {'literal': st.just('Be brief.'), 'state': edits, 'memory': edits, 'mode': st.just('plan')}
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(request_blocks | in_one_window, min_size=1, max_size=10), st.data())
+def test_the_model_holds_every_blocks_value_even_after_a_change_is_dropped(
     requests: list[dict[str, str | None]], data: st.DataObject
 ):
-    # What each request keeps is the fold of the history before it, and the next request folds on from that:
-    # this is the pure rule under it, which the agent tests can't reach at every split.
-    history: list[Located] = []
-    for index, request in enumerate(requests):
-        records = plan_request(fold_window(history), current(request)).records
-        history += [Located(index, part, decode_record(encode_record(record))) for part, record in enumerate(records)]
-    split = data.draw(st.integers(0, len(history)))
-    start = fold_window(history[:split])
-    before = deepcopy(start)
-    assert fold_window(history[split:], start=start) == fold_window(history)
-    assert start == before
-    # With nothing more to fold, the state is the very one it went on from, which nothing may rebind.
-    assert fold_window([], start=start) is start
-    with pytest.raises(FrozenInstanceError):
-        start.broken = 'edited'  # pyright: ignore[reportAttributeAccessIssue]
+    history: list[ModelMessage] = []
+    for blocks in map(current, requests):
+        window, history = request(history, blocks)
+        assert (window, history[:-1]) == (fold(scan(history[:-1]), key=None, conversation_id=None), history[:-1])
+        appended = {block.id: block.content for block in blocks if block.mode == 'append' and block.id is not None}
+        if fold(scan(history), key=None, conversation_id=None).baseline is not None:
+            assert {
+                block: str(value) if isinstance(value, ValueError) else value for block, value in told(history).items()
+            } == appended
+        # A processor drops a request from the middle: the next request still leaves the model every value.
+        if len(history) > 2 and data.draw(st.booleans()):
+            dropped = data.draw(st.integers(1, len(history) - 1))
+            history = [*history[:dropped], *history[dropped + 1 :]]
 
 
 @given(
@@ -94,30 +110,17 @@ def test_a_recorded_prefix_splits_into_its_parts(
     entries += [InstructionBlock(f'capability:c:b{index}', value) for index, value in enumerate(blocks)]
     entries += [InstructionDigest.of(id='capability:c:r', dynamic=True, content=text) for text in rewrite]
     texts = [text for text, _ in literal]
-    texts += [
-        InlineRenderer().block(f'capability:c:b{index}', value)
-        for index, value in enumerate(blocks)
-        if value is not None
+    stated = [
+        context_element(f'capability:c:b{index}', value) for index, value in enumerate(blocks) if value is not None
     ]
-    texts += [SUPERSESSION_SENTENCE, *rewrite]
+    texts += [*stated, SUPERSESSION_SENTENCE] if stated else []
+    texts += rewrite
     joined = '\n\n'.join(texts)
-    split = split_recorded_prefix(
-        InstructionBaselinePart(tuple(entries)), joined, InlineRenderer().block, SUPERSESSION_SENTENCE
-    )
+    baseline = InstructionBaselinePart(tuple(entries))
+    split = split_recorded_prefix(baseline, joined)
     assert split is not None
     assert [text for _, text in split] == texts
-    assert (
-        split_recorded_prefix(
-            InstructionBaselinePart(tuple(entries)), joined + 'x', InlineRenderer().block, SUPERSESSION_SENTENCE
-        )
-        is None
-    )
+    assert split_recorded_prefix(baseline, joined + 'x') is None
     if len(texts) > 1:
         # Parts are joined by a blank line; the same text joined otherwise is not this prefix.
-        single = '\n'.join(texts)
-        assert (
-            split_recorded_prefix(
-                InstructionBaselinePart(tuple(entries)), single, InlineRenderer().block, SUPERSESSION_SENTENCE
-            )
-            is None
-        )
+        assert split_recorded_prefix(baseline, '\n'.join(texts)) is None

@@ -31,8 +31,6 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
-from pydantic_ai_append._history import carrier
-from pydantic_ai_append._rendering import record_change
 from pydantic_ai_append.guard import (
     ConsumedHistory,
     ConsumedPrefixChangedWarning,
@@ -43,6 +41,8 @@ from pydantic_ai_append.guard import (
     tool_pair_problems,
 )
 from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
+
+from ..conversation import change_carrier
 
 pytestmark = [pytest.mark.anyio]
 
@@ -56,7 +56,7 @@ def conversation() -> list[ModelMessage]:
         ModelRequest(parts=[ToolReturnPart('query_db', 7, tool_call_id='c2')]),
         ModelResponse(parts=[TextPart('42 users, 7 admins.')]),
         ModelRequest(
-            parts=[UserPromptPart('Thanks.'), carrier(record_change('capability:c:state', 'a', 'b'))],
+            parts=[UserPromptPart('Thanks.'), change_carrier('capability:c:state', 'a', 'b')],
         ),
         ModelResponse(parts=[TextPart('You are welcome.')]),
     ]

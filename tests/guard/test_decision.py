@@ -27,8 +27,6 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from pydantic_ai_append._history import carrier
-from pydantic_ai_append._rendering import record_change
 from pydantic_ai_append.guard import (
     ConsumedHistory,
     InstructionEdit,
@@ -42,6 +40,8 @@ from pydantic_ai_append.guard import (
 )
 from pydantic_ai_append.guard._bytes import message_bytes
 from pydantic_ai_append.guard._consumed import consumed_boundary
+
+from ..conversation import change_carrier
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -187,8 +187,8 @@ def test_bytes_leave_out_what_is_never_sent_but_keep_records():
     assert message_bytes(user('hi')) == message_bytes(
         ModelRequest(parts=[UserPromptPart('hi', timestamp=later)], run_id='other', timestamp=later)
     )
-    first = ModelRequest(parts=[carrier(record_change('capability:c:state', 'a', 'b'))])
-    second = ModelRequest(parts=[carrier(record_change('capability:c:state', 'a', 'c'))])
+    first = ModelRequest(parts=[change_carrier('capability:c:state', 'a', 'b')])
+    second = ModelRequest(parts=[change_carrier('capability:c:state', 'a', 'c')])
     assert message_bytes(first) != message_bytes(second)
     plain = ModelRequest(parts=[SystemPromptPart('x', metadata={'note': 1})])
     assert message_bytes(plain) == message_bytes(ModelRequest(parts=[SystemPromptPart('x')]))
