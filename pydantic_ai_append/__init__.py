@@ -27,6 +27,7 @@ The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (th
 - `_cassettes`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check` (`python -m pydantic_ai_append`).
 """
 
+from ._blocks import BlockFunc, ChangePolicy, UnaddressableBlockWarning, UnmatchedRouteWarning
 from ._capability import AppendInstructions
 from ._history import instruction_records, strip_records
 from ._presets import HARNESS_BLOCKS, BlockPreset
@@ -37,7 +38,6 @@ from ._records import (
     InstructionDigest,
     InstructionRecord,
 )
-from ._blocks import BlockFunc, ChangePolicy, UnaddressableBlockWarning, UnmatchedRouteWarning
 from ._request import WindowObserver
 
 __all__ = (

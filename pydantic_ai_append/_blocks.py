@@ -227,9 +227,12 @@ def _source_of(routed: str) -> str | None:
     return (rest.partition(':')[0] or None) if namespace == 'capability' else None
 
 
-def _anonymous_source(routed: str, capabilities: Mapping[str, AbstractCapability[Any]]) -> AbstractCapability[Any] | None:
+def _anonymous_source(
+    routed: str, capabilities: Mapping[str, AbstractCapability[Any]]
+) -> AbstractCapability[Any] | None:
     """The capability of the run that `routed` would name if it had an id, present without one: it is known by its
-    class, as the framework's own ids are the snake case of their class names (`RepoContext`: `repo_context`)."""
+    class, as the framework's own ids are the snake case of their class names (`RepoContext`: `repo_context`).
+    """
     source = _source_of(routed)
     return next(
         (cap for cap in capabilities.values() if cap.id is None and to_snake(type(cap).__name__) == source), None

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import cast
 
 from pydantic_ai.messages import (
@@ -40,13 +41,13 @@ __all__ = (
 
 
 def _core_notes_system_lookalikes() -> bool:
-    # Private, and read only here: no public name says whether the release notes lookalikes. A test fails when the
-    # release that has them no longer has this name.
+    # A private name, read only here: no public one says whether the release notes lookalikes. The lookalike tests
+    # fail when the release with the public `pydantic_ai.framing` module stops having it.
     try:
-        from pydantic_ai import _framing  # pyright: ignore[reportPrivateUsage]
+        framing = importlib.import_module('pydantic_ai._framing')
     except ImportError:
         return False
-    return hasattr(_framing, 'lookalike_frame_note')
+    return hasattr(framing, 'lookalike_frame_note')
 
 
 CORE_NOTES_SYSTEM_LOOKALIKES = _core_notes_system_lookalikes()

@@ -71,7 +71,8 @@ def _range(start: int, stop: int) -> str:
 
 def apply_hunks(old: str, hunks: str) -> str | None:
     """The text `hunks` make of `old`, or `None` if they don't apply to it: every context and removed line must be the
-    line of `old` it names."""
+    line of `old` it names.
+    """
     lines, body = old.split('\n'), hunks.split('\n')
     result: list[str] = []
     taken = index = 0  # Lines of `old` used so far; lines of `body` read so far.

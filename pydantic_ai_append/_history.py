@@ -96,7 +96,8 @@ class Scan(NamedTuple):
 
 def scan(messages: Sequence[ModelMessage]) -> Scan:
     """Every carrier and compaction in `messages`, and the requests that may hold lookalikes, without reading any
-    record."""
+    record.
+    """
     found: list[Found] = []
     suspects: list[int] = []
     # This runs on every request over the whole history: a type check per part, and a look at the text of the user
@@ -156,7 +157,7 @@ def instruction_records(
         delta = _delta(record, found.part.content, held)
         if delta is None:
             if not isinstance(record, Unreadable):
-                held.pop(cast('Change | StoredDiff | InstructionDeltaPart', record).id, None)
+                held.pop(record.id, None)
             continue
         held[delta.id] = delta.content
         records.append(delta)

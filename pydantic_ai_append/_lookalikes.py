@@ -81,7 +81,9 @@ def _holds_lookalike(value: object) -> bool:
     if isinstance(value, list | tuple):
         return any(_holds_lookalike(item) for item in cast('Sequence[object]', value))
     if isinstance(value, dict):
-        return any(_holds_lookalike(key) or _holds_lookalike(item) for key, item in cast('dict[object, object]', value).items())
+        return any(
+            _holds_lookalike(key) or _holds_lookalike(item) for key, item in cast('dict[object, object]', value).items()
+        )
     return False
 
 
@@ -108,7 +110,8 @@ def _note(part: UserPromptPart | ToolReturnPart) -> SystemPromptPart:
 
 def with_notes(parts: Sequence[ModelRequestPart]) -> list[ModelRequestPart] | None:
     """A request's parts with a note after each user prompt, and after its tool results for each tool result, that
-    holds a lookalike; `None` if none does."""
+    holds a lookalike; `None` if none does.
+    """
     noted = [
         index
         for index, part in enumerate(parts)

@@ -12,13 +12,14 @@ any of the package's tags, which `unescape` removes again.
 ```python
 from pydantic_ai_append._rendering import change_text
 
-print(change_text('capability:todos:state', 'a\nb\nc\nd\ne', 'a\nb\nC\nd\ne'))
+todos = '\n'.join(f'- [ ] task {number}' for number in range(1, 9))
+print(change_text('capability:todos:state', todos, todos.replace('[ ] task 4', '[x] task 4')))
 #> <context-diff id="capability:todos:state">
-#> @@ -2,3 +2,3 @@
-#>  b
-#> -c
-#> +C
-#>  d
+#> @@ -3,3 +3,3 @@
+#>  - [ ] task 3
+#> -- [ ] task 4
+#> +- [x] task 4
+#>  - [ ] task 5
 #> </context-diff>
 ```
 """

@@ -137,10 +137,14 @@ def _record(
     if plan.baseline is not None:
         for block in plan.baseline.blocks:
             if block.content is not None:
-                _TEXTS.put((ctx.conversation_id, content_hash(block.content)), block.content, size=size_of([block.content]))
+                _TEXTS.put(
+                    (ctx.conversation_id, content_hash(block.content)), block.content, size=size_of([block.content])
+                )
         stored = encode_baseline(plan.baseline, key=settings.key, conversation_id=conversation)
         return [carrier('', stored)]
-    return record_changes(window, plan.changes, key=settings.key, conversation_id=ctx.conversation_id, signed=conversation is not None)
+    return record_changes(
+        window, plan.changes, key=settings.key, conversation_id=ctx.conversation_id, signed=conversation is not None
+    )
 
 
 def record_changes(
@@ -198,17 +202,18 @@ def append(
     if not carriers:
         return
     persisted = next((message for message in reversed(ctx.messages) if isinstance(message, ModelRequest)), None)
-    requests = [at for at in range(len(messages)) if isinstance(messages[at], ModelRequest)]
-    index = next((at for at in reversed(requests) if messages[at] is persisted), requests[-1])
+    index = next((at for at in range(len(messages) - 1, -1, -1) if messages[at] is persisted), None)
+    if index is None:
+        index = next(at for at in range(len(messages) - 1, -1, -1) if isinstance(messages[at], ModelRequest))
     shown = [part for part in carriers if part.content]
     before = sent[index]
+    assert isinstance(before, ModelRequest), 'changes go on a request'
     if persisted is not None:
         persisted.parts = [*persisted.parts, *carriers]
-    if before is persisted:
-        if len(shown) < len(carriers):
-            sent[index] = replace(persisted, parts=[*persisted.parts[: -len(carriers)], *shown])
-        return
-    assert isinstance(before, ModelRequest), 'a request is being sent'
+        if before is persisted:
+            if len(shown) < len(carriers):
+                sent[index] = replace(persisted, parts=[*persisted.parts[: -len(carriers)], *shown])
+            return
     sent[index] = replace(before, parts=[*before.parts, *shown])
 
 
@@ -219,39 +224,42 @@ def outgoing(messages: list[ModelMessage], window: Window, *, continues: bool, n
     Only the copy sent changes; each message that needs no change is sent as the same object.
     """
     start = window.start if continues else len(window.found)
-    edits: dict[int, dict[int, ModelRequestPart | None]] = {}
+    edits: dict[int, dict[int, SystemPromptPart | None]] = {}
     for index, found in enumerate(window.found):
-        if found.part is None:
-            continue
-        if index < start or not found.part.content:
-            sent: ModelRequestPart | None = None
-            if index >= start:
-                rendered = window.rendered.get(index)
-                sent = SystemPromptPart(rendered, timestamp=found.part.timestamp) if rendered is not None else None
+        if found.part is not None and (index < start or not found.part.content):
+            rendered = window.rendered.get(index) if index >= start else None
+            sent = SystemPromptPart(rendered, timestamp=found.part.timestamp) if rendered is not None else None
             edits.setdefault(found.message_index, {})[found.part_index] = sent
-    if not edits and not notes:
+    suspects = window.suspects if notes else ()
+    if not edits and not suspects:
         return messages
     sent_messages = list(messages)
-    for index, message in enumerate(messages):
-        if not isinstance(message, ModelRequest):
-            continue
-        changed = edits.get(index)
-        parts: list[ModelRequestPart] = list(message.parts)
-        if changed:
-            parts = [part if (new := changed.get(at, part)) is part else new for at, part in enumerate(parts)]
-            parts = [part for part in parts if part is not None]
-        noted = with_notes(parts) if notes else None
+    for index in sorted({*edits, *suspects}):
+        message = messages[index]
+        assert isinstance(message, ModelRequest), 'carriers and lookalikes are found in requests'
+        changed = edits.get(index, {})
+        parts: list[ModelRequestPart] = []
+        for at, part in enumerate(message.parts):
+            kept = changed.get(at, part)
+            if kept is not None:
+                parts.append(kept)
+        noted = with_notes(parts) if notes and index in suspects else None
         if noted is not None or changed:
             sent_messages[index] = replace(message, parts=noted if noted is not None else parts)
     return sent_messages
 
 
-def _prefix(plan: WindowPlan, ordered: list[tuple[CurrentBlock | None, InstructionPart | None]]) -> list[InstructionPart]:
+def _prefix(
+    plan: WindowPlan, ordered: list[tuple[CurrentBlock | None, InstructionPart | None]]
+) -> list[InstructionPart]:
     """The instruction parts sent: literal, the window's blocks and the sentence, native, rewrite-mode."""
     sources = {block.id: part for block, part in ordered if block and block.mode == 'append'}
     prefix = [part for block, part in ordered if block and block.mode == 'literal' and part]
     stated = [block for block in plan.prefix if block.content is not None]
-    prefix.extend(prefix_part(context_element(block.id, cast('str', block.content)), block.id, sources.get(block.id)) for block in stated)
+    prefix.extend(
+        prefix_part(context_element(block.id, cast('str', block.content)), block.id, sources.get(block.id))
+        for block in stated
+    )
     if stated:
         prefix.append(InstructionPart(content=SUPERSESSION_SENTENCE))
     prefix.extend(part for block, part in ordered if (block is None or block.mode == 'native') and part)
@@ -261,7 +269,8 @@ def _prefix(plan: WindowPlan, ordered: list[tuple[CurrentBlock | None, Instructi
 
 def prefix_part(text: str, block_id: str, source: InstructionPart | None = None) -> InstructionPart:
     """A prefix block's part: frozen for the window, so not dynamic, and in Pydantic AI's default `'rewrite'`
-    policy so that a release with its own append mechanism leaves it alone."""
+    policy so that a release with its own append mechanism leaves it alone.
+    """
     if source is not None:
         return InstructionPart(content=text, name=source.name, id=source.id)
     key = instruction_id(block_id)

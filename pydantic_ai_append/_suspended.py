@@ -42,7 +42,9 @@ class Resumed:
     """Each block's value as the model held it."""
 
 
-def resumed_window(messages: Sequence[ModelMessage], *, key: bytes | None, conversation_id: str | None) -> Resumed | None:
+def resumed_window(
+    messages: Sequence[ModelMessage], *, key: bytes | None, conversation_id: str | None
+) -> Resumed | None:
     """The window of the suspended turn `messages` ends with, if it is in one."""
     window = fold(scan(messages), key=key, conversation_id=conversation_id if key is not None else None)
     if window.baseline is None:
@@ -74,8 +76,12 @@ def resume_turn(
             baseline = resumed.window.baseline
             told = {block.id: _digest(block.content) for block in baseline.blocks}
         else:
-            told = {block_id: None if block_id in window.unsettled else digest for block_id, digest in window.state.items()}
-        stale = [(block_id, value) for block_id, value in resumed.values.items() if told.get(block_id) != _digest(value)]
+            told = {
+                block_id: None if block_id in window.unsettled else digest for block_id, digest in window.state.items()
+            }
+        stale = [
+            (block_id, value) for block_id, value in resumed.values.items() if told.get(block_id) != _digest(value)
+        ]
         carriers = record_changes(
             window,
             stale,
@@ -159,7 +165,9 @@ def split_recorded_prefix(
     Returns:
         Each part's entry (`None` for the sentence) with its text, or `None` if the string isn't made of them.
     """
-    stated = [entry for entry in baseline.instructions if not isinstance(entry, InstructionBlock) or entry.content is not None]
+    stated = [
+        entry for entry in baseline.instructions if not isinstance(entry, InstructionBlock) or entry.content is not None
+    ]
     last = max((index for index, entry in enumerate(stated) if isinstance(entry, InstructionBlock)), default=None)
     expected: list[InstructionBlock | InstructionDigest | None] = list(stated)
     if last is not None:

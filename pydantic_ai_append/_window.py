@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
-from typing import Literal, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, cast
 
 from ._diff import apply_hunks
 from ._encoding import CHANGE_VERSION, Change, StoredDiff, Unreadable, decode_record
@@ -145,15 +145,13 @@ def _opens(stored: object) -> bool:
 _PREV, _CHECK, _VERSION = itemgetter('prev'), itemgetter('check'), itemgetter('v')
 
 
-def _linked(stored: list[object], first: str) -> bool:
+def _linked(stored: list[Any], first: str) -> bool:
     """Whether every one of `stored` is a format 3 change naming the check of the one before it (`first` first)."""
     try:
-        return set(map(_VERSION, stored)) == {CHANGE_VERSION} and list(map(_PREV, stored)) == [
-            first,
-            *map(_CHECK, stored[:-1]),
-        ]
+        versions, prevs, checks = set(map(_VERSION, stored)), list(map(_PREV, stored)), list(map(_CHECK, stored[:-1]))
     except (KeyError, TypeError):
         return False
+    return versions == {CHANGE_VERSION} and prevs == [first, *checks]
 
 
 def _read_each(window: Window, key: bytes | None, conversation: str | None) -> Window:
@@ -275,4 +273,3 @@ def _baseline_entry(block: CurrentBlock) -> InstructionBlock | InstructionDigest
         assert block.id is not None, 'append-mode blocks always have an id'
         return InstructionBlock(id=block.id, content=block.content)
     return InstructionDigest.of(id=block.id, dynamic=block.mode == 'rewrite', content=block.content or '')
-
