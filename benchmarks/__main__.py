@@ -43,10 +43,10 @@ class Size:
 
 
 SIZES = {
-    'default': Size(20, (10, 100, 1000), (100, 1000), 15, 200, 1000, 10_000_000, 3),
+    'default': Size(20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3),
     'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2),
 }
-NATIVE_MAX_TURNS = 100
+NATIVE_MAX_TURNS = 300
 """Pydantic AI's own append mechanism is timed up to this history size: its histories are built by real runs,
 which costs time quadratic in the size."""
 

@@ -5,23 +5,20 @@ profiles are timed, because Pydantic AI does more work for system messages on mo
 (it wraps each one in `<system>` user text): `inline` and `wrapped`.
 
 Histories are built the way the agent builds them, but without running the agent N times (that is quadratic
-in N): the first turn is a real run, and each later turn adds the user prompt, the records the plugin would
-record (made with the plugin's own `record_change` and `carrier`), and the reply. `tests/test_benchmark.py`
-checks that a built history equals a history of real runs. Pydantic AI's own append mechanism keeps records
-of its own, so its histories are made by real runs, and only up to `native_max_turns`.
+in N): the first turn is a real run, and each later turn adds the user prompt, the carriers the plugin would
+record (made with the plugin's own `record_changes`), and the reply. `tests/test_benchmark.py` checks that a built
+history equals a history of real runs. Pydantic AI's own append mechanism keeps records of its own, so its
+histories are made by real runs, and only up to `native_max_turns`.
 
 Besides the policies, a `floor` variant sends what the append policy sends with none of the plugin's logic: a
-static agent, the append history, and a capability that only swaps each record for its already-rendered text.
-Its time is what Pydantic AI itself charges for the extra parts; the distance from it to `append` is the
-plugin's own cost. An `injected` variant is the lower bound of any design that sends the changes' text: the
-static history, with no records in it at all, and a capability that adds each change's pre-rendered text to the
-request it belongs to, just before the request is sent. A `required` variant runs the append history with
-`required.RequiredWork` in place of the plugin, and its hooks are timed as the plugin's are: what the plugin's
-guarantees cost on their own, which no design that keeps them saves. The timed runs reuse one history's objects,
-as one process running a conversation does, so the records are read once; `append-loaded` gets the history freshly
-loaded from JSON before each run (outside the clock), as a server that stores history between requests does, and
-reads every record again, and `static-loaded` does the same with the static history: what a fresh load costs
-Pydantic AI itself.
+static agent, the append history, and a capability that only leaves out the baseline's empty carrier. Its time is
+what Pydantic AI itself charges for the extra parts; the distance from it to `append` is the plugin's own cost. An
+`injected` variant is the lower bound of any design that sends the changes' text: the static history, with no
+records in it at all, and a capability that adds each change's text to the request it belongs to, just before the
+request is sent. The timed runs reuse one history's objects, as one process running a conversation does;
+`append-loaded` gets the history freshly loaded from JSON before each run (outside the clock), as a server that
+stores history between requests does, and `static-loaded` does the same with the static history: what a fresh load
+costs Pydantic AI itself.
 
 Runs are timed in process CPU time, in rounds that run every variant once in rotated order (`measure`), and the
 append variants' hooks are timed inside each run. `time_change_counts` times the hooks on histories of one length
@@ -36,7 +33,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -54,14 +51,11 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
-from pydantic_ai_append import InstructionDeltaPart
-from pydantic_ai_append._history import Located, carrier, is_carrier, scan
-from pydantic_ai_append._records import StoredDiff
-from pydantic_ai_append._rendering import InlineRenderer, WrappedRenderer, record_change
-from pydantic_ai_append._window import fold_window
+from pydantic_ai_append._history import RECORD_KEY, scan
+from pydantic_ai_append._request import record_changes
+from pydantic_ai_append._window import fold
 
 from .measure import HookTimer, Spread, least_squares_slope, paired_ratios, rotated
-from .required import required_agent
 from .scenario import (
     BLOCKS,
     CLOCK_CHANGE_TURN,
@@ -124,16 +118,22 @@ async def build_history(policy: Policy, turns: int, *, changes_until: int | None
     first = history[0]
     assert isinstance(first, ModelRequest)
     response = history[1]
+    window = fold(scan(history), key=None, conversation_id=None)
     for turn in range(2, turns + 1):
         parts: list[ModelRequestPart] = [UserPromptPart(prompt(turn))]
         instructions = first.instructions
         at, previous = min(turn, last_change), min(turn - 1, last_change)
         if policy == 'append':
-            parts += [
-                carrier(record_change(f'capability:scenario:{name}', before, after))
+            changes = [
+                (f'capability:scenario:{name}', after)
                 for name, function in BLOCKS
-                if (before := function(previous)) != (after := function(at))
+                if function(previous) != (after := function(at))
             ]
+            carriers = record_changes(window, changes, key=None, conversation_id=None, signed=False)
+            parts += carriers
+            if carriers:
+                record = cast('dict[str, Any]', carriers[-1].metadata)[RECORD_KEY]
+                window = replace(window, state=record['state'], last_check=record['check'])
         elif policy == 'rewrite':
             instructions = '\n\n'.join([STATIC_INSTRUCTIONS, *(function(at) for _, function in BLOCKS)])
         history += [replace(first, parts=parts, instructions=instructions), replace(response)]
@@ -141,30 +141,26 @@ async def build_history(policy: Policy, turns: int, *, changes_until: int | None
 
 
 class _Floor(AbstractCapability[Any]):
-    """Swaps each record in the outgoing messages for its change's text, rendered before the clock starts."""
-
-    def __init__(self, texts: dict[int, str]) -> None:
-        self._texts = texts
+    """Leaves the baselines' empty carriers out of the outgoing messages, and nothing else."""
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        messages: list[ModelMessage] = []
-        for message in request_context.messages:
-            if isinstance(message, ModelRequest) and any(is_carrier(part) for part in message.parts):
-                parts = [
-                    SystemPromptPart(self._texts[id(part)]) if id(part) in self._texts else part
-                    for part in message.parts
-                    if not is_carrier(part) or id(part) in self._texts
-                ]
-                message = replace(message, parts=parts)
-            messages.append(message)
-        request_context.messages = messages
+        request_context.messages = [
+            replace(message, parts=[part for part in message.parts if not _is_empty_carrier(part)])
+            if isinstance(message, ModelRequest) and any(_is_empty_carrier(part) for part in message.parts)
+            else message
+            for message in request_context.messages
+        ]
         return request_context
 
 
+def _is_empty_carrier(part: ModelRequestPart) -> bool:
+    return isinstance(part, SystemPromptPart) and not part.content and bool(part.metadata)
+
+
 class _Injected(AbstractCapability[Any]):
-    """Adds the changes' texts, rendered before the clock starts, to the outgoing requests they belong to."""
+    """Adds the changes' texts to the outgoing requests they belong to."""
 
     def __init__(self, texts: dict[int, list[str]]) -> None:
         self._texts = texts
@@ -181,18 +177,13 @@ class _Injected(AbstractCapability[Any]):
         return request_context
 
 
-def _change_texts(history: Sequence[ModelMessage], profile: Profile) -> tuple[dict[int, str], dict[int, list[str]]]:
-    """Each change's text, by the identity of its carrier and by the index of the request that carries it."""
-    renderer = InlineRenderer() if profile == 'inline' else WrappedRenderer()
-    by_part: dict[int, str] = {}
+def _change_texts(history: Sequence[ModelMessage]) -> dict[int, list[str]]:
+    """Each change's text, by the index of the request that carries it."""
     by_request: dict[int, list[str]] = {}
-    # Folded, not just scanned: a change stored as its diff has its text only once the window rebuilds it.
-    for delivery in fold_window(scan(history)).deliveries:
-        part = history[delivery.message_index].parts[delivery.part_index]
-        text = renderer.change(delivery.delta, base_matches=delivery.base_matches)
-        by_part[id(part)] = text
-        by_request.setdefault(delivery.message_index, []).append(text)
-    return by_part, by_request
+    for found in scan(history).found:
+        if found.part is not None and found.part.content:
+            by_request.setdefault(found.message_index, []).append(found.part.content)
+    return by_request
 
 
 def fresh(history: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -207,10 +198,7 @@ def stored_bytes(history: Sequence[ModelMessage]) -> int:
 
 def count_changes(history: Sequence[ModelMessage]) -> int:
     """The number of change records in `history`."""
-    return sum(
-        isinstance(found, Located) and isinstance(found.record, InstructionDeltaPart | StoredDiff)
-        for found in scan(history)
-    )
+    return sum(found.part is not None and bool(found.part.content) for found in scan(history).found)
 
 
 @dataclass(frozen=True)
@@ -298,8 +286,8 @@ class Timing:
         return Spread.of(paired_ratios(self.seconds[variant], self.seconds[to]))
 
     def hook_share(self, variant: str) -> Spread:
-        """The share of each of `variant`'s runs spent in the plugin's hooks."""
-        return Spread.of(paired_ratios(self.hook_seconds[variant], self.seconds[variant]))
+        """Per round, the plugin's hooks in `variant`'s run as a share of the static variant's run."""
+        return Spread.of(paired_ratios(self.hook_seconds[variant], self.seconds['static']))
 
     def hook_ms(self, variant: str) -> float:
         """The median CPU time of the plugin's hooks in one of `variant`'s runs, in milliseconds."""
@@ -332,17 +320,18 @@ async def time_runs(profile: Profile, turns: int, histories: dict[Policy, list[M
         append_history = histories['append']
         first = append_history[0]
         assert isinstance(first, ModelRequest)
-        by_part, by_request = _change_texts(append_history, profile)
-        floor = Agent(model, deps_type=int, instructions=first.instructions, capabilities=[_Floor(by_part)])
+        floor = Agent(model, deps_type=int, instructions=first.instructions, capabilities=[_Floor()])
         variants['floor'] = Variant(floor, append_history, turns + 1)
         if 'static' in histories:
             # The static history has the same requests at the same indexes, without records.
             injected = Agent(
-                model, deps_type=int, instructions=first.instructions, capabilities=[_Injected(by_request)]
+                model,
+                deps_type=int,
+                instructions=first.instructions,
+                capabilities=[_Injected(_change_texts(append_history))],
             )
             variants['injected'] = Variant(injected, histories['static'], turns + 1)
         variants['append-loaded'] = replace(variants['append'], loaded=True)
-        variants['required'] = Variant(required_agent(model, hooks), append_history, turns + 1, hooks=hooks)
     rounds = await run_rounds(variants, repeats, turns + 1)
     sizes = {policy: stored_bytes(history) for policy, history in histories.items() if policy in ('static', 'append')}
     return Timing(profile, turns, rounds.seconds, rounds.hook_seconds, sizes, rounds.by_hook)
@@ -399,13 +388,11 @@ async def time_change_counts(profile: Profile, turns: int, repeats: int) -> Chan
 
     Every history has as many messages; only the number of change records in it differs, and each timed request
     records and delivers the same new changes, so the hook time's slope against the number of changes is the
-    per-request cost of each past change already delivered. The `required` variants run `RequiredWork` on the same
-    histories: the slope of the work the guarantees require for each past change.
+    per-request cost of each past change already delivered.
     """
     model = function_model(profile)
     hooks = HookTimer()
     agent = build_agent('append', model, hooks)
-    required = required_agent(model, hooks)
     variants: dict[str, Variant] = {}
     counts: dict[str, int] = {}
     for share in CHANGE_SHARES:
@@ -415,7 +402,6 @@ async def time_change_counts(profile: Profile, turns: int, repeats: int) -> Chan
         for kind, runner, loaded in (
             ('append', agent, False),
             ('append-loaded', agent, True),
-            ('required', required, False),
         ):
             name = f'{kind}@{changes}'
             variants[name] = Variant(runner, history, last + 1, loaded=loaded, hooks=hooks)

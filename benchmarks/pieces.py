@@ -1,8 +1,8 @@
 """The cost of the pieces on their own: recording and rendering one change, and verifying a long prefix.
 
 - Recording a one-line edit to a 15 KB block computes its diff, once, when the change is recorded.
-- Rendering turns a recorded change into its element: the full `<context>` replacement or the `<context-diff>`.
-  Requests after the first take it from a cache; the figure here is the uncached work.
+- Rendering turns a change into its element: the full `<context>` replacement or the `<context-diff>`; history keeps
+  the element, so it is rendered once.
 - Verifying a prefix compares a request's cache-order segments with the previous request's, byte for byte, as
   [`assert_prefix_stable`][pydantic_ai_append.testing.assert_prefix_stable] does; the previous request is 1 MB.
   Splitting a 1 MB body into its segments (parsing and re-encoding the JSON) is timed apart, since a check of
@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pydantic_ai_append._rendering import context_element, diff_element, record_change
+from pydantic_ai_append._diff import diff_hunks
+from pydantic_ai_append._rendering import change_text, context_element, diff_element
 from pydantic_ai_append.testing import Segment, assert_prefix_stable, segments
 
 from .scenario import memory
@@ -62,15 +63,14 @@ def time_pieces(repeats: int) -> list[PieceTiming]:
     """Time each piece `repeats` times and take the medians."""
     block_id = 'capability:scenario:memory'
     before, after = memory(3), memory(4)
-    delta = record_change(block_id, before, after)
-    assert delta.diff is not None, 'a one-line edit to the memory block is recorded as a diff'
-    diff = delta.diff
+    assert change_text(block_id, before, after).startswith('<context-diff'), 'a one-line edit is sent as a diff'
+    diff = diff_hunks(before, after)
     body, earlier, later = _long_conversation()
     prefix_bytes = sum(len(segment.data) for segment in earlier)
     return [
         PieceTiming(
             'record a one-line edit (diff)',
-            _median_us(lambda: record_change(block_id, before, after), repeats),
+            _median_us(lambda: change_text(block_id, before, after), repeats),
             len(after),
         ),
         PieceTiming(

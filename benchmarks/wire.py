@@ -30,7 +30,7 @@ from fake_provider import (
     openai_chat_model,
     openai_responses_model,
 )
-from pydantic_ai_append._delivery import is_inline
+from pydantic_ai_append._request import is_inline
 from pydantic_ai_append.testing import Api, Segment, WireConversation, common_prefix_length, prefix_reuse
 
 from .scenario import BLOCKS, Policy, build_agent, prompt, tool_turn
