@@ -17,7 +17,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from pydantic_ai import AgentRunResult, RunContext
 from pydantic_ai.capabilities import (
@@ -121,8 +121,20 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     """Per run: the window of the suspended turn the run resumes, as the run's history had it at the start."""
 
     def __post_init__(self) -> None:
+        # Read as objects: the options come from user code, which may not be type-checked.
         if self.id is None or not self.id:
             raise UserError("`AppendInstructions` needs an `id`, such as `AppendInstructions(id='todos')`.")
+        if not isinstance(cast('object', self.id), str):
+            raise UserError(f'`AppendInstructions` option `id` takes a string, not {self.id!r}.')
+        key = cast('object', self.signing_key)
+        if key is not None and (not isinstance(key, str | bytes) or not key):
+            raise UserError(f'`AppendInstructions` option `signing_key` takes a non-empty str or bytes, not {key!r}.')
+        verifier = cast('object', self.verifier)
+        if verifier is not None and not callable(getattr(verifier, 'open_window', None)):
+            raise UserError(
+                f'`AppendInstructions` option `verifier` takes a `WireVerifier` (anything with `open_window()`), not '
+                f'{verifier!r}.'
+            )
         if ':' in self.id:
             raise UserError(f'`AppendInstructions` id {self.id!r} cannot contain a colon; colons separate id segments.')
         if self.defer_loading:
@@ -132,7 +144,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             )
         if isinstance(self.append_ids, str):
             raise UserError(f'`append_ids` takes a sequence of ids, not the string {self.append_ids!r}.')
-        # Read as objects: the option comes from user code, which may not be type-checked.
+        if not isinstance(cast('object', self.append_ids), Sequence):
+            raise UserError(f'`append_ids` takes a sequence of ids, not {self.append_ids!r}.')
         entries: list[object] = [self.append_ids] if isinstance(self.append_ids, BlockPreset) else [*self.append_ids]
         routed_ids: list[str] = []
         named: set[str] = set()
@@ -244,7 +257,12 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 rewrite the block in place (which opens a new window when it changes).
         """
 
+        if name is not None and not isinstance(cast('object', name), str):
+            raise UserError(f'`instructions` option `name` takes a string, not {name!r}.')
+
         def register(function: BlockFunc[AgentDepsT]) -> BlockFunc[AgentDepsT]:
+            if not callable(function):
+                raise UserError(f'`instructions` registers a function computing a block, not {function!r}.')
             block_name = name if name is not None else getattr(function, '__name__', '')
             if on_change not in _POLICIES:
                 raise UserError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent
@@ -119,3 +121,32 @@ def test_one_append_capability_per_agent():
         "An agent can have only one `AppendInstructions` capability, but 'one' and 'two' both handle this request: "
         'register all blocks on one, and route other sources through its `append_ids`.'
     )
+
+
+def capability(**options: Any) -> AppendInstructions[None]:
+    arguments: dict[str, Any] = {'id': 't', **options}
+    return AppendInstructions(**arguments)
+
+
+@pytest.mark.parametrize(
+    ('options', 'register', 'message'),
+    [
+        pytest.param({'id': 42}, {}, '`id` takes a string, not 42', id='id'),
+        pytest.param({'id': ''}, {}, 'needs an `id`', id='id-empty'),
+        pytest.param({'append_ids': 42}, {}, 'takes a sequence of ids, not 42', id='append_ids'),
+        pytest.param({'append_ids': [3]}, {}, 'entry 3 is neither', id='append_ids-entry'),
+        pytest.param({'signing_key': 5}, {}, '`signing_key` takes a non-empty str or bytes, not 5', id='signing_key'),
+        pytest.param({'signing_key': b''}, {}, "not b''", id='signing_key-empty'),
+        pytest.param({'verifier': 'v'}, {}, '`verifier` takes a `WireVerifier`', id='verifier'),
+        pytest.param({}, {'name': 3}, '`name` takes a string, not 3', id='name'),
+        pytest.param({}, {'on_change': 'sometimes'}, "Unknown `on_change` policy 'sometimes'", id='on_change'),
+        pytest.param({}, {'function': 42}, 'registers a function computing a block, not 42', id='function'),
+    ],
+)
+def test_every_option_refuses_a_value_of_the_wrong_type_or_form(
+    options: dict[str, Any], register: dict[str, Any], message: str
+):
+    with pytest.raises(UserError) as error:
+        function = register.pop('function', lambda: 'a')
+        capability(**options).instructions(**register)(function)
+    assert message in str(error.value)
