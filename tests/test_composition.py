@@ -4,11 +4,16 @@ their own path's wording, history processors, and other capabilities' hooks that
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
+
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import CompactionPart, ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.fallback import FallbackModel
 
 from pydantic_ai_append import AppendInstructions, instruction_records
@@ -104,7 +109,6 @@ def test_records_reach_history_when_a_hook_copies_the_request():
     from dataclasses import replace as copy_of
 
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.models import ModelRequestContext
 
     class CopyRequest(AbstractCapability[object]):
         async def before_model_request(
@@ -140,7 +144,6 @@ def test_compaction_before_any_window():
 
 def test_records_need_a_request_in_history_to_persist():
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.models import ModelRequestContext
 
     class ForgetHistory(AbstractCapability[object]):
         async def before_model_request(
@@ -241,7 +244,6 @@ def test_a_request_replaced_by_a_copy_before_its_attempt_is_still_worded_for_its
     from dataclasses import replace as copy_of
 
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.models import ModelRequestContext
 
     import pydantic_ai_append._capability as capability
 
@@ -283,7 +285,6 @@ def test_the_delivered_paths_keep_no_request_alive_and_forget_the_ones_gone():
     import weakref
 
     from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
-
     from pydantic_ai_append._delivery import DELIVERED, delivered_inline, prepare_model
 
     def request(inline: bool) -> ModelRequestContext:
@@ -341,3 +342,57 @@ def test_the_step_claims_keep_no_request_alive_and_still_tell_the_owner_of_a_liv
         assert STEP_CLAIMS.claim(request(), second, 'second') is None
     assert (STEP_CLAIMS.claim(kept, first, 'first'), STEP_CLAIMS.claim(kept, second, 'second')) == (None, 'first')
     assert len(STEP_CLAIMS) <= 1_000
+
+
+@dataclass
+class Reminder(AbstractCapability[object]):
+    """Ends every request with a request-only message: what a reminder capability sends, never stored."""
+
+    def get_ordering(self) -> CapabilityOrdering:
+        return CapabilityOrdering(position=self.position)  # pyright: ignore[reportArgumentType]
+
+    position: str = 'outermost'
+
+    async def before_model_request(
+        self, ctx: RunContext[object], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        reminder = ModelRequest(parts=[UserPromptPart('Reminder: be brief.')])
+        request_context.messages = [*request_context.messages, reminder]
+        return request_context
+
+
+@pytest.mark.parametrize('position', ['outermost', 'innermost'])
+@pytest.mark.parametrize('listed', ['before', 'after'])
+def test_a_request_only_message_at_the_end_moves_nothing(listed: str, position: str):
+    chat = ScriptedModel(script=[[('tick', {})], 'done', 'ok'])
+    value = ['a']
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: value[0])
+    reminder = Reminder(position=position)
+    capabilities: list[AbstractCapability[object]] = [reminder, context] if listed == 'before' else [context, reminder]
+    agent = Agent(chat.model(), capabilities=capabilities)
+
+    @agent.tool_plain
+    def tick() -> str:  # pyright: ignore[reportUnusedFunction]
+        """Tick the item off."""
+        value[0] = 'b'
+        return 'ticked'
+
+    history = agent.run_sync('one').all_messages()
+    value[0] = 'c'
+    agent.run_sync('two', message_history=history)
+    sent = [[line for line in seen.messages if 'Reminder' not in line] for seen in chat.seen]
+    # Every request repeats the one before it, the instructions included, and the changes sit in stored requests.
+    assert all(later[: len(earlier)] == earlier for earlier, later in itertools.pairwise(sent))
+    assert len({seen.instructions for seen in chat.seen}) == 1
+    assert [line.split('\n')[0] for line in sent[-1]] == snapshot(
+        [
+            'user: one',
+            'call tick: {}',
+            'tool-return tick: ticked',
+            'user: <system><context id="capability:todos:state">',
+            'assistant: done',
+            'user: two',
+            'user: <system><context id="capability:todos:state">',
+        ]
+    )
