@@ -301,3 +301,49 @@ def test_a_turn_the_guard_compacted_resumes_with_the_instructions_it_was_sent():
     agent.run_sync(None, message_history=history)
     assert (chat.last.instructions, chat.last.parts) == (sent.instructions, sent.parts)
     assert chat.last.messages[: len(sent.messages)] == sent.messages
+
+
+def test_a_resumed_turn_records_what_it_tells_again_so_the_next_request_keeps_the_prefix():
+    from pydantic_ai.capabilities import ProcessHistory
+
+    chat = ScriptedModel()
+    value = ['first']
+    trimming = [False]
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: value[0])
+
+    def drop_the_change(messages: list[ModelMessage]) -> list[ModelMessage]:
+        # Drops the turn that carries the change to 'second': its request and the reply to it.
+        if not trimming[0]:
+            return messages
+        turns = [
+            index
+            for index, message in enumerate(messages)
+            if any(getattr(part, 'content', None) == 'two' for part in message.parts)
+        ]
+        return [message for index, message in enumerate(messages) if not turns or index not in (turns[0], turns[0] + 1)]
+
+    agent = Agent(chat.model(), capabilities=[context, ProcessHistory[object](drop_the_change)])
+    history = agent.run_sync('one').all_messages()
+    value[0] = 'second'
+    history = agent.run_sync('two', message_history=history).all_messages()
+    history = agent.run_sync('three', message_history=history).all_messages()
+    last = history[-1]
+    assert isinstance(last, ModelResponse)
+    last.state = 'suspended'
+    trimming[0] = True
+    history = agent.run_sync(None, message_history=history).all_messages()
+    resumed = chat.last
+    assert resumed.messages[-2:] == snapshot(
+        [
+            """\
+user: <system><context id="capability:todos:state">
+second
+</context></system>\
+""",
+            'assistant: ok',
+        ]
+    )
+    agent.run_sync('four', message_history=history)
+    assert chat.last.instructions == resumed.instructions
+    assert chat.last.messages[: len(resumed.messages) - 1] == resumed.messages[:-1]
