@@ -46,6 +46,34 @@ _POLICIES: tuple[ChangePolicy, ...] = ('append', 'rewrite')
 _NAMESPACES = ('agent', 'capability', 'toolset')
 
 
+def _routes(append_ids: object) -> tuple[tuple[str, ...], frozenset[str]]:
+    """Every id `append_ids` routes, presets flattened, in order; and the ids named directly rather than by a preset."""
+    if isinstance(append_ids, str) or not isinstance(append_ids, Sequence):
+        shown = f'the string {append_ids!r}' if isinstance(append_ids, str) else repr(append_ids)
+        raise UserError(f'`append_ids` takes a sequence of ids, not {shown}.')
+    entries = cast('Sequence[object]', [append_ids] if isinstance(append_ids, BlockPreset) else append_ids)
+    routed: list[str] = []
+    named: set[str] = set()
+    for entry in entries:
+        if isinstance(entry, BlockPreset):
+            routed.extend(entry)
+        elif isinstance(entry, str):
+            routed.append(entry)
+            named.add(entry)
+        else:
+            raise UserError(
+                f'`append_ids` entry {entry!r} is neither an id nor a preset such as `HARNESS_BLOCKS`; pass the '
+                'preset itself, or its ids as strings.'
+            )
+    for route in routed:
+        if route.split(':', 1)[0] not in _NAMESPACES:
+            raise UserError(
+                f'`append_ids` entry {route!r} is not an instruction id: ids start with one of '
+                f'{", ".join(repr(namespace) for namespace in _NAMESPACES)}, such as `capability:repo_context`.'
+            )
+    return tuple(dict.fromkeys(routed)), frozenset(named)
+
+
 @dataclass
 class AppendInstructions(AbstractCapability[AgentDepsT]):
     r"""Instruction blocks that keep the prompt cache when they change.
@@ -142,32 +170,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 "`AppendInstructions` can't be loaded on demand (`defer_loading=True`): its blocks are the prefix of "
                 'every request from the first.'
             )
-        if isinstance(self.append_ids, str):
-            raise UserError(f'`append_ids` takes a sequence of ids, not the string {self.append_ids!r}.')
-        if not isinstance(cast('object', self.append_ids), Sequence):
-            raise UserError(f'`append_ids` takes a sequence of ids, not {self.append_ids!r}.')
-        entries: list[object] = [self.append_ids] if isinstance(self.append_ids, BlockPreset) else [*self.append_ids]
-        routed_ids: list[str] = []
-        named: set[str] = set()
-        for entry in entries:
-            if isinstance(entry, BlockPreset):
-                routed_ids.extend(entry)
-            elif isinstance(entry, str):
-                routed_ids.append(entry)
-                named.add(entry)
-            else:
-                raise UserError(
-                    f'`append_ids` entry {entry!r} is neither an id nor a preset such as `HARNESS_BLOCKS`; pass the '
-                    'preset itself, or its ids as strings.'
-                )
-        self._routed = tuple(dict.fromkeys(routed_ids))
-        self._named = frozenset(named)
-        for routed in self._routed:
-            if routed.split(':', 1)[0] not in _NAMESPACES:
-                raise UserError(
-                    f'`append_ids` entry {routed!r} is not an instruction id: ids start with one of '
-                    f'{", ".join(repr(namespace) for namespace in _NAMESPACES)}, such as `capability:repo_context`.'
-                )
+        self._routed, self._named = _routes(self.append_ids)
 
     @classmethod
     def from_spec(
@@ -256,7 +259,6 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             on_change: `'append'` to keep the first value in the prefix and append changes, or `'rewrite'` to
                 rewrite the block in place (which opens a new window when it changes).
         """
-
         if name is not None and not isinstance(cast('object', name), str):
             raise UserError(f'`instructions` option `name` takes a string, not {name!r}.')
 

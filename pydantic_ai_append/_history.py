@@ -33,6 +33,7 @@ __all__ = (
     'Found',
     'Scan',
     'carrier',
+    'delta_of',
     'instruction_records',
     'is_carrier',
     'opens_window',
@@ -145,38 +146,33 @@ def instruction_records(
     records: list[InstructionRecord] = []
     held: dict[str, str | None] = {}
     for found in scan(messages).found:
-        if found.part is None:
-            continue
-        record = decode_record(
-            found.stored, found.part.content, key=key, conversation_id=conversation_id if key else None
-        )
+        text = found.part.content if found.part is not None else ''
+        record = decode_record(found.stored, text, key=key, conversation_id=conversation_id if key else None)
         if isinstance(record, InstructionBaselinePart):
             held = {block.id: block.content for block in record.blocks}
             records.append(record)
-            continue
-        delta = _delta(record, found.part.content, held)
-        if delta is None:
-            if not isinstance(record, Unreadable):
+        elif not isinstance(record, Unreadable):
+            if (delta := delta_of(record, text, held.get(record.id))) is None:
                 held.pop(record.id, None)
-            continue
-        held[delta.id] = delta.content
-        records.append(delta)
+            else:
+                held[delta.id] = delta.content
+                records.append(delta)
     return records
 
 
-def _delta(record: object, text: str, held: dict[str, str | None]) -> InstructionDeltaPart | None:
-    """The change `record` makes, with its value, given each block's value before it; `None` if it can't be read."""
+def delta_of(
+    record: Change | StoredDiff | InstructionDeltaPart, text: str, previous: str | None
+) -> InstructionDeltaPart | None:
+    """The change a record of any format makes, with its value, given the block's value before it (`previous`);
+    `None` if its value can't be rebuilt from that.
+    """
     if isinstance(record, InstructionDeltaPart):
         return record
     if isinstance(record, StoredDiff):
-        base = held.get(record.id)
-        content = apply_hunks(base, record.diff) if base is not None else None
-        if content is None or content_hash(content) != record.content_hash:
+        value = apply_hunks(previous, record.diff) if previous is not None else None
+        if value is None or content_hash(value) != record.content_hash:
             return None
-        return InstructionDeltaPart(id=record.id, content=content, base_hash=record.base_hash, diff=record.diff)
-    if not isinstance(record, Change):
-        return None
-    previous = held.get(record.id)
+        return InstructionDeltaPart(id=record.id, content=value, base_hash=record.base_hash, diff=record.diff)
     value = change_value(record.id, text, previous)
     if isinstance(value, ValueError):
         return None

@@ -3,10 +3,10 @@
 They are read back with [`instruction_records`][pydantic_ai_append.instruction_records]; how they are stored is in
 `_history` and `_encoding`.
 
-The same-named Pydantic AI classes (2.59 and later, in `pydantic_ai.messages`) are a different thing: those are
-request parts of Pydantic AI's own append mode, in its part union and serialized as parts. These are the
-plugin's own records, carried in part metadata, and read on every supported release, 2.58 included. Neither is
-an instance of the other, and the plugin never reads or writes Pydantic AI's.
+The same-named classes of Pydantic AI 2.59 and later (`pydantic_ai.messages`) are a different thing: request parts
+of Pydantic AI's own append mode, in its part union. These are the plugin's own records, carried in part metadata
+and read on every supported release, 2.58 included; neither is an instance of the other, and the plugin never reads
+or writes Pydantic AI's.
 """
 
 from __future__ import annotations
@@ -63,10 +63,6 @@ class InstructionBlock:
 class InstructionDigest:
     """A rewrite-mode or literal instruction block, as a baseline records it: enough to tell whether it changed.
 
-    Not the same-named class of Pydantic AI 2.59 and later (`pydantic_ai.messages.InstructionDigest`), an entry of
-    its own baselines: this one is an entry of the plugin's baseline record, read on every supported release, 2.58
-    included. Neither is an instance of the other.
-
     ```python
     from pydantic_ai_append import InstructionDigest
 
@@ -101,11 +97,6 @@ class InstructionBaselinePart:
 
     Append-mode blocks are kept in full, because their first values stay in the prefix for the whole
     window; every other block is kept as a digest. A baseline with no blocks ends the window before it.
-
-    Not the same-named request part of Pydantic AI 2.59 and later (`pydantic_ai.messages.InstructionBaselinePart`),
-    which is a member of Pydantic AI's part union and records its own append mode's windows. This record is the
-    plugin's: it travels in the metadata of an empty system prompt part, is read on every supported release, 2.58
-    included, and the plugin never reads or writes Pydantic AI's. Neither is an instance of the other.
 
     ```python
     from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDigest
@@ -142,11 +133,6 @@ class InstructionBaselinePart:
 @dataclass(frozen=True)
 class InstructionDeltaPart:
     """The record of one append-mode block's change, delivered at the request it is stored on.
-
-    Not the same-named request part of Pydantic AI 2.59 and later (`pydantic_ai.messages.InstructionDeltaPart`),
-    which is a member of Pydantic AI's part union and records a change in its own append mode. This record is the
-    plugin's: it travels in the metadata of an empty system prompt part, is read on every supported release, 2.58
-    included, and the plugin never reads or writes Pydantic AI's. Neither is an instance of the other.
 
     ```python
     from pydantic_ai_append import InstructionDeltaPart

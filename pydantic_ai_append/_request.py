@@ -159,6 +159,7 @@ def record_changes(
     """The carriers of `changes` to `window`'s blocks, each sent in full with `full`, or as a diff when shorter."""
     assert window.baseline is not None or full or not changes, 'only a resumed turn retells changes outside a window'
     state, prev = dict(window.state), window.last_check
+    bound = conversation_id if signed else None
     # The sentence follows the first change of a window whose prefix states no block, since nothing else says it.
     untold = window.baseline is not None and not any(block.content for block in window.baseline.blocks)
     untold = untold and window.start == len(window.found)
@@ -168,7 +169,7 @@ def record_changes(
         previous = None
         if not full and base is not None and value is not None and block_id not in window.unsettled:
             previous = _TEXTS.get((conversation_id, base))
-            if previous is None and (previous := window.value_of(block_id)) is not None:
+            if previous is None and (previous := window.value_of(block_id, key=key, conversation_id=bound)) is not None:
                 _TEXTS.put((conversation_id, base), previous, size=size_of([previous]))
         text = change_text(block_id, previous, value)
         if untold:
@@ -183,7 +184,7 @@ def record_changes(
             prev=prev,
             text=text,
             key=key,
-            conversation_id=conversation_id if signed else None,
+            conversation_id=bound,
         )
         prev = stored['check']
         carriers.append(carrier(text, stored))

@@ -23,11 +23,10 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple, cast
 
-from ._diff import apply_hunks
 from ._encoding import CHANGE_VERSION, Change, StoredDiff, Unreadable, decode_record
-from ._history import COMPACTED, Found, Scan
+from ._history import COMPACTED, Found, Scan, delta_of
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest, content_hash
-from ._rendering import change_text, change_value, diff_element
+from ._rendering import change_text, diff_element
 
 __all__ = ('CurrentBlock', 'Window', 'WindowPlan', 'fold', 'plan_request')
 
@@ -79,21 +78,20 @@ class Window:
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
 
-    def value_of(self, block_id: str) -> str | None:
+    def value_of(self, block_id: str, *, key: bytes | None, conversation_id: str | None) -> str | None:
         """The block's value as the model holds it, rebuilt from the window's records; `None` if it can't be."""
         blocks = self.baseline.blocks if self.baseline is not None else ()
         value = next((block.content for block in blocks if block.id == block_id), None)
         for found in self.found[self.start :]:
-            stored, part = found.stored, found.part
-            if part is None or _field(stored, 'id') != block_id:
+            if found.part is None or _field(found.stored, 'id') != block_id:
                 continue
-            if stored['v'] == CHANGE_VERSION:
-                read = change_value(block_id, part.content, value)
-                value = None if isinstance(read, ValueError) else read
-            elif stored['v'] == 2:
-                value = apply_hunks(value, stored['diff']) if value is not None else None
-            else:
-                value = stored['content']
+            record = decode_record(found.stored, found.part.content, key=key, conversation_id=conversation_id)
+            delta = (
+                None
+                if isinstance(record, Unreadable | InstructionBaselinePart)
+                else delta_of(record, found.part.content, value)
+            )
+            value = delta.content if delta is not None else None
         digest = content_hash(value) if value is not None else None
         return value if value is not None and digest == self.state.get(block_id) else None
 
