@@ -33,9 +33,11 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
 from ._blocks import BlockFunc, Blocks, ChangePolicy, OwnBlock, takes_run_context
+from ._compat import ask_for_framing_announcement
 from ._history import opens_window
 from ._presets import BlockPreset
-from ._request import RequestSettings, WindowObserver, handle_request
+from ._rendering import SUPERSESSION_SENTENCE
+from ._request import RequestSettings, WindowObserver, handle_request, is_inline
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
 from ._suspended import Resumed, resume_turn, resumed_window
 from ._transport import conversation_scope
@@ -343,3 +345,17 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         if not messages or not isinstance(messages[-1], ModelRequest):
             return resume_turn(settings, ctx, request_context, self._resumed)
         return await handle_request(settings, ctx, request_context)
+
+    async def prepare_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Have the `<system>` framing announced from the first request for the model about to serve this attempt.
+
+        Pydantic AI calls this once per attempt on releases that have it (the `ModelFallback` capability switches
+        models between attempts); older releases don't, and the step's model, set up by `before_model_request`,
+        serves every attempt.
+        """
+        parts = request_context.model_request_parameters.instruction_parts or []
+        if not is_inline(request_context.model) and any(part.content == SUPERSESSION_SENTENCE for part in parts):
+            ask_for_framing_announcement(request_context)
+        return request_context

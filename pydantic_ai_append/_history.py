@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeAlias, cast
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -50,15 +50,10 @@ COMPACTED = object()
 _NOT_CARRIED = object()
 
 
-class Found(NamedTuple):
-    """A carrier (or a compaction) in history, where it was found, and what it stores."""
-
-    message_index: int
-    part_index: int
-    part: SystemPromptPart | None
-    """The carrier; `None` for a compaction."""
-    stored: Any
-    """What the carrier's metadata holds (`None` for a carrier whose metadata was dropped), or `COMPACTED`."""
+Found: TypeAlias = tuple[int, int, SystemPromptPart | None, Any]
+"""A carrier (or a compaction) in history: the index of its message and of its part, the carrier (`None` for a
+compaction), and what its metadata stores (`None` for a carrier whose metadata was dropped, or `COMPACTED`). A plain
+tuple: every request builds one per carrier in history, and a named tuple costs several times as much."""
 
 
 def carrier(text: str, stored: dict[str, Any]) -> SystemPromptPart:
@@ -90,6 +85,9 @@ class Scan(NamedTuple):
     found: list[Found]
     """Every carrier and compaction, in history order."""
 
+    empty: list[int]
+    """Where in `found` the empty carriers and the compactions are: only those can open or end a window."""
+
     suspects: list[int]
     """The requests with a user prompt or tool return whose text may imitate an element: anything but ASCII text
     without a `<`."""
@@ -100,24 +98,31 @@ def scan(messages: Sequence[ModelMessage]) -> Scan:
     record.
     """
     found: list[Found] = []
+    empty: list[int] = []
     suspects: list[int] = []
-    # This runs on every request over the whole history: a type check per part, and a look at the text of the user
-    # prompts and tool returns.
+    # This runs on every request over the whole history: a type check per part, a look at the text of the user
+    # prompts and tool returns, and a tuple per carrier.
     for message_index, message in enumerate(messages):
-        if isinstance(message, ModelRequest):
-            suspect = False
-            for part_index, part in enumerate(message.parts):
-                kind = type(part)
-                if kind is UserPromptPart or kind is ToolReturnPart:
-                    content = cast('UserPromptPart', part).content
-                    suspect = suspect or type(content) is not str or '<' in content or not content.isascii()
-                elif isinstance(part, SystemPromptPart) and (stored := _stored(part)) is not _NOT_CARRIED:
-                    found.append(Found(message_index, part_index, part, stored))
-            if suspect:
-                suspects.append(message_index)
-        elif any(isinstance(part, CompactionPart) for part in message.parts):
-            found.append(Found(message_index, -1, None, COMPACTED))
-    return Scan(found, suspects)
+        if type(message) is not ModelRequest and not isinstance(message, ModelRequest):
+            if CompactionPart in map(type, message.parts):
+                empty.append(len(found))
+                found.append((message_index, -1, None, COMPACTED))
+            continue
+        suspect = False
+        for part_index, part in enumerate(message.parts):
+            kind = type(part)
+            if kind is UserPromptPart or kind is ToolReturnPart:
+                content = cast('UserPromptPart', part).content
+                suspect = suspect or type(content) is not str or '<' in content or not content.isascii()
+            elif (kind is SystemPromptPart or isinstance(part, SystemPromptPart)) and (
+                stored := _stored(cast('SystemPromptPart', part))
+            ) is not _NOT_CARRIED:
+                if not cast('SystemPromptPart', part).content:
+                    empty.append(len(found))
+                found.append((message_index, part_index, cast('SystemPromptPart', part), stored))
+        if suspect:
+            suspects.append(message_index)
+    return Scan(found, empty, suspects)
 
 
 def instruction_records(
@@ -145,9 +150,9 @@ def instruction_records(
     key = signing_key.encode() if isinstance(signing_key, str) else signing_key
     records: list[InstructionRecord] = []
     held: dict[str, str | None] = {}
-    for found in scan(messages).found:
-        text = found.part.content if found.part is not None else ''
-        record = decode_record(found.stored, text, key=key, conversation_id=conversation_id if key else None)
+    for _, _, part, stored in scan(messages).found:
+        text = part.content if part is not None else ''
+        record = decode_record(stored, text, key=key, conversation_id=conversation_id if key else None)
         if isinstance(record, InstructionBaselinePart):
             held = {block.id: block.content for block in record.blocks}
             records.append(record)

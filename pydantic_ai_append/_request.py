@@ -226,11 +226,13 @@ def outgoing(messages: list[ModelMessage], window: Window, *, continues: bool, n
     """
     start = window.start if continues else len(window.found)
     edits: dict[int, dict[int, SystemPromptPart | None]] = {}
-    for index, found in enumerate(window.found):
-        if found.part is not None and (index < start or not found.part.content):
+    # Every carrier before the window's changes, and each empty one among them (the rendered older formats).
+    for index in [*range(start), *(at for at in window.empty if at >= start)]:
+        message_index, part_index, part, _ = window.found[index]
+        if part is not None:
             rendered = window.rendered.get(index) if index >= start else None
-            sent = SystemPromptPart(rendered, timestamp=found.part.timestamp) if rendered is not None else None
-            edits.setdefault(found.message_index, {})[found.part_index] = sent
+            sent = SystemPromptPart(rendered, timestamp=part.timestamp) if rendered is not None else None
+            edits.setdefault(message_index, {})[part_index] = sent
     suspects = window.suspects if notes else ()
     if not edits and not suspects:
         return messages

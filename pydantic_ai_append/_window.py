@@ -57,6 +57,9 @@ class Window:
     suspects: Sequence[int] = ()
     """The requests that may hold text imitating an element (`Scan.suspects`)."""
 
+    empty: Sequence[int] = ()
+    """Where the empty carriers and compactions are in `found` (`Scan.empty`)."""
+
     start: int = 0
     """Where the window's changes start in `found`: after its baseline."""
 
@@ -82,14 +85,14 @@ class Window:
         """The block's value as the model holds it, rebuilt from the window's records; `None` if it can't be."""
         blocks = self.baseline.blocks if self.baseline is not None else ()
         value = next((block.content for block in blocks if block.id == block_id), None)
-        for found in self.found[self.start :]:
-            if found.part is None or _field(found.stored, 'id') != block_id:
+        for _, _, part, stored in self.found[self.start :]:
+            if part is None or _field(stored, 'id') != block_id:
                 continue
-            record = decode_record(found.stored, found.part.content, key=key, conversation_id=conversation_id)
+            record = decode_record(stored, part.content, key=key, conversation_id=conversation_id)
             delta = (
                 None
                 if isinstance(record, Unreadable | InstructionBaselinePart)
-                else delta_of(record, found.part.content, value)
+                else delta_of(record, part.content, value)
             )
             value = delta.content if delta is not None else None
         digest = content_hash(value) if value is not None else None
@@ -104,32 +107,31 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None) -> Wi
         key: The signing key records are checked with.
         conversation_id: The conversation signed records must belong to.
     """
-    found, suspects = scanned
-    start = len(found)
-    while start and not _opens(found[start - 1].stored):
-        start -= 1
-    empty = Window(found, suspects, start)
-    if not start:
-        changes = any(item.part is not None for item in found)
-        return replace(empty, broken='the window baseline is gone from history' if changes else None)
-    opening = found[start - 1]
-    if opening.part is None:
-        return replace(empty, broken='history was compacted')
+    found, empty, suspects = scanned
+    # The window starts after the last baseline or compaction, and only an empty carrier or a compaction is one.
+    opens = next((at for at in reversed(empty) if _opens(found[at][3])), None)
+    start = 0 if opens is None else opens + 1
+    window = Window(found, suspects, empty, start)
+    if opens is None:
+        return replace(window, broken='the window baseline is gone from history' if found else None)
+    _, _, opening, stored = found[opens]
+    if opening is None:
+        return replace(window, broken='history was compacted')
     conversation = conversation_id if key is not None else None
-    baseline = decode_record(opening.stored, key=key, conversation_id=conversation)
+    baseline = decode_record(stored, key=key, conversation_id=conversation)
     if isinstance(baseline, Unreadable):
-        return replace(empty, broken=f'a record can not be read: {baseline.reason}')
+        return replace(window, broken=f'a record can not be read: {baseline.reason}')
     if not isinstance(baseline, InstructionBaselinePart) or not baseline.instructions:
         # A window ended here; changes after it have lost the baseline they followed.
-        return replace(empty, broken=None if start == len(found) else 'the window baseline is gone from history')
-    check = str(opening.stored['check'])
-    if key is None and start < len(found) and _linked([item.stored for item in found[start:]], check):
-        last = found[-1]
-        record = decode_record(last.stored, last.part.content if last.part else '')
+        return replace(window, broken=None if start == len(found) else 'the window baseline is gone from history')
+    check = str(stored['check'])
+    if key is None and start < len(found) and _linked([item[3] for item in found[start:]], check):
+        _, _, part, last = found[-1]
+        record = decode_record(last, part.content if part is not None else '')
         if isinstance(record, Change):
-            return replace(empty, baseline=baseline, state=dict(record.state), last_check=record.check)
+            return replace(window, baseline=baseline, state=dict(record.state), last_check=record.check)
     state = {block.id: block.content_hash for block in baseline.blocks}
-    return _read_each(replace(empty, baseline=baseline, state=state, last_check=check), key, conversation)
+    return _read_each(replace(window, baseline=baseline, state=state, last_check=check), key, conversation)
 
 
 def _field(stored: object, name: str) -> object:
@@ -158,9 +160,9 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
     unsettled: set[str] = set()
     rendered: dict[int, str] = {}
     for index in range(window.start, len(window.found)):
-        found = window.found[index]
-        text = found.part.content if found.part is not None else ''
-        record = decode_record(found.stored, text, key=key, conversation_id=conversation)
+        _, _, part, stored = window.found[index]
+        text = part.content if part is not None else ''
+        record = decode_record(stored, text, key=key, conversation_id=conversation)
         if isinstance(record, Change):
             diffed = text.startswith('<context-diff')
             if diffed and state.get(record.id) != record.base:
@@ -177,11 +179,11 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
             )
             unsettled.discard(record.id)
             state[record.id] = content_hash(record.content) if record.content is not None else None
-            check = str(found.stored['check'])
+            check = str(stored['check'])
         elif isinstance(record, StoredDiff) and state.get(record.id) == record.base_hash:
             rendered[index] = diff_element(record.id, record.diff)
             state[record.id] = record.content_hash
-            check = str(found.stored['check'])
+            check = str(stored['check'])
         else:
             reason = record.reason if isinstance(record, Unreadable) else "a change's diff follows another text"
             return replace(window, baseline=None, state={}, broken=f'a record can not be read: {reason}')

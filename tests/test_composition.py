@@ -22,7 +22,7 @@ from .conversation import ScriptedModel
 from .todo_agent import Deps, make_agent
 
 
-def test_each_fallback_model_member_gets_its_own_paths_wording():
+def test_each_fallback_model_member_gets_the_changes_on_its_own_path():
     wrapped_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
     failing = {'wrapped': False}
 
@@ -43,13 +43,13 @@ This context no longer applies. The withdrawal stays in effect until a later <co
 """)
     assert inline_path.last.messages[-3] == snapshot("""\
 system: <context id="capability:todos:state" withdrawn="true">
-This context no longer applies.
+This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context>\
 """)
     assert inline_path.last.instructions == wrapped_path.seen[0].instructions
 
 
-def test_every_change_of_a_request_gets_the_serving_members_wording():
+def test_every_change_of_a_request_reaches_the_serving_member():
     wrapped_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
 
     def always_fails() -> None:
@@ -63,19 +63,19 @@ def test_every_change_of_a_request_gets_the_serving_members_wording():
         [
             """\
 system: <context id="capability:todos:state" withdrawn="true">
-This context no longer applies.
+This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context>\
 """,
             """\
 system: <context id="capability:todos:memory" withdrawn="true">
-This context no longer applies.
+This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context>\
 """,
         ]
     )
 
 
-def test_the_model_fallback_capability_words_changes_for_the_model_that_serves():
+def test_the_model_fallback_capability_sets_up_the_model_that_serves():
     try:
         from pydantic_ai.capabilities import ModelFallback  # pyright: ignore[reportAttributeAccessIssue]
     except ImportError:
@@ -193,155 +193,6 @@ def _model_fallback_agent(served: ScriptedModel, fallback: ScriptedModel) -> Age
         deps_type=Deps,
         capabilities=[*agent.root_capability.capabilities, ModelFallback(fallback.model())],
     )
-
-
-def test_an_attempt_on_the_path_the_changes_were_delivered_on_is_not_reworded(monkeypatch: pytest.MonkeyPatch):
-    # Rewording is a pass over the whole history on every attempt; an attempt on the delivered path would find
-    # nothing to change, so it isn't made. Counted by spying, because it leaves no trace on the wire.
-    import pydantic_ai_append._capability as capability
-
-    calls: list[bool] = []
-    reword = capability.reword
-
-    def counting_reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
-        calls.append(inline)
-        return reword(messages, inline=inline)
-
-    monkeypatch.setattr(capability, 'reword', counting_reword)
-    inline_path, wrapped_path = ScriptedModel(inline=True), ScriptedModel()
-    failing = {'inline': False}
-
-    def inline_fails() -> None:
-        if failing['inline']:
-            raise ModelHTTPError(status_code=500, model_name='scripted')
-
-    inline_path.on_request = inline_fails
-    agent = _model_fallback_agent(inline_path, wrapped_path)
-    history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
-    agent.run_sync('two', deps=Deps(), message_history=history)
-    assert calls == []
-    assert inline_path.last.messages[-1] == snapshot("""\
-system: <context id="capability:todos:state" withdrawn="true">
-This context no longer applies.
-</context>\
-""")
-    # The same request switched to the other path is reworded, once, for the attempt that goes there.
-    failing['inline'] = True
-    agent.run_sync('two', deps=Deps(), message_history=history)
-    assert calls == [False]
-    assert wrapped_path.last.messages[-1] == snapshot("""\
-user: <system><context id="capability:todos:state" withdrawn="true">
-This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
-</context></system>\
-""")
-
-
-def test_a_request_replaced_by_a_copy_before_its_attempt_is_still_worded_for_its_model(
-    monkeypatch: pytest.MonkeyPatch,
-):
-    # The delivered path is known of the request object the changes were delivered in; a copy is reworded, as an
-    # unknown request must be.
-    from dataclasses import replace as copy_of
-
-    from pydantic_ai.capabilities import AbstractCapability
-
-    import pydantic_ai_append._capability as capability
-
-    if not hasattr(AbstractCapability, 'prepare_model_request'):
-        pytest.skip('this release has no per-attempt hook')
-    calls: list[bool] = []
-    reword = capability.reword
-
-    def counting_reword(messages: list[ModelMessage], *, inline: bool) -> list[ModelMessage]:
-        calls.append(inline)
-        return reword(messages, inline=inline)
-
-    class CopyAttempt(AbstractCapability[object]):
-        async def prepare_model_request(
-            self, ctx: RunContext[object], request_context: ModelRequestContext
-        ) -> ModelRequestContext:
-            return copy_of(request_context)
-
-    monkeypatch.setattr(capability, 'reword', counting_reword)
-    chat = ScriptedModel(inline=True)
-    context = AppendInstructions(id='context')
-    value = ['one']
-    context.instructions(name='block')(lambda: value[0])
-    agent = Agent(chat.model(), capabilities=[CopyAttempt(), context])
-    history = agent.run_sync('hi').all_messages()
-    value[0] = 'two'
-    agent.run_sync('again', message_history=history)
-    assert calls == [True, True]
-    assert chat.last.messages[-1] == snapshot("""\
-system: <context id="capability:context:block">
-two
-</context>\
-""")
-
-
-def test_the_delivered_paths_keep_no_request_alive_and_forget_the_ones_gone():
-    # A unit test: the registry's bound can't be seen through the agent, whose requests come and go in a run.
-    import gc
-    import weakref
-
-    from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
-    from pydantic_ai_append._delivery import DELIVERED, delivered_inline, prepare_model
-
-    def request(inline: bool) -> ModelRequestContext:
-        return ModelRequestContext(
-            model=ScriptedModel(inline=inline).model(),
-            messages=[],
-            model_settings=None,
-            model_request_parameters=ModelRequestParameters(),
-        )
-
-    kept = request(inline=True)
-    prepare_model(kept, tagged=False)
-    unknown = request(inline=True)
-    gone = weakref.ref(gone_request := request(inline=False))
-    prepare_model(gone_request, tagged=False)
-    del gone_request
-    gc.collect()
-    assert gone() is None
-    for _ in range(1_000):
-        prepare_model(request(inline=False), tagged=False)
-    assert (delivered_inline(kept), delivered_inline(unknown)) == (True, None)
-    # Without dropping the entries of requests gone it would hold all 1,000.
-    assert len(DELIVERED) < 300
-
-
-def test_the_step_claims_keep_no_request_alive_and_still_tell_the_owner_of_a_live_one():
-    # A unit test, as for the delivered paths: a second capability on the agent is refused before the claims are seen.
-    import gc
-    import weakref
-
-    from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
-
-    from pydantic_ai_append._request import STEP_CLAIMS
-
-    def request() -> ModelRequestContext:
-        return ModelRequestContext(
-            model=ScriptedModel().model(),
-            messages=[],
-            model_settings=None,
-            model_request_parameters=ModelRequestParameters(),
-        )
-
-    kept, first, second = request(), object(), object()
-    assert STEP_CLAIMS.claim(kept, first, 'first') is None
-    gone = weakref.ref(gone_request := request())
-    assert STEP_CLAIMS.claim(gone_request, second, 'second') is None
-    del gone_request
-    gc.collect()
-    assert gone() is None
-    # Past the point where the entries of requests gone are dropped, many times over.
-    batch = [request() for _ in range(500)]
-    assert all(STEP_CLAIMS.claim(each, second, 'second') is None for each in batch)
-    del batch
-    for _ in range(1_000):
-        assert STEP_CLAIMS.claim(request(), second, 'second') is None
-    assert (STEP_CLAIMS.claim(kept, first, 'first'), STEP_CLAIMS.claim(kept, second, 'second')) == (None, 'first')
-    assert len(STEP_CLAIMS) <= 1_000
 
 
 @dataclass
