@@ -93,33 +93,41 @@ class Scan(NamedTuple):
     without a `<`."""
 
 
-def scan(messages: Sequence[ModelMessage]) -> Scan:
-    """Every carrier and compaction in `messages`, and the requests that may hold lookalikes, without reading any
-    record.
+def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = None) -> Scan:  # noqa: C901 (one loop, written out: see the comment in it)
+    """Every carrier and compaction in `messages[start:stop]`, and the requests that may hold lookalikes, without
+    reading any record; indexes are of `messages`.
     """
     found: list[Found] = []
     empty: list[int] = []
     suspects: list[int] = []
     # This runs on every request over the whole history: a type check per part, a look at the text of the user
     # prompts and tool returns, and a tuple per carrier.
-    for message_index, message in enumerate(messages):
-        if type(message) is not ModelRequest and not isinstance(message, ModelRequest):
+    for message_index in range(start, len(messages) if stop is None else stop):
+        message = messages[message_index]
+        if not isinstance(message, ModelRequest):
             if CompactionPart in map(type, message.parts):
                 empty.append(len(found))
                 found.append((message_index, -1, None, COMPACTED))
             continue
         suspect = False
         for part_index, part in enumerate(message.parts):
-            kind = type(part)
-            if kind is UserPromptPart or kind is ToolReturnPart:
-                content = cast('UserPromptPart', part).content
-                suspect = suspect or type(content) is not str or '<' in content or not content.isascii()
-            elif (kind is SystemPromptPart or isinstance(part, SystemPromptPart)) and (
-                stored := _stored(cast('SystemPromptPart', part))
-            ) is not _NOT_CARRIED:
-                if not cast('SystemPromptPart', part).content:
+            if type(part) is SystemPromptPart:
+                # `_stored`, written out: this runs for every change in history.
+                metadata = part.metadata
+                if metadata and RECORD_KEY in metadata:
+                    if not part.content:
+                        empty.append(len(found))
+                    found.append((message_index, part_index, part, metadata[RECORD_KEY]))
+                elif (stored := _stored(part)) is not _NOT_CARRIED:
                     empty.append(len(found))
-                found.append((message_index, part_index, cast('SystemPromptPart', part), stored))
+                    found.append((message_index, part_index, part, stored))
+            elif type(part) is UserPromptPart or type(part) is ToolReturnPart:
+                content = part.content
+                suspect = suspect or type(content) is not str or '<' in content or not content.isascii()
+            elif isinstance(part, SystemPromptPart) and (stored := _stored(part)) is not _NOT_CARRIED:
+                if not part.content:
+                    empty.append(len(found))
+                found.append((message_index, part_index, part, stored))
         if suspect:
             suspects.append(message_index)
     return Scan(found, empty, suspects)

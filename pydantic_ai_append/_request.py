@@ -32,7 +32,8 @@ from ._blocks import Blocks, current_blocks
 from ._cache import BoundedCache, size_of
 from ._compat import ask_for_framing_announcement, instruction_id
 from ._encoding import encode_baseline, encode_change
-from ._history import carrier, scan
+from ._history import carrier
+from ._kept import scan_conversation
 from ._lookalikes import with_notes
 from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
@@ -96,7 +97,8 @@ async def handle_request(
     # Read after the block functions ran, and nothing is awaited from here on: a block function may edit the history.
     messages = list(request_context.messages)
     conversation = ctx.conversation_id if settings.key is not None else None
-    window = fold(scan(messages), key=settings.key, conversation_id=conversation)
+    scanned = scan_conversation(messages, (ctx.conversation_id, settings.key) if ctx.conversation_id else None)
+    window = fold(scanned, key=settings.key, conversation_id=conversation)
     plan = plan_request(window, [block for block, _ in ordered if block is not None])
     inline = is_inline(request_context.model)
     if plan.tagged and not inline:

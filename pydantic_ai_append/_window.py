@@ -125,7 +125,7 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None) -> Wi
         # A window ended here; changes after it have lost the baseline they followed.
         return replace(window, broken=None if start == len(found) else 'the window baseline is gone from history')
     check = str(stored['check'])
-    if key is None and start < len(found) and _linked([item[3] for item in found[start:]], check):
+    if key is None and start < len(found) and _linked(list(map(_STORED, found[start:])), check):
         _, _, part, last = found[-1]
         record = decode_record(last, part.content if part is not None else '')
         if isinstance(record, Change):
@@ -142,7 +142,7 @@ def _opens(stored: object) -> bool:
     return stored is COMPACTED or _field(stored, 'kind') == 'baseline'
 
 
-_PREV, _CHECK, _VERSION = itemgetter('prev'), itemgetter('check'), itemgetter('v')
+_PREV, _CHECK, _VERSION, _STORED = itemgetter('prev'), itemgetter('check'), itemgetter('v'), itemgetter(3)
 
 
 def _linked(stored: list[Any], first: str) -> bool:

@@ -85,7 +85,7 @@ def test_inline_models_get_a_system_message():
     agent.run_sync('two', deps=Deps(), message_history=first.all_messages())
     assert chat.last.messages[-1] == snapshot("""\
 system: <context id="capability:todos:state" withdrawn="true">
-This context no longer applies.
+This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context>\
 """)
 
@@ -117,7 +117,9 @@ user: <system><context id="capability:todos:state">
     )
     assert instruction_records(history)[1:] == snapshot(
         [
-            InstructionDeltaPart(id='capability:todos:state', content=None, base_hash=None),
+            InstructionDeltaPart(
+                id='capability:todos:state', content=None, base_hash='6de795e3ee81e8043b279ba890cc4875'
+            ),
             InstructionDeltaPart(id='capability:todos:state', content='- [ ] a', base_hash=None),
         ]
     )

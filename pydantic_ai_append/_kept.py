@@ -1,0 +1,108 @@
+"""What a conversation's previous request found in its history, kept so the next request reads only what is new.
+
+Every request of a conversation is sent with the history of the one before it and a little more. Scanning all of it
+again costs a look at every part, every past change included, on every request. So the scan of each conversation's
+history (all of it but the request being sent, which is still written to) is kept, with a weak reference to every
+message and part it read, and the next request of the conversation takes it over when its history starts with those
+very objects, unchanged in number and order, and scans only the messages after them. A history loaded afresh from a
+store holds new objects, which no reference matches: it is scanned whole, and nothing is kept for it.
+
+The figure it buys is in the benchmark's table of the hooks' time against the number of past changes: a past change
+costs the check of its part's identity rather than a scan of it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter, call, is_
+from typing import Any, NamedTuple, cast
+
+from pydantic_ai.messages import ModelMessage
+
+from ._cache import BoundedCache, size_of
+from ._history import Scan, scan
+
+__all__ = ('scan_conversation',)
+
+_PARTS = attrgetter('parts')
+
+
+class _Kept(NamedTuple):
+    messages: list[weakref.ref[Any]]
+    """The messages scanned, in order."""
+    parts: list[weakref.ref[Any]]
+    """Every part of those messages, in order."""
+    scanned: Scan
+    """What the scan found in them."""
+    size: int
+    """About the memory the entry keeps alive: its references, and the carriers its scan holds with their texts."""
+
+
+_LOADED = _Kept([], [], Scan([], [], []), 0)
+"""What is kept for a conversation whose history is loaded afresh for each request: nothing to go on from."""
+
+_KEPT = BoundedCache[tuple[str, bytes | None], _Kept](
+    max_entries=4096, max_bytes=32 * 1024 * 1024, name='conversation scans'
+)
+"""The last scan of each conversation, by conversation id and signing key, or `_LOADED`."""
+
+
+def scan_conversation(messages: Sequence[ModelMessage], conversation: tuple[str, bytes | None] | None) -> Scan:
+    """`scan(messages)`, going on from what the conversation's previous request kept, if its history holds it."""
+    if conversation is None:
+        return scan(messages)
+    kept = _KEPT.get(conversation)
+    if kept is _LOADED:
+        return scan(messages)
+    folded = len(kept.messages) if kept is not None else 0
+    if kept is not None and (len(messages) <= folded or not _holds(kept, messages[:folded])):
+        if len(messages) > folded:
+            # Other objects: a history loaded afresh, whose next load won't match either.
+            _KEPT.put(conversation, _LOADED, size=64)
+        return scan(messages)
+    stop = len(messages) - 1
+    found, empty, suspects = kept.scanned if kept is not None else ([], [], [])
+    added = scan(messages, folded, stop)
+    held = Scan(
+        [*found, *added.found], [*empty, *(at + len(found) for at in added.empty)], [*suspects, *added.suspects]
+    )
+    parts = list(chain.from_iterable(map(_PARTS, messages[folded:stop])))
+    size = (kept.size if kept else 0) + 128 * (stop - folded + len(parts)) + 512 * len(added.found)
+    size += sum(_weight(part, stored) for _, _, part, stored in added.found)
+    refs = _Kept(
+        [*(kept.messages if kept else ()), *map(weakref.ref, messages[folded:stop])],
+        [*(kept.parts if kept else ()), *map(weakref.ref, parts)],
+        held,
+        size,
+    )
+    _KEPT.put(conversation, refs, size=size)
+    last = scan(messages, stop)
+    return Scan(
+        [*held.found, *last.found],
+        [*held.empty, *(at + len(held.found) for at in last.empty)],
+        [*held.suspects, *last.suspects],
+    )
+
+
+def _weight(part: Any, stored: Any) -> int:
+    """About the memory of a carrier the scan holds: its text, and a baseline's blocks."""
+    texts = [part.content] if part is not None else []
+    if isinstance(stored, dict) and isinstance(
+        instructions := cast('dict[str, Any]', stored).get('instructions'), list
+    ):
+        texts += [
+            cast('dict[str, Any]', item).get('content')
+            for item in cast('list[Any]', instructions)
+            if isinstance(item, dict)
+        ]
+    return size_of(text for text in texts if isinstance(text, str))
+
+
+def _holds(kept: _Kept, messages: Sequence[ModelMessage]) -> bool:
+    """Whether `messages` are the very messages `kept` scanned, each with the very parts it had."""
+    if not all(map(is_, map(call, kept.messages), messages)):
+        return False
+    parts = list(chain.from_iterable(map(_PARTS, messages)))
+    return len(parts) == len(kept.parts) and all(map(is_, map(call, kept.parts), parts))
