@@ -180,9 +180,9 @@ class _Injected(AbstractCapability[Any]):
 def _change_texts(history: Sequence[ModelMessage]) -> dict[int, list[str]]:
     """Each change's text, by the index of the request that carries it."""
     by_request: dict[int, list[str]] = {}
-    for found in scan(history).found:
-        if found.part is not None and found.part.content:
-            by_request.setdefault(found.message_index, []).append(found.part.content)
+    for message_index, _, part, _ in scan(history).found:
+        if part is not None and part.content:
+            by_request.setdefault(message_index, []).append(part.content)
     return by_request
 
 
@@ -198,7 +198,7 @@ def stored_bytes(history: Sequence[ModelMessage]) -> int:
 
 def count_changes(history: Sequence[ModelMessage]) -> int:
     """The number of change records in `history`."""
-    return sum(found.part is not None and bool(found.part.content) for found in scan(history).found)
+    return sum(part is not None and bool(part.content) for _, _, part, _ in scan(history).found)
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from pydantic_ai.messages import ModelMessage
 
 from ._cache import BoundedCache, size_of
 from ._history import Scan, scan
+from ._window import Window, fold
 
-__all__ = ('scan_conversation',)
+__all__ = ('conversation_window',)
 
 _PARTS = attrgetter('parts')
 
@@ -36,11 +37,13 @@ class _Kept(NamedTuple):
     """Every part of those messages, in order."""
     scanned: Scan
     """What the scan found in them."""
+    linked: int
+    """How many of the entries found are known linked (`Window.linked`)."""
     size: int
     """About the memory the entry keeps alive: its references, and the carriers its scan holds with their texts."""
 
 
-_LOADED = _Kept([], [], Scan([], [], []), 0)
+_LOADED = _Kept([], [], Scan([], [], []), 0, 0)
 """What is kept for a conversation whose history is loaded afresh for each request: nothing to go on from."""
 
 _KEPT = BoundedCache[tuple[str, bytes | None], _Kept](
@@ -49,25 +52,42 @@ _KEPT = BoundedCache[tuple[str, bytes | None], _Kept](
 """The last scan of each conversation, by conversation id and signing key, or `_LOADED`."""
 
 
-def scan_conversation(messages: Sequence[ModelMessage], conversation: tuple[str, bytes | None] | None) -> Scan:
-    """`scan(messages)`, going on from what the conversation's previous request kept, if its history holds it."""
-    if conversation is None:
-        return scan(messages)
-    kept = _KEPT.get(conversation)
-    if kept is _LOADED:
-        return scan(messages)
+def conversation_window(
+    messages: Sequence[ModelMessage],
+    conversation: tuple[str, bytes | None] | None,
+    *,
+    key: bytes | None,
+    conversation_id: str | None,
+) -> Window:
+    """`fold(scan(messages))`, going on from what the conversation's previous request kept, if its history holds it.
+
+    Args:
+        messages: The request's messages.
+        conversation: The conversation's id and signing key, which the scan is kept by; `None` keeps nothing.
+        key: The signing key records are checked with.
+        conversation_id: The conversation signed records must belong to, as `fold` takes it.
+    """
+    kept = _KEPT.get(conversation) if conversation is not None else _LOADED
     folded = len(kept.messages) if kept is not None else 0
-    if kept is not None and (len(messages) <= folded or not _holds(kept, messages[:folded])):
-        if len(messages) > folded:
+    if kept is _LOADED or (kept is not None and (len(messages) <= folded or not _holds(kept, messages[:folded]))):
+        if conversation is not None and kept is not _LOADED and len(messages) > folded:
             # Other objects: a history loaded afresh, whose next load won't match either.
             _KEPT.put(conversation, _LOADED, size=64)
-        return scan(messages)
+        return fold(scan(messages), key=key, conversation_id=conversation_id)
+    assert conversation is not None, 'kept only for a conversation'
     stop = len(messages) - 1
     found, empty, suspects = kept.scanned if kept is not None else ([], [], [])
     added = scan(messages, folded, stop)
     held = Scan(
         [*found, *added.found], [*empty, *(at + len(found) for at in added.empty)], [*suspects, *added.suspects]
     )
+    last = scan(messages, stop)
+    whole = Scan(
+        [*held.found, *last.found],
+        [*held.empty, *(at + len(held.found) for at in last.empty)],
+        [*held.suspects, *last.suspects],
+    )
+    window = fold(whole, key=key, conversation_id=conversation_id, linked=kept.linked if kept is not None else 0)
     parts = list(chain.from_iterable(map(_PARTS, messages[folded:stop])))
     size = (kept.size if kept else 0) + 128 * (stop - folded + len(parts)) + 512 * len(added.found)
     size += sum(_weight(part, stored) for _, _, part, stored in added.found)
@@ -75,15 +95,11 @@ def scan_conversation(messages: Sequence[ModelMessage], conversation: tuple[str,
         [*(kept.messages if kept else ()), *map(weakref.ref, messages[folded:stop])],
         [*(kept.parts if kept else ()), *map(weakref.ref, parts)],
         held,
+        min(window.linked, len(held.found)),
         size,
     )
     _KEPT.put(conversation, refs, size=size)
-    last = scan(messages, stop)
-    return Scan(
-        [*held.found, *last.found],
-        [*held.empty, *(at + len(held.found) for at in last.empty)],
-        [*held.suspects, *last.suspects],
-    )
+    return window
 
 
 def _weight(part: Any, stored: Any) -> int:

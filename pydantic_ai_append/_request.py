@@ -33,11 +33,11 @@ from ._cache import BoundedCache, size_of
 from ._compat import ask_for_framing_announcement, instruction_id
 from ._encoding import encode_baseline, encode_change
 from ._history import carrier
-from ._kept import scan_conversation
+from ._kept import conversation_window
 from ._lookalikes import with_notes
 from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
-from ._window import CurrentBlock, Window, WindowPlan, fold, plan_request
+from ._window import CurrentBlock, Window, WindowPlan, plan_request
 
 __all__ = (
     'RequestSettings',
@@ -97,8 +97,8 @@ async def handle_request(
     # Read after the block functions ran, and nothing is awaited from here on: a block function may edit the history.
     messages = list(request_context.messages)
     conversation = ctx.conversation_id if settings.key is not None else None
-    scanned = scan_conversation(messages, (ctx.conversation_id, settings.key) if ctx.conversation_id else None)
-    window = fold(scanned, key=settings.key, conversation_id=conversation)
+    kept_by = (ctx.conversation_id, settings.key) if ctx.conversation_id else None
+    window = conversation_window(messages, kept_by, key=settings.key, conversation_id=conversation)
     plan = plan_request(window, [block for block, _ in ordered if block is not None])
     inline = is_inline(request_context.model)
     if plan.tagged and not inline:

@@ -81,6 +81,10 @@ class Window:
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
 
+    linked: int = 0
+    """How many entries of `found` are known to be the window's baseline and changes each naming the one before it,
+    so a later fold of the same objects needn't look at them again (0: none known)."""
+
     def value_of(self, block_id: str, *, key: bytes | None, conversation_id: str | None) -> str | None:
         """The block's value as the model holds it, rebuilt from the window's records; `None` if it can't be."""
         blocks = self.baseline.blocks if self.baseline is not None else ()
@@ -99,13 +103,14 @@ class Window:
         return value if value is not None and digest == self.state.get(block_id) else None
 
 
-def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None) -> Window:
+def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linked: int = 0) -> Window:
     """The window in effect after the carriers and compactions `scan` found in history.
 
     Args:
         scanned: What `scan` found.
         key: The signing key records are checked with.
         conversation_id: The conversation signed records must belong to.
+        linked: How many of the entries found an earlier fold of the same objects found linked (`Window.linked`).
     """
     found, empty, suspects = scanned
     # The window starts after the last baseline or compaction, and only an empty carrier or a compaction is one.
@@ -125,11 +130,16 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None) -> Wi
         # A window ended here; changes after it have lost the baseline they followed.
         return replace(window, broken=None if start == len(found) else 'the window baseline is gone from history')
     check = str(stored['check'])
-    if key is None and start < len(found) and _linked(list(map(_STORED, found[start:])), check):
+    # The entries an earlier fold found linked (with the same window start) are not looked at again.
+    known = max(start, linked)
+    first = check if known == start else str(found[known - 1][3]['check'])
+    if key is None and start < len(found) and _linked(list(map(_STORED, found[known:])), first):
         _, _, part, last = found[-1]
         record = decode_record(last, part.content if part is not None else '')
         if isinstance(record, Change):
-            return replace(window, baseline=baseline, state=dict(record.state), last_check=record.check)
+            return replace(
+                window, baseline=baseline, state=dict(record.state), last_check=record.check, linked=len(found)
+            )
     state = {block.id: block.content_hash for block in baseline.blocks}
     return _read_each(replace(window, baseline=baseline, state=state, last_check=check), key, conversation)
 
@@ -151,7 +161,7 @@ def _linked(stored: list[Any], first: str) -> bool:
         versions, prevs, checks = set(map(_VERSION, stored)), list(map(_PREV, stored)), list(map(_CHECK, stored[:-1]))
     except (KeyError, TypeError):
         return False
-    return versions == {CHANGE_VERSION} and prevs == [first, *checks]
+    return not stored or (versions == {CHANGE_VERSION} and prevs == [first, *checks])
 
 
 def _read_each(window: Window, key: bytes | None, conversation: str | None) -> Window:
