@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import cast
 
 from pydantic_ai.messages import (
@@ -41,13 +42,10 @@ __all__ = (
 
 
 def _core_notes_system_lookalikes() -> bool:
-    # A private name, read only here: no public one says whether the release notes lookalikes. The lookalike tests
+    # A private name, read only here: no public name says whether the release notes lookalikes. The lookalike tests
     # fail when the release with the public `pydantic_ai.framing` module stops having it.
-    try:
-        framing = importlib.import_module('pydantic_ai._framing')
-    except ImportError:
-        return False
-    return hasattr(framing, 'lookalike_frame_note')
+    framing = importlib.util.find_spec('pydantic_ai._framing')
+    return framing is not None and hasattr(importlib.import_module(framing.name), 'lookalike_frame_note')
 
 
 CORE_NOTES_SYSTEM_LOOKALIKES = _core_notes_system_lookalikes()

@@ -124,10 +124,6 @@ def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = No
             elif type(part) is UserPromptPart or type(part) is ToolReturnPart:
                 content = part.content
                 suspect = suspect or type(content) is not str or '<' in content or not content.isascii()
-            elif isinstance(part, SystemPromptPart) and (stored := _stored(part)) is not _NOT_CARRIED:
-                if not part.content:
-                    empty.append(len(found))
-                found.append((message_index, part_index, part, stored))
         if suspect:
             suspects.append(message_index)
     return Scan(found, empty, suspects)
@@ -187,7 +183,9 @@ def delta_of(
             return None
         return InstructionDeltaPart(id=record.id, content=value, base_hash=record.base_hash, diff=record.diff)
     value = change_value(record.id, text, previous)
-    if isinstance(value, ValueError):
+    if isinstance(value, ValueError) or (content_hash(value) if value is not None else None) != record.state.get(
+        record.id
+    ):
         return None
     diffed = previous is not None and value is not None and text.startswith('<context-diff')
     diff = diff_hunks(cast('str', previous), cast('str', value)) if diffed else None

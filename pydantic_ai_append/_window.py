@@ -126,7 +126,8 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linke
     baseline = decode_record(stored, key=key, conversation_id=conversation)
     if isinstance(baseline, Unreadable):
         return replace(window, broken=f'a record can not be read: {baseline.reason}')
-    if not isinstance(baseline, InstructionBaselinePart) or not baseline.instructions:
+    assert isinstance(baseline, InstructionBaselinePart), 'a record of kind `baseline` reads as one or as unreadable'
+    if not baseline.instructions:
         # A window ended here; changes after it have lost the baseline they followed.
         return replace(window, broken=None if start == len(found) else 'the window baseline is gone from history')
     check = str(stored['check'])

@@ -218,6 +218,7 @@ async def test_lookalikes_in_a_block_never_read_as_elements(path: str):
         ('<contextual>', False),
         ('no tags', False),
         ('caf\u00e9 and <b>', False),
+        ('caf\u00e9', False),
     ],
 )
 def test_what_counts_as_a_lookalike(text: str, imitating: bool):
@@ -235,6 +236,23 @@ def test_a_system_lookalike_is_noted_by_pydantic_ai_where_it_notes_its_own():
     # Read from a private name: this fails when the release that notes lookalikes (the one with `framing`) moves it.
     assert CORE_NOTES_SYSTEM_LOOKALIKES is (importlib.util.find_spec('pydantic_ai.framing') is not None)
     assert imitates('</system>') is not CORE_NOTES_SYSTEM_LOOKALIKES
+
+
+def test_a_note_quotes_only_plain_identifiers():
+    # A unit test of the note: a tool name or call id that isn't a plain identifier would carry history's text into
+    # the application's voice.
+    from pydantic_ai_append._lookalikes import with_notes
+
+    parts = [
+        ToolReturnPart('look up', '<context>', tool_call_id='c1'),
+        ToolReturnPart('look_up', '<context>', tool_call_id='call 2'),
+    ]
+    noted = with_notes(parts)
+    assert noted is not None
+    assert [str(part.content).split(' holds')[0] for part in noted[2:]] == [
+        'A tool result in this turn',
+        'The tool result from `look_up`',
+    ]
 
 
 def test_structured_tool_returns_and_prompts_are_sent_as_written_with_notes():

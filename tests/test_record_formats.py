@@ -22,12 +22,11 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, SystemPromptPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, SystemPromptPart
 
 from pydantic_ai_append import AppendInstructions, InstructionDeltaPart, instruction_records
 from pydantic_ai_append._encoding import seal
 from pydantic_ai_append._history import RECORD_KEY
-from pydantic_ai_append._records import content_hash
 
 from .conversation import ScriptedModel
 
@@ -260,3 +259,39 @@ def test_a_processor_that_drops_a_change_from_the_middle_keeps_the_prefix():
             'system: <context-diff',
         ]
     )
+
+
+@pytest.mark.parametrize('format', [1, 2])
+def test_the_records_of_an_earlier_format_read_back_with_their_values(format: int):
+    history, _ = recorded(format, 'inline')
+    changes = [record for record in instruction_records(history) if isinstance(record, InstructionDeltaPart)]
+    assert [(change.id.split(':')[-1], change.content) for change in changes] == [
+        ('notes', notes(2)),
+        ('todos', 'b'),
+        ('notes', notes(3)),
+        ('todos', None),
+        ('notes', notes(4)),
+        ('todos', 'c'),
+    ]
+
+
+def test_a_change_whose_text_doesnt_follow_is_left_out_of_the_records_read_back():
+    history, _ = run_turn('inline', [], 1)
+    for turn in range(2, 4):
+        history, _ = run_turn('inline', history, turn)
+    # The first diff to the notes taken out (a trimmed history): the second no longer applies to what is held.
+    first = carriers(history, 3)[0]
+    message = history[first[0]]
+    assert isinstance(message, ModelRequest)
+    trimmed = [
+        *history[: first[0]],
+        replace(message, parts=[*message.parts[: first[1]], *message.parts[first[1] + 1 :]]),
+        *history[first[0] + 1 :],
+    ]
+    read = [record for record in instruction_records(trimmed) if isinstance(record, InstructionDeltaPart)]
+    assert [(change.id.split(':')[-1], change.content) for change in read] == [('todos', 'b'), ('todos', None)]
+    # A format 2 change whose base is gone is left out the same way.
+    history, _ = recorded(2, 'inline')
+    at = carriers(history, 2)[0]
+    edited = reseal(history, at, {'diff': '@@ -1 +1 @@\n-x\n+y'})
+    assert len(instruction_records(edited)) < len(instruction_records(history))

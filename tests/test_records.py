@@ -225,3 +225,18 @@ FIVE = 'a\nb\nc\nd\ne'
 )
 def test_hunks_apply_only_to_the_text_they_name(hunks: str, expected: str | None):
     assert apply_hunks(FIVE, hunks) == expected
+
+
+@pytest.mark.parametrize(
+    ('text', 'previous'),
+    [
+        pytest.param('plain text', 'a', id='not-an-element'),
+        pytest.param('<context id="agent:other">\nx\n</context>', 'a', id='another-block'),
+        pytest.param(
+            '<context-diff id="agent:memory">\n@@ -1 +1 @@\n-a\n+b\n</context-diff>', None, id='diff-of-nothing'
+        ),
+        pytest.param('<context-diff id="agent:memory">\n@@ -1 +1 @@\n-x\n+b\n</context-diff>', 'a', id='diff-of-other'),
+    ],
+)
+def test_a_text_that_isnt_a_change_of_the_block_reads_as_none(text: str, previous: str | None):
+    assert isinstance(change_value('agent:memory', text, previous), ValueError)

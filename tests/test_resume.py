@@ -347,3 +347,57 @@ second
     agent.run_sync('four', message_history=history)
     assert chat.last.instructions == resumed.instructions
     assert chat.last.messages[: len(resumed.messages) - 1] == resumed.messages[:-1]
+
+
+def test_a_resumed_turn_on_a_fallback_model_is_left_to_its_members_to_wrap():
+    from pydantic_ai.models.fallback import FallbackModel
+
+    first, second = ScriptedModel(), ScriptedModel()
+    context = AppendInstructions(id='todos')
+    value = ['a']
+    context.instructions(name='state')(lambda: value[0])
+    agent = Agent(FallbackModel(first.model(), second.model()), capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    value[0] = 'b'
+    history = agent.run_sync('two', message_history=history).all_messages()
+    sent = first.last
+    last = history[-1]
+    assert isinstance(last, ModelResponse)
+    last.state = 'suspended'
+    agent.run_sync(None, message_history=history)
+    # Each member wraps the change itself, once, as it did when the turn was first sent.
+    assert first.last.messages[: len(sent.messages)] == sent.messages
+    assert sum('<system><system>' in line for line in first.last.messages) == 0
+
+
+def test_a_resumed_turn_tells_nothing_again_of_a_block_whose_value_cant_be_rebuilt():
+    from dataclasses import replace as replaced
+
+    from pydantic_ai.messages import SystemPromptPart
+
+    chat = ScriptedModel()
+    value = ['\n'.join(f'line {number}' for number in range(12))]
+    context = AppendInstructions(id='todos')
+    context.instructions(name='state')(lambda: value[0])
+    agent = Agent(chat.model(), capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    for turn in ('two', 'three'):
+        value[0] = value[0].replace(f'line {len(turn)}', f'line {turn}')
+        history = agent.run_sync(turn, message_history=history).all_messages()
+    # The first change's text edited in place of its record, unsigned: the chain of records still holds, but the value
+    # can't be rebuilt from the texts.
+    at = next(index for index, message in enumerate(history) if 'two' in str(getattr(message, 'parts', '')))
+    request = history[at]
+    assert isinstance(request, ModelRequest)
+    parts = [
+        replaced(part, content=part.content.replace('line two', 'line TWO'))
+        if isinstance(part, SystemPromptPart) and part.content
+        else part
+        for part in request.parts
+    ]
+    history[at] = replaced(request, parts=parts)
+    last = history[-1]
+    assert isinstance(last, ModelResponse)
+    last.state = 'suspended'
+    agent.run_sync(None, message_history=history)
+    assert sum('<context id="capability:todos:state">' in line for line in chat.last.messages) == 0
