@@ -310,3 +310,24 @@ async def test_a_prefix_that_empties_in_a_tool_loop_sends_no_instructions(api: A
     first, second = server.requests
     assert b'now: 12:00' in first
     assert b'now: 12:00' not in second
+
+
+def test_a_window_ended_and_opened_again():
+    chat = ScriptedModel()
+    value: list[str | None] = ['a']
+
+    def agent(instructions: str, *, blocks: bool) -> Agent[None, str]:
+        context = AppendInstructions(id='context')
+        if blocks:
+            context.instructions(name='state')(lambda: value[0])
+        return Agent(chat.model(), instructions=instructions, capabilities=[context])
+
+    history = agent('Be brief.', blocks=True).run_sync('one').all_messages()
+    # The prefix must move and nothing appends any more: the window ends.
+    history = agent('Be long.', blocks=False).run_sync('two', message_history=history).all_messages()
+    assert chat.last.instructions == 'Be long.'
+    value[0] = 'b'
+    history = agent('Be long.', blocks=True).run_sync('three', message_history=history).all_messages()
+    assert kinds(history) == ['Baseline', 'Baseline', 'Baseline']
+    assert 'b\n</context>' in (chat.last.instructions or '')
+    assert not any('<context' in line for line in chat.last.messages)
