@@ -24,7 +24,9 @@ The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (th
 - `_compat`: the differences between the supported Pydantic AI releases.
 - `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, shared by `guard` and
   `testing`.
-- `_cassettes`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check` (`python -m pydantic_ai_append`).
+- `_cassettes`, `_verdicts`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check`
+  (`python -m pydantic_ai_append`): reading cassettes, their requests grouped into conversations and judged, the
+  command line.
 """
 
 from ._blocks import BlockFunc, ChangePolicy, UnaddressableBlockWarning, UnmatchedRouteWarning

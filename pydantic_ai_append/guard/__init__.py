@@ -19,17 +19,26 @@ The modules, by concept (all private; this page's names are the public surface):
 - `_bytes`: the canonical bytes a message is judged by.
 - `_consumed`: what the model has consumed: the messages and the generation boundary.
 - `_decision`: the decision on a proposed rewrite: patch, defer or abort.
-- `_compaction`: compaction in whole tool-pair units, with a marker at the frontier: telling a compaction from
-  other rewrites, and cutting history for a processor of one's own.
+- `_compaction`: compaction in whole tool-pair units, with a marker at the frontier: the whole-pair cut, the marker,
+  and cutting history for a processor of one's own.
+- `_compaction_of`: telling a compaction (the one a user installed) from other rewrites, and turning it into the
+  history to send.
 - `_repair`: histories that arrive broken, mended in whole tool-pair units.
 - `_retired`: tool schema versions: a retired tool stays declared while history calls it, and never runs.
 - `_edit_tool`: a tool that lets the model edit chosen append-mode blocks, as appended changes only.
 - `_capability`: `PrefixGuard`, the guard on an agent's requests.
+- `_options`: what `PrefixGuard` may be told: its modes and policies, checked, and its agent-spec entry.
+- `_proposal`: a proposed request read against what the model consumed: whether it opens a new window, and which of
+  its messages are new.
+- `_tool_memory`: the tools each conversation declared, kept across its runs; a changed tool list warned about, a
+  retired tool told of.
 - `_wire`: `WireVerifier`, the check of what is actually sent.
+- `_wire_divergence`: `WireDivergence`, what the verifier reports of a request that breaks the prefix.
+- `_wire_transport`: the httpx transport that hands each provider request to the verifier before it is sent.
 - `_errors`: what the guard raises and the warning class of each condition it observes.
 """
 
-from ._capability import DeferPolicy, GuardMode, PrefixGuard
+from ._capability import PrefixGuard
 from ._compaction import compact
 from ._consumed import ConsumedHistory
 from ._decision import (
@@ -55,9 +64,11 @@ from ._errors import (
     WirePrefixDivergenceError,
     WirePrefixDivergenceWarning,
 )
+from ._options import DeferPolicy, GuardMode
 from ._pairing import ToolPairProblem, tool_pair_problems
 from ._repair import RepairPolicy
-from ._wire import VerifierMode, WireDivergence, WireVerifier
+from ._wire import VerifierMode, WireVerifier
+from ._wire_divergence import WireDivergence
 
 __all__ = (
     'BlockWriter',

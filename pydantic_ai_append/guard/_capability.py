@@ -26,9 +26,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from pydantic_ai import AgentRunResult, RunContext
 from pydantic_ai.capabilities import (
     AbstractCapability,
@@ -37,14 +36,11 @@ from pydantic_ai.capabilities import (
     SelectModel,
     WrapRunHandler,
 )
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
-    CompactionPart,
     InstructionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    UserPromptPart,
     repair_messages,
 )
 from pydantic_ai.models import ModelRequestContext
@@ -54,10 +50,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._cache import BoundedCache
 from .._capability import AppendInstructions
 from .._request import WindowObserver
-from .._spec import refuse_options
 from .._transport import conversation_scope
-from ._bytes import message_bytes
-from ._compaction import elided_count
 from ._consumed import ConsumedHistory
 from ._decision import RewriteDecision, decide_rewrite
 from ._errors import (
@@ -66,57 +59,14 @@ from ._errors import (
     OrphanedToolPairWarning,
     PrefixGuardWarning,
     RetiredToolReferencedWarning,
-    ToolListChangedWarning,
 )
-from ._pairing import called_tools
+from ._options import DeferPolicy, GuardMode, PrefixGuardSpecOptions, check_options, spec_options
+from ._proposal import last_instructions, new_messages, newly_compacted, opens_instruction_window, provider_compacted
 from ._repair import RepairPolicy, repaired
-from ._retired import RetiredTools, retirement_notice
+from ._retired import RetiredTools
+from ._tool_memory import CONVERSATIONS_KEPT, ToolMemory, tell_retired, warn_tool_changes
 
 __all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuard', 'PrefixGuardSpecOptions', 'RepairPolicy')
-
-GuardMode: TypeAlias = Literal['observe', 'enforce']
-"""`observe` warns and records a span; `enforce` also refuses every rewrite that isn't a `patch`."""
-
-_MODES: tuple[GuardMode, ...] = ('observe', 'enforce')
-
-DeferPolicy: TypeAlias = Literal['compact', 'keep']
-"""What enforce mode does with a compaction of consumed messages: apply it as a new window, or keep the old prefix."""
-
-_DEFER_POLICIES: tuple[DeferPolicy, ...] = ('compact', 'keep')
-
-_REPAIR_POLICIES: tuple[RepairPolicy, ...] = ('answer', 'drop')
-
-_CONVERSATIONS_KEPT = 4096
-"""How many conversations' tool memories a guard keeps; a conversation forgotten and taken up again declares only
-the agent's current tools, so a retired tool its history calls is warned about and sent as it is."""
-
-
-@dataclass
-class _ToolMemory:
-    """The tools one conversation has declared, kept across its runs."""
-
-    seen: set[str] = field(default_factory=set[str])
-    """The name of every tool (function or output) the conversation declared: only those can be retired; a name
-    the model made up never was."""
-
-    definitions: dict[str, ToolDefinition] = field(default_factory=dict[str, ToolDefinition])
-    """Every tool definition the conversation declared, by name: how a retired tool that its history still calls is
-    declared again."""
-
-
-class PrefixGuardSpecOptions(BaseModel):
-    """The options of a `PrefixGuard` entry in an agent spec, as the spec's JSON schema states them."""
-
-    model_config = ConfigDict(extra='forbid')
-
-    mode: GuardMode = 'enforce'
-    """As `PrefixGuard.mode`."""
-
-    on_defer: DeferPolicy = 'compact'
-    """As `PrefixGuard.on_defer`."""
-
-    repair: RepairPolicy = 'answer'
-    """As `PrefixGuard.repair`."""
 
 
 @dataclass
@@ -186,26 +136,21 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     _verified: int = field(default=0, init=False, repr=False)
     """How many leading messages the current request sends with the bytes the model consumed."""
 
-    _memory: _ToolMemory = field(default_factory=lambda: _ToolMemory(), init=False, repr=False, compare=False)
+    _memory: ToolMemory = field(default_factory=lambda: ToolMemory(), init=False, repr=False, compare=False)
     """The tools this run's conversation has declared: its own, never another conversation's."""
 
-    _memories: BoundedCache[str, _ToolMemory] = field(
-        default_factory=lambda: BoundedCache[str, _ToolMemory](max_entries=_CONVERSATIONS_KEPT, max_bytes=sys.maxsize),
+    _memories: BoundedCache[str, ToolMemory] = field(
+        default_factory=lambda: BoundedCache[str, ToolMemory](max_entries=CONVERSATIONS_KEPT, max_bytes=sys.maxsize),
         init=False,
         repr=False,
         compare=False,
     )
     """Each conversation's tool memory, by `conversation_id`, shared by the runs of this guard: a later run of a
     conversation declares a retired tool as that conversation last sent it. Concurrent conversations on one agent
-    each have their own; the least recently started are forgotten past `_CONVERSATIONS_KEPT`."""
+    each have their own; the least recently started are forgotten past `CONVERSATIONS_KEPT`."""
 
     def __post_init__(self) -> None:
-        if self.mode not in _MODES:
-            raise UserError(f"Unknown `PrefixGuard` mode {self.mode!r}: use 'observe' or 'enforce'.")
-        if self.on_defer not in _DEFER_POLICIES:
-            raise UserError(f"Unknown `PrefixGuard` on_defer {self.on_defer!r}: use 'compact' or 'keep'.")
-        if self.repair not in _REPAIR_POLICIES:
-            raise UserError(f"Unknown `PrefixGuard` repair {self.repair!r}: use 'answer' or 'drop'.")
+        check_options(self.mode, self.on_defer, self.repair)
 
     @classmethod
     def from_spec(cls, options: GuardMode | PrefixGuardSpecOptions = 'enforce', /, **named: Any) -> PrefixGuard[Any]:
@@ -221,21 +166,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             **named: The options, as Pydantic AI passes them: `mode`, `on_defer` and `repair`. Any other
                 (`verifier`) is refused with an error that names it.
         """
-        # Anything but the options is taken as the mode, which `__post_init__` checks, naming the value.
-        given: dict[str, Any] = (
-            options.model_dump(exclude_unset=True) if isinstance(options, PrefixGuardSpecOptions) else {'mode': options}
-        )
-        given.update(named)
-        mode = given.pop('mode', 'enforce')
-        on_defer = given.pop('on_defer', 'compact')
-        repair = given.pop('repair', 'answer')
-        refuse_options(
-            'PrefixGuard',
-            given,
-            accepted='`mode`, `on_defer` and `repair`',
-            python_only={'verifier': 'a `WireVerifier` is a Python object'},
-        )
-        return cls(mode, on_defer, repair)
+        return cls(*spec_options(options, named))
 
     def get_ordering(self) -> CapabilityOrdering:
         """Run after every capability that edits history (history processing, compaction, model selection), whatever
@@ -251,7 +182,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         run._memories = self._memories
         # Pydantic AI resolves every run's `conversation_id` (given, from history, or new) before `for_run`.
         if ctx.conversation_id is not None:  # pragma: no branch
-            run._memory = self._memories.setdefault(ctx.conversation_id, _ToolMemory, size=1)
+            run._memory = self._memories.setdefault(ctx.conversation_id, ToolMemory, size=1)
         mended, done = repaired(ctx.messages, self.repair)
         if done:
             # `RunContext.messages` is the run's own history: mended here, it is what Pydantic AI goes on from.
@@ -265,7 +196,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         # consecutive requests, dropping orphaned tool results), and before sending it: the consumed history is
         # taken in that shape, which is both what history processors see and what the model was sent.
         run._consumed = ConsumedHistory.of(repair_messages(ctx.messages, repair_last_response=False))
-        run._instructions = _last_instructions(ctx.messages)
+        run._instructions = last_instructions(ctx.messages)
         return run
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
@@ -285,10 +216,10 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         """Decide on what history processing did to the consumed prefix, and keep tools that history calls."""
         consumed = self._consumed if self._consumed is not None else ConsumedHistory.of([])
         proposed = list(request_context.messages)
-        self._opened = _newly_compacted(consumed, proposed) or _provider_compacted(consumed)
+        self._opened = newly_compacted(consumed, proposed) or provider_compacted(consumed)
         self._rewritten = False
         # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
-        new = _new_messages(consumed, proposed)
+        new = new_messages(consumed, proposed)
         judged = ConsumedHistory((*consumed.messages, *new), 0) if self._opened else consumed.adding(new)
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
@@ -307,7 +238,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         # On the run's tracer, so the span follows the agent's instrumentation settings.
         with ctx.tracer.start_as_current_span('prefix_guard', attributes=attributes):
             if decision.action != 'compact' and not self._opened:
-                self._check_tools(declared)
+                warn_tool_changes(self._tools, declared)
             if decision.action == 'compact':
                 self._compact(ctx, request_context, consumed, decision)
             elif decision.action != 'patch':
@@ -318,31 +249,13 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             elif self._opened:
                 self._verified = 0
         if self._retired:
-            _tell_retired(ctx, request_context, self._retired)
+            tell_retired(ctx, request_context, self._retired)
         if self._opened and self.verifier is not None:
             self.verifier.open_window()
         self._tools = declared
         self._memory.seen.update(declared)
         self._sent = list(request_context.messages)
         return request_context
-
-    def _check_tools(self, declared: dict[str, ToolDefinition]) -> None:
-        if self._tools is None or self._tools == declared:
-            return
-        added = sorted(declared.keys() - self._tools.keys())
-        removed = sorted(self._tools.keys() - declared.keys())
-        changed = sorted(name for name in declared.keys() & self._tools.keys() if declared[name] != self._tools[name])
-        summary = '; '.join(
-            f'{label} {", ".join(f"`{name}`" for name in names)}'
-            for label, names in (('added', added), ('removed', removed), ('changed', changed))
-            if names
-        )
-        warnings.warn(
-            f'The tool definitions changed between requests of a run ({summary}), which moves the cached prefix at '
-            'its start; change tools at a window boundary instead.',
-            ToolListChangedWarning,
-            stacklevel=3,
-        )
 
     def _refuse(
         self,
@@ -378,7 +291,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         kept = [
             *consumed.consumed_messages(),
             *consumed.messages[consumed.boundary :],
-            *_new_messages(consumed, request_context.messages),
+            *new_messages(consumed, request_context.messages),
         ]
         retry = decide_rewrite(consumed, kept, sending=True)
         if retry.action == 'abort':
@@ -435,7 +348,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             last.instructions = last.instructions or sent or None
         base = self._consumed if self._consumed is not None else ConsumedHistory.of([])
         self._consumed = base.advance([*ctx.messages, response], sent=self._sent, verified=self._verified)
-        opened = self._opened or _opens_instruction_window(ctx.messages)
+        opened = self._opened or opens_instruction_window(ctx.messages)
         if self._instructions is not None and sent != self._instructions and not opened:
             warnings.warn(
                 'The instructions changed within a conversation, which moves the cached prefix; keep changing '
@@ -447,75 +360,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         return response
 
 
-def _newly_compacted(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -> bool:
-    """Whether `proposed` starts with a compaction marker that the consumed history doesn't start with."""
-    if elided_count(proposed) is None:
-        return False
-    return not consumed.consumed or message_bytes(proposed[0]) != consumed.consumed[0]
-
-
-def _provider_compacted(consumed: ConsumedHistory) -> bool:
-    """Whether the model's latest reply holds a provider's compaction (Anthropic's, or OpenAI's stateful one).
-
-    Pydantic AI sends nothing from before it, and `AppendInstructions` opens a new window after it, so the request
-    after it opens a window too, though history is not rewritten.
-    """
-    latest = consumed.messages[consumed.boundary - 1] if consumed.boundary else None
-    return isinstance(latest, ModelResponse) and any(isinstance(part, CompactionPart) for part in latest.parts)
-
-
-def _new_messages(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """The step's new request, which goes out after what history holds: the proposal's last message, unless history
-    holds it already (a resumed turn, or a processor that ended the proposal with an old message).
-
-    Pydantic AI adds one request per step (the prompt, or the tool results) and a processed history must end with
-    it. Anything else a processor put after the boundary (a summary of what it dropped, say) stands for its rewrite.
-    """
-    if not proposed or any(proposed[-1] is message for message in consumed.messages):
-        return []
-    return [proposed[-1]]
-
-
-def _tell_retired(ctx: RunContext[Any], request_context: ModelRequestContext, retired: set[str]) -> None:
-    """Tell the model, at the end of this step's request, of each retired tool it was not told of yet.
-
-    Told is what history says, not this guard's memory, so a conversation taken up in another process is not told
-    again.
-    """
-    # A compaction this step may have taken the calls out of what is sent: only a tool still called is told of.
-    retired = retired & called_tools(request_context.messages).keys()
-    told = {
-        part.content
-        for message in request_context.messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, UserPromptPart)
-    }
-    notices = [UserPromptPart(text) for name in sorted(retired) if (text := retirement_notice(name)) not in told]
-    last = request_context.messages[-1] if request_context.messages else None
-    if not notices or not isinstance(last, ModelRequest):
-        return
-    noticed = replace(last, parts=[*last.parts, *notices])
-    request_context.messages[-1] = noticed
-    # The run's history holds the notice too, so the next request sends it where this one did.
-    ctx.messages[:] = [noticed if message is last else message for message in ctx.messages]
-
-
-def _opens_instruction_window(messages: Sequence[ModelMessage]) -> bool:
-    """Whether `AppendInstructions` opened a new window at the latest request (it recorded a baseline there)."""
-    last = next(message for message in reversed(messages) if isinstance(message, ModelRequest))
-    return AppendInstructions.opens_window(last)
-
-
 def _warn(conditions: Sequence[tuple[type[PrefixGuardWarning], str]], outcome: str) -> None:
     """One warning for each condition, of the condition's own class, so each can be silenced on its own."""
     for category, condition in conditions:
         warnings.warn(f'{outcome}: {condition}', category, stacklevel=4)
-
-
-def _last_instructions(messages: Sequence[ModelMessage]) -> str | None:
-    """The instructions the latest request in `messages` was sent with, if any request records them."""
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest) and message.instructions is not None:
-            return message.instructions
-    return None

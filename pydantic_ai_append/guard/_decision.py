@@ -19,7 +19,7 @@ strongest first:
 | changes consumed messages in any other way (edits, reorders, inserts)        | `defer`   |
 
 `patch` is applied now. `compact` is applied as a new window, in whole tool-pair units, with a marker where
-messages were elided (`RewriteDecision.history`, see `compaction_of` in `_compaction`): one that elides a single
+messages were elided (`RewriteDecision.history`, see `compaction_of` in `_compaction_of`): one that elides a single
 run of messages and splits a pair at its edge is applied with the edge moved to a whole-pair cut, and one that comes
 to nothing once cut that way is a `patch` that sends the history as it was. `defer` keeps the old prefix and holds
 the rewrite until the next window boundary, where the cache is paid for anyway
@@ -34,7 +34,7 @@ fail, and a rewrite that mends one is welcome.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -42,7 +42,7 @@ from pydantic_ai.messages import ModelMessage
 
 from .._segments import first_difference
 from ._bytes import message_bytes
-from ._compaction import compaction_of
+from ._compaction_of import Compacted, compaction_of
 from ._consumed import ConsumedHistory
 from ._errors import NonMonotonicRewriteError, OrphanedToolPairError
 from ._pairing import ToolPairProblem, called_tools, tool_pair_problems
@@ -200,41 +200,58 @@ def decide_rewrite(
     divergence = _prefix_divergence(current, proposed)
     if not retired and not problems and divergence is None:
         return RewriteDecision('patch', 'the consumed prefix is unchanged and every tool call keeps its result')
-    compacted = None
     if not retired and divergence is not None:
         full = [*current.consumed_messages(), *current.messages[current.boundary :]]
         compacted = compaction_of(full, proposed, known=before, sending=sending)
-    if compacted is not None and not compacted.changed:
+        if compacted is not None:
+            return _compaction_decision(who, divergence, compacted)
+    if problems or retired:
+        return _abort(who, divergence, problems, retired, called)
+    assert divergence is not None
+    return RewriteDecision(
+        'defer', f'{who} is deferred to the next window boundary: {divergence.describe()}', divergence=divergence
+    )
+
+
+def _compaction_decision(who: str, divergence: PrefixDivergence, compacted: Compacted) -> RewriteDecision:
+    """A `compact` of a rewrite recognised as a compaction, or a `patch` that sends the history as it was when the
+    compaction, cut in whole tool pairs, comes to nothing.
+    """
+    if not compacted.changed:
         return RewriteDecision(
             'patch',
             f'{who}, cut in whole tool pairs, leaves the history as it was: it is sent unchanged',
             divergence=divergence,
             history=tuple(compacted.messages),
         )
-    if compacted is not None:
-        split = ''.join(f'; the cut moved so as not to split it: {problem.describe()}' for problem in compacted.split)
-        return RewriteDecision(
-            'compact',
-            f'{who} compacts the conversation ({compacted.elided} messages elided), opening a new window{split}',
-            divergence=divergence,
-            problems=compacted.split,
-            history=tuple(compacted.messages),
-        )
-    if problems or retired:
-        reasons = [problem.describe() for problem in problems]
-        reasons += [
-            f'tool `{name}` is called at message {called[name]} but would no longer be declared' for name in retired
-        ]
-        return RewriteDecision(
-            'abort',
-            f'{who} is aborted and the old prefix kept: ' + '; '.join(reasons),
-            divergence=divergence,
-            problems=problems,
-            retired_tools=retired,
-        )
-    assert divergence is not None
+    split = ''.join(f'; the cut moved so as not to split it: {problem.describe()}' for problem in compacted.split)
     return RewriteDecision(
-        'defer', f'{who} is deferred to the next window boundary: {divergence.describe()}', divergence=divergence
+        'compact',
+        f'{who} compacts the conversation ({compacted.elided} messages elided), opening a new window{split}',
+        divergence=divergence,
+        problems=compacted.split,
+        history=tuple(compacted.messages),
+    )
+
+
+def _abort(
+    who: str,
+    divergence: PrefixDivergence | None,
+    problems: tuple[ToolPairProblem, ...],
+    retired: tuple[str, ...],
+    called: Mapping[str, int],
+) -> RewriteDecision:
+    """An `abort` of a rewrite that breaks tool pairs or stops declaring tools history calls, naming each."""
+    reasons = [problem.describe() for problem in problems]
+    reasons += [
+        f'tool `{name}` is called at message {called[name]} but would no longer be declared' for name in retired
+    ]
+    return RewriteDecision(
+        'abort',
+        f'{who} is aborted and the old prefix kept: ' + '; '.join(reasons),
+        divergence=divergence,
+        problems=problems,
+        retired_tools=retired,
     )
 
 

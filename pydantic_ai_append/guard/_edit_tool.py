@@ -85,6 +85,18 @@ def self_edit_toolset(
     Raises:
         UserError: A block named in `writers` isn't registered on `context`, or isn't in append mode.
     """
+    by_id = _editable_blocks(context, writers)
+    tool = Tool(_edit(writers, by_id), takes_ctx=True, name=tool_name, description=_description(by_id))
+    # A durable engine names the toolset's activities after its id, and refuses a toolset without one (Temporal).
+    return FunctionToolset[AgentDepsT]([tool], id=f'{context.id}_{tool_name}')
+
+
+def _editable_blocks(context: AppendInstructions[AgentDepsT], writers: Mapping[str, object]) -> dict[str, str]:
+    """The name of each block in `writers`, by its id, once each is known to be registered on `context` in append mode.
+
+    Raises:
+        UserError: A block named in `writers` isn't registered on `context`, or isn't in append mode.
+    """
     policies = context.block_policies
     for name in writers:
         if name not in policies:
@@ -97,8 +109,13 @@ def self_edit_toolset(
                 f'Block {name!r} of `{context.id}` is in {policies[name]!r} mode; a model may only edit '
                 'append-mode blocks, whose changes are appended instead of rewriting the prefix.'
             )
-    by_id = {context.block_id(name): name for name in writers}
-    listed = ', '.join(f'`{block_id}`' for block_id in by_id)
+    return {context.block_id(name): name for name in writers}
+
+
+def _edit(
+    writers: Mapping[str, BlockWriter[AgentDepsT]], by_id: Mapping[str, str]
+) -> Callable[[RunContext[AgentDepsT], str, str | None], Awaitable[str]]:
+    """The tool's function: it has the guard decide each proposal, and stores the new value only if it is accepted."""
 
     async def edit(ctx: RunContext[AgentDepsT], block_id: str, content: str | None) -> str:
         # An edit of a block is decided by the block alone, so the history needs no window (and no encoding).
@@ -113,11 +130,13 @@ def self_edit_toolset(
             'conversation; earlier context stays as it was.'
         )
 
-    description = (
+    return edit
+
+
+def _description(by_id: Mapping[str, str]) -> str:
+    """What the model is told of the tool, naming the blocks it may change."""
+    listed = ', '.join(f'`{block_id}`' for block_id in by_id)
+    return (
         f'Change one of your context blocks ({listed}) for the rest of this conversation. Give the block id and '
         'its complete new text, or null to withdraw it. The change reaches you as a new <context> element.'
-    )
-    # A durable engine names the toolset's activities after its id, and refuses a toolset without one (Temporal).
-    return FunctionToolset[AgentDepsT](
-        [Tool(edit, takes_ctx=True, name=tool_name, description=description)], id=f'{context.id}_{tool_name}'
     )

@@ -14,7 +14,6 @@ import functools
 import json
 import threading
 import warnings
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, TypeAlias, cast
 
@@ -24,72 +23,18 @@ from pydantic_ai.exceptions import UserError
 
 from .._cache import BoundedCache
 from .._conversation import BoundedWireConversation, WireConversation, has_history, segments_size
-from .._segments import API_PATHS, Api, Segment, common_prefix_length, excerpt, first_difference, segments
-from .._transport import TeeStream, current_conversation, decoded
+from .._segments import Api, Segment, common_prefix_length, segments
+from .._transport import current_conversation, decoded
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
+from ._wire_divergence import WireDivergence, divergence_of
+from ._wire_transport import Reply, VerifyingTransport
 
-__all__ = ('VerifierMode', 'WireDivergence', 'WireVerifier')
+__all__ = ('VerifierMode', 'WireVerifier')
 
 VerifierMode: TypeAlias = Literal['observe', 'enforce']
 """What a `WireVerifier` does with a divergent request: warn and send it, or refuse to send it."""
 
 _MODES: tuple[VerifierMode, ...] = ('observe', 'enforce')
-
-
-@dataclass(frozen=True)
-class WireDivergence:
-    """A request whose cache-order segments don't start with the previous request's of its conversation and model.
-
-    ```python
-    from pydantic_ai_append.guard import WireDivergence
-
-    divergence = WireDivergence(
-        api='openai-chat',
-        model='gpt-5.2',
-        request=2,
-        segment=1,
-        kind='message',
-        previous='{"role":"user","content":"Hello"}',
-        current='{"role":"user","content":"Hi"}',
-    )
-    print(divergence.message)
-    #> openai-chat request 2 to model 'gpt-5.2' does not extend request 1 byte for byte: segment 1 (message) differs
-    #>   request 1: {"role":"user","content":"Hello"}
-    #>   request 2: {"role":"user","content":"Hi"}
-    ```
-    """
-
-    api: Api
-    """The provider API the request was sent to."""
-    model: str
-    """The model name in the request body; with `api`, it names the conversation the request belongs to."""
-    request: int
-    """The request's position in its conversation, from 0; the previous request is `request - 1`."""
-    segment: int
-    """The index of the first segment that differs, counted over the previous request's segments."""
-    kind: str
-    """What that segment is in the previous request: `tool`, `system`, `message`, `instructions`, `input` or
-    `output` (see [`Segment.kind`][pydantic_ai_append.testing.Segment.kind])."""
-    previous: str
-    """An excerpt of the segment in the previous request, around the first byte that differs."""
-    current: str | None
-    """An excerpt of the segment in this request around the same byte, or `None` if this request ends before it."""
-
-    @property
-    def message(self) -> str:
-        """What diverged, with both sides, in a few lines."""
-        head = f'{self.api} request {self.request} to model {self.model!r} does not extend request {self.request - 1}'
-        if self.current is None:
-            return (
-                f'{head} byte for byte: it ends after {self.segment} segments, where request {self.request - 1} goes '
-                f'on with segment {self.segment} ({self.kind})\n'
-                f'  request {self.request - 1}: {self.previous}'
-            )
-        return (
-            f'{head} byte for byte: segment {self.segment} ({self.kind}) differs\n'
-            f'  request {self.request - 1}: {self.previous}\n'
-            f'  request {self.request}: {self.current}'
-        )
 
 
 @dataclass
@@ -102,16 +47,6 @@ class _Chain:
     """How many requests were sent; the next one's index."""
     window_open: bool = False
     """Whether the next request may move the prefix, as `WireVerifier.open_window` allowed."""
-
-
-@dataclass
-class _Reply:
-    """The reply to a Responses request, as the client reads it."""
-
-    chunks: list[bytes] = field(default_factory=list[bytes])
-    """The body's chunks, before `content_encoding` is undone."""
-    content_encoding: str | None = None
-    """The reply's `content-encoding` header, when its chunks are read off the wire rather than decoded already."""
 
 
 @dataclass
@@ -205,8 +140,8 @@ class WireVerifier:
     )
     """Per API, the replies a `previous_response_id` may name, to resolve it (only Responses keeps any): the most
     recent `4096` (and at most `256 MiB` of them)."""
-    _replies: list[tuple[list[Segment], _Reply]] = field(
-        default_factory=list[tuple[list[Segment], _Reply]], init=False, repr=False
+    _replies: list[tuple[list[Segment], Reply]] = field(
+        default_factory=list[tuple[list[Segment], Reply]], init=False, repr=False
     )
     """Responses requests sent and their replies' chunks, until a reply is read whole; the client reads each after
     its request was checked, and concurrent conversations' replies may still be streaming."""
@@ -231,7 +166,7 @@ class WireVerifier:
         Returns:
             A new transport, to give an `httpx2.AsyncClient`.
         """
-        return _VerifyingTransport(self._check, inner if inner is not None else httpx2.AsyncHTTPTransport())
+        return VerifyingTransport(self._check, inner if inner is not None else httpx2.AsyncHTTPTransport())
 
     def http_client(
         self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
@@ -266,7 +201,7 @@ class WireVerifier:
                 if (model is None or chain_model == model) and conversation in (None, chain_conversation):
                     chain.window_open = True
 
-    def _check(self, api: Api, body: bytes) -> _Reply | None:
+    def _check(self, api: Api, body: bytes) -> Reply | None:
         """Check a request about to be sent, and note it as sent unless refused.
 
         Returns:
@@ -303,7 +238,7 @@ class WireVerifier:
                     # A reply never seen or forgotten: nothing to compare with, which says nothing of the request.
                     span.set_attribute('unknown_previous_response_id', str(request.get('previous_response_id')))
                 if compared and reused < len(previous):
-                    divergence = _divergence(api, model, index, previous, current, reused)
+                    divergence = divergence_of(api, model, index, previous, current, reused)
                     self.divergences.append(divergence)
                     span.set_attribute('divergent_segment', divergence.segment)
                     span.set_attribute('divergent_kind', divergence.kind)
@@ -316,7 +251,7 @@ class WireVerifier:
             self._chains.put(key, _Chain(current, sent), size=segments_size(current))
             if api != 'openai-responses':
                 return None
-            reply = _Reply()
+            reply = Reply()
             self._replies.append((current, reply))
             del self._replies[:-_PENDING_REPLIES_KEPT]
             return reply
@@ -397,18 +332,6 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     return cast('dict[str, Any]', parsed) if isinstance(parsed, dict) else None
 
 
-def _divergence(
-    api: Api, model: str, index: int, previous: list[Segment], current: list[Segment], position: int
-) -> WireDivergence:
-    before = previous[position]
-    if position >= len(current):
-        return WireDivergence(api, model, index, position, before.kind, excerpt(before.data, 0), None)
-    offset = first_difference(before.data, current[position].data)
-    return WireDivergence(
-        api, model, index, position, before.kind, excerpt(before.data, offset), excerpt(current[position].data, offset)
-    )
-
-
 def _refusal_type(api: Api) -> type[WirePrefixDivergenceError]:
     """The error to refuse a request with: one the SDK sending it lets through as it is."""
     if api != 'anthropic':
@@ -429,38 +352,3 @@ def _anthropic_refusal_type(sdk_error: type[Exception]) -> type[WirePrefixDiverg
         """A `WirePrefixDivergenceError` for a request to the Anthropic API, which the Anthropic SDK lets through."""
 
     return AnthropicWirePrefixDivergenceError
-
-
-class _VerifyingTransport(httpx2.AsyncBaseTransport):
-    # Wrapping (not subclassing) `AsyncHTTPTransport` keeps vcrpy's class-level patch of it in the path, as in
-    # `testing.WireCapture`, so cassettes record and replay what the verifier let through.
-    def __init__(self, check: Callable[[Api, bytes], _Reply | None], inner: httpx2.AsyncBaseTransport) -> None:
-        self._check = check
-        self._inner = inner
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        api = _api_of(request)
-        if api is None:
-            return await self._inner.handle_async_request(request)
-        reply = self._check(api, await request.aread())
-        response = await self._inner.handle_async_request(request)
-        if reply is None:
-            return response
-        if response.is_stream_consumed:
-            # A response built from bytes (as `httpx2.MockTransport` handlers build them) was read already.
-            reply.chunks.append(response.content)
-        else:
-            # Kept as the client reads it: reading it here would buffer a stream the SDK reads event by event.
-            reply.content_encoding = response.headers.get('content-encoding')
-            response.stream = TeeStream(cast('httpx2.AsyncByteStream', response.stream), reply.chunks)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _api_of(request: httpx2.Request) -> Api | None:
-    if request.method != 'POST':
-        return None
-    path = request.url.path
-    return next((api for api, api_path in API_PATHS.items() if path.endswith(api_path)), None)

@@ -18,7 +18,7 @@ from typing import Any, cast
 from pydantic_ai.exceptions import UserError
 
 from .._segments import Segment, common_prefix_length
-from ._assertions import prefix_reuse
+from ._assertions import PrefixReuse, prefix_reuse
 
 __all__ = ('DEFAULT_FOLD', 'transcript')
 
@@ -174,6 +174,22 @@ class _Render:
         # A text's own line breaks stay line breaks, indented under the line they continue.
         return [piece for line in lines for piece in line.replace('\n', f'\n{_INDENT}').split('\n')]
 
+    def request(self, reuse: PrefixReuse, previous: Sequence[Segment], current: Sequence[Segment]) -> str:
+        """One request's block: its head, then each segment, marked as sent before, new, or breaking the prefix."""
+        shared = common_prefix_length(previous, current)
+        head = f'request {reuse.index}: reuses {reuse.reused_bytes} of {reuse.total_bytes} bytes'
+        broken = shared < len(previous)
+        if broken and shared < len(current):
+            head += f'; breaks the prefix at segment {shared} ({previous[shared].kind} in request {reuse.index - 1})'
+        elif broken:
+            head += f'; breaks the prefix: ends after {len(current)} of the {len(previous)} segments of request '
+            head += f'{reuse.index - 1}'
+        lines = [head]
+        for position, segment in enumerate(current):
+            marker = '  ' if position < shared else '! ' if broken and position == shared else '+ '
+            lines.extend(f'{marker}{line}' for line in self.segment(segment))
+        return '\n'.join(lines) + '\n'
+
 
 def _label(kind: str, item: dict[str, Any]) -> str:
     """What an item is, taken out of it: its role, else its type (a text block's is left out), else its kind."""
@@ -249,18 +265,6 @@ def transcript(requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFA
     blocks: list[str] = []
     previous: Sequence[Segment] = ()
     for reuse, current in zip(prefix_reuse(requests), requests, strict=True):
-        shared = common_prefix_length(previous, current)
-        head = f'request {reuse.index}: reuses {reuse.reused_bytes} of {reuse.total_bytes} bytes'
-        broken = shared < len(previous)
-        if broken and shared < len(current):
-            head += f'; breaks the prefix at segment {shared} ({previous[shared].kind} in request {reuse.index - 1})'
-        elif broken:
-            head += f'; breaks the prefix: ends after {len(current)} of the {len(previous)} segments of request '
-            head += f'{reuse.index - 1}'
-        lines = [head]
-        for position, segment in enumerate(current):
-            marker = '  ' if position < shared else '! ' if broken and position == shared else '+ '
-            lines.extend(f'{marker}{line}' for line in render.segment(segment))
-        blocks.append('\n'.join(lines) + '\n')
+        blocks.append(render.request(reuse, previous, current))
         previous = current
     return '\n'.join(blocks)

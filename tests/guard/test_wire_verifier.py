@@ -36,7 +36,7 @@ from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 
 from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
 from pydantic_ai_append._cassettes import Interaction
-from pydantic_ai_append._check import check_cassette
+from pydantic_ai_append._verdicts import check_cassette
 from pydantic_ai_append.guard import (
     WireDivergence,
     WirePrefixDivergenceError,

@@ -1,0 +1,236 @@
+"""The checker's verdicts: a cassette's provider requests grouped into conversations, each judged on its prefix.
+
+`check_cassette` picks the requests to the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses APIs by
+their path, splits each into cache-order segments (`_segments`), resolves OpenAI Responses `previous_response_id`
+chains from the recorded replies (`_conversation`), and groups the requests into conversations: per cassette, API and
+model, in cassette order. The command line around it is `_check`.
+
+One model may hold several conversations in one cassette (parametrized runs, sub-agents, a test that starts over).
+A request joins the most recent conversation of its API and model whose last request it extends byte for byte.
+If it extends none, a request with no history (no assistant turn, tool call or tool result, no
+`previous_response_id`) starts a new conversation; any other request is the next request of the conversation it
+shares the longest prefix with (the most recent on a tie), and breaks that conversation's prefix. A request whose
+`previous_response_id` names a reply the cassette doesn't hold starts a new conversation too: there is nothing to
+compare it with.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._cassettes import CassetteError, Interaction
+from ._conversation import WireConversation, has_history
+from ._segments import API_PATHS, Api, Segment, common_prefix_length, divergence_message, parse_body, segments
+
+__all__ = (
+    'CassetteReport',
+    'ConversationReport',
+    'Divergence',
+    'NewWindow',
+    'check_cassette',
+    'same_file',
+)
+
+
+@dataclass(frozen=True)
+class NewWindow:
+    """An `--allow-new-window` option: a request allowed to move its conversation's prefix."""
+
+    request: int
+    """The request's position in its conversation, from 0."""
+    file: Path | None = None
+    """The cassette it applies to, or `None` for every cassette."""
+    conversation: int | None = None
+    """The conversation's number in the cassette, or `None` for every conversation."""
+
+    def applies(self, file: Path, conversation: int, request: int) -> bool:
+        """Whether this option allows request `request` of conversation `conversation` of `file` to move the prefix."""
+        return (
+            request == self.request
+            and (self.file is None or same_file(self.file, file))
+            and (self.conversation is None or self.conversation == conversation)
+        )
+
+
+def same_file(one: Path, other: Path) -> bool:
+    """Whether two paths name the same cassette, as written or once resolved."""
+    return one == other or one.resolve() == other.resolve()
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A request that does not extend the previous request of its conversation byte for byte."""
+
+    request: int
+    """The request's position in its conversation, from 0."""
+    interaction: int
+    """Its position among the cassette's interactions, from 0."""
+    segment: int
+    """The first segment of the previous request it does not repeat."""
+    kind: str
+    """That segment's kind: `tool`, `system`, `message`, `instructions`, `input` or `output`."""
+    message: str
+    """What `assert_prefix_stable` says of it: both sides around the first differing byte."""
+
+
+@dataclass(frozen=True)
+class ConversationReport:
+    """The verdict on one conversation."""
+
+    file: Path
+    """The cassette."""
+    number: int
+    """Its position among the cassette's conversations, from 0, by first request."""
+    api: Api
+    """The provider API."""
+    model: str
+    """The `model` of its request bodies (empty if they name none)."""
+    interactions: tuple[int, ...]
+    """The cassette interactions of its requests, in order."""
+    reused_bytes: int
+    """Segment bytes its requests repeat, from the start, of the request before them, as `prefix_reuse` counts."""
+    total_bytes: int
+    """Segment bytes of all its requests."""
+    new_windows: tuple[int, ...]
+    """Requests that moved the prefix where an `--allow-new-window` option allowed it."""
+    divergences: tuple[Divergence, ...]
+    """Requests that broke the prefix, in order."""
+
+    @property
+    def name(self) -> str:
+        """`FILE#K`, as `--allow-new-window` takes it."""
+        return f'{self.file}#{self.number}'
+
+    @property
+    def prefix_kept(self) -> bool:
+        """Whether every request extends the one before it, but where a new window was allowed."""
+        return not self.divergences
+
+
+@dataclass(frozen=True)
+class CassetteReport:
+    """The verdicts on the conversations of one cassette."""
+
+    file: Path
+    """The cassette."""
+    conversations: tuple[ConversationReport, ...]
+    """Its conversations, by first request."""
+    other_requests: int
+    """Interactions that are not requests to one of the three APIs, and so are not checked."""
+
+
+@dataclass
+class _Conversation:
+    api: Api
+    model: str
+    number: int
+    last: list[Segment] = field(default_factory=list[Segment])
+    last_update: int = -1
+    interactions: list[int] = field(default_factory=list[int])
+    reused_bytes: int = 0
+    total_bytes: int = 0
+    new_windows: list[int] = field(default_factory=list[int])
+    divergences: list[Divergence] = field(default_factory=list[Divergence])
+
+    def add(self, interaction: int, current: list[Segment], new_windows: Collection[int]) -> None:
+        index = len(self.interactions)
+        shared = common_prefix_length(self.last, current)
+        if shared < len(self.last):
+            if index in new_windows:
+                self.new_windows.append(index)
+            else:
+                message = divergence_message(index, self.last, current, shared)
+                self.divergences.append(Divergence(index, interaction, shared, self.last[shared].kind, message))
+        self.reused_bytes += sum(len(segment.data) for segment in current[:shared])
+        self.total_bytes += sum(len(segment.data) for segment in current)
+        self.interactions.append(interaction)
+        self.last, self.last_update = current, interaction
+
+    def report(self, file: Path) -> ConversationReport:
+        return ConversationReport(
+            file,
+            self.number,
+            self.api,
+            self.model,
+            tuple(self.interactions),
+            self.reused_bytes,
+            self.total_bytes,
+            tuple(self.new_windows),
+            tuple(self.divergences),
+        )
+
+
+def _api(interaction: Interaction) -> Api | None:
+    if interaction.method != 'POST':
+        return None
+    path = re.sub(r'[?#].*', '', interaction.uri)
+    return next((api for api, api_path in API_PATHS.items() if path.endswith(api_path)), None)
+
+
+def _conversation_for(
+    conversations: list[_Conversation], api: Api, model: str, current: list[Segment], fresh: bool
+) -> _Conversation | None:
+    """The conversation a request belongs to, or `None` if it starts a new one."""
+    candidates = sorted(
+        (c for c in conversations if c.api == api and c.model == model), key=lambda c: c.last_update, reverse=True
+    )
+    shared = [common_prefix_length(c.last, current) for c in candidates]
+    extended = next((c for c, count in zip(candidates, shared, strict=True) if count == len(c.last)), None)
+    if extended is not None:
+        return extended
+    if fresh or not candidates:
+        return None
+    return candidates[shared.index(max(shared))]
+
+
+def check_cassette(
+    file: Path, interactions: Iterable[Interaction], new_windows: Sequence[NewWindow] = ()
+) -> CassetteReport:
+    """Group a cassette's provider requests into conversations and check that each keeps its prefix.
+
+    Args:
+        file: The cassette, for the report.
+        interactions: Its interactions, in order.
+        new_windows: Requests allowed to move the prefix.
+
+    Returns:
+        The report.
+
+    Raises:
+        CassetteError: If a request body to one of the APIs is not a JSON object, or a body can't be decoded.
+    """
+    conversations: list[_Conversation] = []
+    resolvers: dict[Api, WireConversation] = {}
+    other = 0
+    for interaction in interactions:
+        api = _api(interaction)
+        if api is None:
+            other += 1
+            continue
+        body = interaction.request_body()
+        try:
+            request = parse_body(api, body)
+        except (ValueError, TypeError):
+            raise CassetteError(
+                f'{file}: interaction {interaction.index} ({interaction.method} {interaction.uri}): the request body '
+                f'is not a JSON object: {body[:80]!r}'
+            ) from None
+        resolver = resolvers.setdefault(api, WireConversation(api))
+        resolved = resolver.resolve(body)
+        current = resolved if resolved is not None else segments(api, body)
+        model = request.get('model')
+        model = model if isinstance(model, str) else ''
+        conversation = _conversation_for(
+            conversations, api, model, current, fresh=resolved is None or not has_history(request)
+        )
+        if conversation is None:
+            conversation = _Conversation(api, model, len(conversations))
+            conversations.append(conversation)
+        allowed = {w.request for w in new_windows if w.applies(file, conversation.number, w.request)}
+        conversation.add(interaction.index, current, allowed)
+        if api == 'openai-responses' and (reply := interaction.response_body()) is not None:
+            resolver.add_response(current, reply)
+    return CassetteReport(file, tuple(c.report(file) for c in conversations), other)
