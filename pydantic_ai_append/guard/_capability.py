@@ -150,7 +150,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     each have their own; the least recently started are forgotten past `CONVERSATIONS_KEPT`."""
 
     def __post_init__(self) -> None:
-        check_options(self.mode, self.on_defer, self.repair)
+        check_options(self.mode, self.on_defer, self.repair, self.verifier)
 
     @classmethod
     def from_spec(cls, options: GuardMode | PrefixGuardSpecOptions = 'enforce', /, **named: Any) -> PrefixGuard[Any]:

@@ -46,12 +46,16 @@ class PrefixGuardSpecOptions(BaseModel):
     """As `PrefixGuard.repair`."""
 
 
-def check_options(mode: GuardMode, on_defer: DeferPolicy, repair: RepairPolicy) -> None:
-    """Refuse a mode or policy the guard doesn't have, naming it and the ones it has.
+def check_options(mode: GuardMode, on_defer: DeferPolicy, repair: RepairPolicy, verifier: object = None) -> None:
+    """Refuse a mode or policy the guard doesn't have, naming it and the ones it has, and a verifier that isn't one.
 
     Raises:
         UserError: If one of them is not one the guard has.
     """
+    if verifier is not None and not callable(getattr(verifier, 'open_window', None)):
+        raise UserError(
+            f'`PrefixGuard` option `verifier` takes a `WireVerifier` (anything with `open_window()`), not {verifier!r}.'
+        )
     if mode not in _MODES:
         raise UserError(f"Unknown `PrefixGuard` mode {mode!r}: use 'observe' or 'enforce'.")
     if on_defer not in _DEFER_POLICIES:
