@@ -228,8 +228,9 @@ def outgoing(messages: list[ModelMessage], window: Window, *, continues: bool, n
     """
     start = window.start if continues else len(window.found)
     edits: dict[int, dict[int, SystemPromptPart | None]] = {}
-    # Every carrier before the window's changes, and each empty one among them (the rendered older formats).
-    for index in [*range(start), *(at for at in window.empty if at >= start)]:
+    # Every carrier before the window's changes, and among them the older formats' (sent as rendered: their records'
+    # checks don't cover a carrier's text) and the empty ones.
+    for index in dict.fromkeys([*range(start), *window.rendered, *(at for at in window.empty if at >= start)]):
         message_index, part_index, part, _ = window.found[index]
         if part is not None:
             rendered = window.rendered.get(index) if index >= start else None
