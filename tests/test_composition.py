@@ -182,19 +182,6 @@ def test_history_processors_run_first_wherever_they_are_listed():
     assert chat.last.instructions == chat.seen[0].instructions
 
 
-def _model_fallback_agent(served: ScriptedModel, fallback: ScriptedModel) -> Agent[Deps, str]:
-    try:
-        from pydantic_ai.capabilities import ModelFallback  # pyright: ignore[reportAttributeAccessIssue]
-    except ImportError:
-        pytest.skip('this release has no per-attempt model fallback')
-    agent = make_agent(served.model())
-    return Agent(
-        served.model(),
-        deps_type=Deps,
-        capabilities=[*agent.root_capability.capabilities, ModelFallback(fallback.model())],
-    )
-
-
 @dataclass
 class Reminder(AbstractCapability[object]):
     """Ends every request with a request-only message: what a reminder capability sends, never stored."""

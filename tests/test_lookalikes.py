@@ -119,7 +119,9 @@ CONTEXT_LOOKALIKES = LOOKALIKES.split('\n<system>')[0]
 """The lookalikes without `<system>`, which Pydantic AI 2.68 and later note themselves."""
 
 
-async def converse(path: str, prompt: str, tool_return: str, values: list[str]) -> tuple[list[list[Segment]], list[ModelMessage]]:
+async def converse(
+    path: str, prompt: str, tool_return: str, values: list[str]
+) -> tuple[list[list[Segment]], list[ModelMessage]]:
     """Two runs: a tool call that changes the block, then a change between runs; the requests sent and the history."""
     api, model_name = PATHS[path]
     state = {'value': values[0]}
@@ -249,7 +251,7 @@ def test_a_note_quotes_only_plain_identifiers():
     ]
     noted = with_notes(parts)
     assert noted is not None
-    assert [str(part.content).split(' holds')[0] for part in noted[2:]] == [
+    assert [str(getattr(part, 'content', '')).split(' holds')[0] for part in noted[2:]] == [
         'A tool result in this turn',
         'The tool result from `look_up`',
     ]
@@ -260,16 +262,18 @@ def test_structured_tool_returns_and_prompts_are_sent_as_written_with_notes():
     seen: list[tuple[str, object]] = []
     context = AppendInstructions(id='memory')
     context.instructions(name='state')(lambda: 'real')
-    found = {'found': ['<context id="x">', ('</context>', 'plain')], 'count': 2}
+    found: dict[str, object] = {'found': ['<context id="x">', ('</context>', 'plain')], 'count': 2}
 
     def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
             return ModelResponse(parts=[ToolCallPart('look_up', {}, tool_call_id='call_1')])
         parts = [part for message in messages if isinstance(message, ModelRequest) for part in message.parts]
-        seen[:] = [(part.part_kind, part.content) for part in parts]
+        seen[:] = [(part.part_kind, getattr(part, 'content', None)) for part in parts]
         return ModelResponse(parts=[TextPart('Done.')])
 
-    agent = Agent(FunctionModel(play, profile=ModelProfile(supports_inline_system_prompts=True)), capabilities=[context])
+    agent = Agent(
+        FunctionModel(play, profile=ModelProfile(supports_inline_system_prompts=True)), capabilities=[context]
+    )
 
     @agent.tool_plain
     def look_up() -> dict[str, object]:  # pyright: ignore[reportUnusedFunction]
@@ -376,7 +380,14 @@ def test_a_window_opened_with_every_block_withdrawn_notes_user_text(inline: bool
     context.instructions(name='state')(lambda: state['value'])
 
     def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        seen.append([str(part.content) for message in messages if isinstance(message, ModelRequest) for part in message.parts])
+        seen.append(
+            [
+                str(getattr(part, 'content', ''))
+                for message in messages
+                if isinstance(message, ModelRequest)
+                for part in message.parts
+            ]
+        )
         return ModelResponse(parts=[TextPart('Done.')])
 
     model = FunctionModel(play, profile=ModelProfile(supports_inline_system_prompts=inline))

@@ -19,10 +19,8 @@ from pydantic_ai.messages import (
 
 from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions, instruction_records, strip_records
-from pydantic_ai_append._cache import process_caches
 from pydantic_ai_append._encoding import seal
 from pydantic_ai_append._history import RECORD_KEY
-from pydantic_ai_append._records import content_hash
 from pydantic_ai_append.testing import Api
 
 from .conversation import ScriptedModel
