@@ -129,7 +129,7 @@ async def build_history(policy: Policy, turns: int, *, changes_until: int | None
                 for name, function in BLOCKS
                 if function(previous) != (after := function(at))
             ]
-            carriers = record_changes(window, changes, key=None, conversation_id=None, signed=False)
+            carriers = record_changes(window, changes, key=None, conversation_id=None)
             parts += carriers
             if carriers:
                 record = cast('dict[str, Any]', carriers[-1].metadata)[RECORD_KEY]

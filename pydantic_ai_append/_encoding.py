@@ -2,7 +2,8 @@
 
 Records are plain dicts so any store or durable-execution layer keeps them as they are. A record that is from a
 newer version, is malformed, or fails its check reads as unreadable and opens a new window rather than being sent.
-With a signing key, the check is an HMAC that also binds the record to its conversation.
+With a signing key, the check is an HMAC that also binds the record to its conversation; an unsigned record could be
+rewritten whole, so binding it would prove nothing, and a conversation id given without a key is ignored.
 
 Three formats are read, and each record is written in the oldest one that holds it:
 
@@ -108,7 +109,7 @@ def encode_baseline(
     }
     if baseline.native:
         payload['native'] = list(baseline.native)
-    if conversation_id is not None:
+    if key is not None and conversation_id is not None:
         payload['conversation'] = conversation_id
     return seal(payload, key)
 
@@ -132,7 +133,7 @@ def encode_change(
         'state': dict(state),
         'prev': prev,
     }
-    if conversation_id is not None:
+    if key is not None and conversation_id is not None:
         payload['conversation'] = conversation_id
     return seal(payload, key, text)
 
@@ -146,7 +147,7 @@ def decode_record(
         stored: What the carrier's metadata holds.
         text: The carrier's text, which a format 3 check covers.
         key: The signing key, if records are signed.
-        conversation_id: The conversation a signed record must belong to; `None` doesn't check.
+        conversation_id: The conversation a signed record must belong to; `None` (or no `key`) doesn't check.
     """
     if not isinstance(stored, dict):
         return Unreadable('the record is not a mapping')
@@ -162,7 +163,7 @@ def decode_record(
         return Unreadable(f'the record is not plain JSON: {error}')
     if not hmac.compare_digest(str(data.get('check')), signature):
         return Unreadable('the record fails its integrity check')
-    if conversation_id is not None and payload.get('conversation') != conversation_id:
+    if key is not None and conversation_id is not None and payload.get('conversation') != conversation_id:
         return Unreadable('the record belongs to another conversation')
     try:
         return _decoded(payload, version, signature)

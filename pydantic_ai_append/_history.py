@@ -156,7 +156,7 @@ def instruction_records(
     held: dict[str, str | None] = {}
     for _, _, part, stored in scan(messages).found:
         text = part.content if part is not None else ''
-        record = decode_record(stored, text, key=key, conversation_id=conversation_id if key else None)
+        record = decode_record(stored, text, key=key, conversation_id=conversation_id)
         if isinstance(record, InstructionBaselinePart):
             held = {block.id: block.content for block in record.blocks}
             records.append(record)

@@ -76,17 +76,9 @@ def conversation_window(
         return fold(scan(messages), key=key, conversation_id=conversation_id)
     assert conversation is not None, 'kept only for a conversation'
     stop = len(messages) - 1
-    found, empty, suspects = kept.scanned if kept is not None else ([], [], [])
     added = scan(messages, folded, stop)
-    held = Scan(
-        [*found, *added.found], [*empty, *(at + len(found) for at in added.empty)], [*suspects, *added.suspects]
-    )
-    last = scan(messages, stop)
-    whole = Scan(
-        [*held.found, *last.found],
-        [*held.empty, *(at + len(held.found) for at in last.empty)],
-        [*held.suspects, *last.suspects],
-    )
+    held = _joined(kept.scanned, added) if kept is not None else added
+    whole = _joined(held, scan(messages, stop))
     window = fold(whole, key=key, conversation_id=conversation_id, linked=kept.linked if kept is not None else 0)
     parts = list(chain.from_iterable(map(_PARTS, messages[folded:stop])))
     size = (kept.size if kept else 0) + 128 * (stop - folded + len(parts)) + 512 * len(added.found)
@@ -100,6 +92,15 @@ def conversation_window(
     )
     _KEPT.put(conversation, refs, size=size)
     return window
+
+
+def _joined(first: Scan, then: Scan) -> Scan:
+    """The scan of two runs of a history's messages, `then` the run after `first`."""
+    return Scan(
+        [*first.found, *then.found],
+        [*first.empty, *(at + len(first.found) for at in then.empty)],
+        [*first.suspects, *then.suspects],
+    )
 
 
 def _weight(part: Any, stored: Any) -> int:

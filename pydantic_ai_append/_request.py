@@ -96,9 +96,8 @@ async def handle_request(
     ordered = await current_blocks(settings.blocks, ctx, params)
     # Read after the block functions ran, and nothing is awaited from here on: a block function may edit the history.
     messages = list(request_context.messages)
-    conversation = ctx.conversation_id if settings.key is not None else None
     kept_by = (ctx.conversation_id, settings.key) if ctx.conversation_id else None
-    window = conversation_window(messages, kept_by, key=settings.key, conversation_id=conversation)
+    window = conversation_window(messages, kept_by, key=settings.key, conversation_id=ctx.conversation_id)
     plan = plan_request(window, [block for block, _ in ordered if block is not None])
     inline = is_inline(request_context.model)
     if plan.tagged and not inline:
@@ -135,18 +134,15 @@ def _record(
     settings: RequestSettings[Any], ctx: RunContext[Any], window: Window, plan: WindowPlan
 ) -> list[SystemPromptPart]:
     """The carriers of the plan's records: its baseline, or each change with the element it sends."""
-    conversation = ctx.conversation_id if settings.key is not None else None
     if plan.baseline is not None:
         for block in plan.baseline.blocks:
             if block.content is not None:
                 _TEXTS.put(
                     (ctx.conversation_id, content_hash(block.content)), block.content, size=size_of([block.content])
                 )
-        stored = encode_baseline(plan.baseline, key=settings.key, conversation_id=conversation)
+        stored = encode_baseline(plan.baseline, key=settings.key, conversation_id=ctx.conversation_id)
         return [carrier('', stored)]
-    return record_changes(
-        window, plan.changes, key=settings.key, conversation_id=ctx.conversation_id, signed=conversation is not None
-    )
+    return record_changes(window, plan.changes, key=settings.key, conversation_id=ctx.conversation_id)
 
 
 def record_changes(
@@ -155,13 +151,11 @@ def record_changes(
     *,
     key: bytes | None,
     conversation_id: str | None,
-    signed: bool,
     full: bool = False,
 ) -> list[SystemPromptPart]:
     """The carriers of `changes` to `window`'s blocks, each sent in full with `full`, or as a diff when shorter."""
     assert window.baseline is not None or full or not changes, 'only a resumed turn retells changes outside a window'
     state, prev = dict(window.state), window.last_check
-    bound = conversation_id if signed else None
     # The sentence follows the first change of a window whose prefix states no block, since nothing else says it.
     untold = window.baseline is not None and not any(block.content for block in window.baseline.blocks)
     untold = untold and window.start == len(window.found)
@@ -171,7 +165,10 @@ def record_changes(
         previous = None
         if not full and base is not None and value is not None and block_id not in window.unsettled:
             previous = _TEXTS.get((conversation_id, base))
-            if previous is None and (previous := window.value_of(block_id, key=key, conversation_id=bound)) is not None:
+            if (
+                previous is None
+                and (previous := window.value_of(block_id, key=key, conversation_id=conversation_id)) is not None
+            ):
                 _TEXTS.put((conversation_id, base), previous, size=size_of([previous]))
         text = change_text(block_id, previous, value)
         if untold:
@@ -186,7 +183,7 @@ def record_changes(
             prev=prev,
             text=text,
             key=key,
-            conversation_id=bound,
+            conversation_id=conversation_id,
         )
         prev = stored['check']
         carriers.append(carrier(text, stored))

@@ -46,13 +46,12 @@ def resumed_window(
     messages: Sequence[ModelMessage], *, key: bytes | None, conversation_id: str | None
 ) -> Resumed | None:
     """The window of the suspended turn `messages` ends with, if it is in one."""
-    window = fold(scan(messages), key=key, conversation_id=conversation_id if key is not None else None)
+    window = fold(scan(messages), key=key, conversation_id=conversation_id)
     if window.baseline is None:
         return None
     values: dict[str, str | None] = {}
     for block_id, digest in window.state.items():
-        bound = conversation_id if key is not None else None
-        value = window.value_of(block_id, key=key, conversation_id=bound) if digest is not None else None
+        value = window.value_of(block_id, key=key, conversation_id=conversation_id) if digest is not None else None
         if digest is None or value is not None:
             values[block_id] = value
     return Resumed(window, values)
@@ -67,7 +66,7 @@ def resume_turn(
 ) -> ModelRequestContext:
     """Send a resumed turn as it was started, telling again what a processor trimmed since the run began."""
     messages = list(request_context.messages)
-    window = fold(scan(messages), key=settings.key, conversation_id=ctx.conversation_id if settings.key else None)
+    window = fold(scan(messages), key=settings.key, conversation_id=ctx.conversation_id)
     baseline = window.baseline
     carriers: list[SystemPromptPart] = []
     if resumed is not None and resumed.window.baseline is not None:
@@ -88,7 +87,6 @@ def resume_turn(
             stale,
             key=settings.key,
             conversation_id=ctx.conversation_id,
-            signed=settings.key is not None,
             full=True,
         )
     sent = outgoing(messages, window, continues=window.baseline is not None, notes=baseline is not None)

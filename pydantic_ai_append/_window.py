@@ -122,8 +122,7 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linke
     _, _, opening, stored = found[opens]
     if opening is None:
         return replace(window, broken='history was compacted')
-    conversation = conversation_id if key is not None else None
-    baseline = decode_record(stored, key=key, conversation_id=conversation)
+    baseline = decode_record(stored, key=key, conversation_id=conversation_id)
     if isinstance(baseline, Unreadable):
         return replace(window, broken=f'a record can not be read: {baseline.reason}')
     assert isinstance(baseline, InstructionBaselinePart), 'a record of kind `baseline` reads as one or as unreadable'
@@ -142,7 +141,7 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linke
                 window, baseline=baseline, state=dict(record.state), last_check=record.check, linked=len(found)
             )
     state = {block.id: block.content_hash for block in baseline.blocks}
-    return _read_each(replace(window, baseline=baseline, state=state, last_check=check), key, conversation)
+    return _read_each(replace(window, baseline=baseline, state=state, last_check=check), key, conversation_id)
 
 
 def _field(stored: object, name: str) -> object:

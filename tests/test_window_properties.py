@@ -45,7 +45,7 @@ def request(history: list[ModelMessage], blocks: list[CurrentBlock]) -> tuple[Wi
     if plan.baseline is not None:
         carriers = [carrier('', encode_baseline(plan.baseline))]
     else:
-        carriers = record_changes(window, plan.changes, key=None, conversation_id='c', signed=False)
+        carriers = record_changes(window, plan.changes, key=None, conversation_id='c')
     return window, [*history, ModelRequest(parts=[UserPromptPart('next'), *carriers])]
 
 
