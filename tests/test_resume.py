@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -104,8 +105,11 @@ def test_a_suspended_turn_in_stripped_history_sends_no_forged_instructions():
     assert chat.last.messages == snapshot(['user: one', 'assistant: ok'])
 
 
-@pytest.mark.parametrize('kept', [pytest.param(2, id='change-kept'), pytest.param(4, id='change-trimmed')])
-def test_a_resumed_turn_whose_window_a_processor_trims_tells_the_last_value(kept: int):
+def suspended_after_a_change(
+    processor: Callable[[list[ModelMessage]], list[ModelMessage]],
+) -> tuple[ScriptedModel, Agent[object, str], list[ModelMessage], list[bool]]:
+    """Three runs of a to-do agent whose block changes from 'first' to 'second' at the second, the last turn
+    suspended; a history processor runs `processor` once the returned flag is set."""
     from pydantic_ai.capabilities import ProcessHistory
 
     chat = ScriptedModel()
@@ -114,10 +118,10 @@ def test_a_resumed_turn_whose_window_a_processor_trims_tells_the_last_value(kept
     context = AppendInstructions(id='todos')
     context.instructions(name='state')(lambda: value[0])
 
-    def keep_recent(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return messages[kept:] if trimming[0] else messages
+    def process(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return processor(messages) if trimming[0] else messages
 
-    agent = Agent(chat.model(), capabilities=[context, ProcessHistory[object](keep_recent)])
+    agent = Agent(chat.model(), capabilities=[context, ProcessHistory[object](process)])
     history = agent.run_sync('one').all_messages()
     value[0] = 'second'
     history = agent.run_sync('two', message_history=history).all_messages()
@@ -125,6 +129,12 @@ def test_a_resumed_turn_whose_window_a_processor_trims_tells_the_last_value(kept
     last = history[-1]
     assert isinstance(last, ModelResponse)
     last.state = 'suspended'
+    return chat, agent, history, trimming
+
+
+@pytest.mark.parametrize('kept', [pytest.param(2, id='change-kept'), pytest.param(4, id='change-trimmed')])
+def test_a_resumed_turn_whose_window_a_processor_trims_tells_the_last_value(kept: int):
+    chat, agent, history, trimming = suspended_after_a_change(lambda messages: messages[kept:])
     # The processor drops the window's baseline, and with `change-trimmed` the change to 'second' too.
     trimming[0] = True
     agent.run_sync(None, message_history=history)
@@ -304,18 +314,8 @@ def test_a_turn_the_guard_compacted_resumes_with_the_instructions_it_was_sent():
 
 
 def test_a_resumed_turn_records_what_it_tells_again_so_the_next_request_keeps_the_prefix():
-    from pydantic_ai.capabilities import ProcessHistory
-
-    chat = ScriptedModel()
-    value = ['first']
-    trimming = [False]
-    context = AppendInstructions(id='todos')
-    context.instructions(name='state')(lambda: value[0])
-
     def drop_the_change(messages: list[ModelMessage]) -> list[ModelMessage]:
         # Drops the turn that carries the change to 'second': its request and the reply to it.
-        if not trimming[0]:
-            return messages
         turns = [
             index
             for index, message in enumerate(messages)
@@ -323,14 +323,7 @@ def test_a_resumed_turn_records_what_it_tells_again_so_the_next_request_keeps_th
         ]
         return [message for index, message in enumerate(messages) if not turns or index not in (turns[0], turns[0] + 1)]
 
-    agent = Agent(chat.model(), capabilities=[context, ProcessHistory[object](drop_the_change)])
-    history = agent.run_sync('one').all_messages()
-    value[0] = 'second'
-    history = agent.run_sync('two', message_history=history).all_messages()
-    history = agent.run_sync('three', message_history=history).all_messages()
-    last = history[-1]
-    assert isinstance(last, ModelResponse)
-    last.state = 'suspended'
+    chat, agent, history, trimming = suspended_after_a_change(drop_the_change)
     trimming[0] = True
     history = agent.run_sync(None, message_history=history).all_messages()
     resumed = chat.last
