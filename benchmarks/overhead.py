@@ -29,6 +29,7 @@ history's length.
 from __future__ import annotations
 
 import gc
+import itertools
 import statistics
 import time
 from collections.abc import Sequence
@@ -229,8 +230,13 @@ class Rounds:
     """The variants in the order they ran, every round's after the one before."""
 
 
+_CALLS = itertools.count()
+"""Numbers the calls of `run_rounds`, whose variants are conversations no earlier call served."""
+
+
 async def run_rounds(variants: dict[str, Variant], repeats: int, prompt_turn: int) -> Rounds:
     """Run every variant once per round, `repeats` rounds, in rotated order with a collection before each run."""
+    call = next(_CALLS)
     rounds = Rounds({name: [] for name in variants})
     for name, variant in variants.items():
         if variant.hooks is not None:
@@ -244,11 +250,11 @@ async def run_rounds(variants: dict[str, Variant], repeats: int, prompt_turn: in
                 variant.hooks.reset()
             rounds.order.append(name)
             start = time.process_time()
-            # Each variant is a conversation of its own, as each would be in a server: the plugin keeps what it
-            # folded per conversation, and variants sharing the id their histories were built with would take
-            # turns replacing each other's.
+            # Each variant of each call is a conversation of its own, as each would be in a server: the plugin keeps
+            # what it folded per conversation, and a conversation it saw with other objects (another call's
+            # history) is one it takes for loaded afresh from then on.
             await variant.agent.run(
-                prompt(prompt_turn), deps=variant.deps, message_history=history, conversation_id=name
+                prompt(prompt_turn), deps=variant.deps, message_history=history, conversation_id=f'{name}#{call}'
             )
             rounds.seconds[name].append(time.process_time() - start)
             if variant.hooks is not None:
