@@ -1,8 +1,8 @@
 """The project's benchmark: cache reuse, bytes and overhead of append mode, beside rewrite mode and native append.
 
 Run it with `uv run python -m benchmarks` (offline, a few minutes); `--check` exits with status 1 when a target is
-missed, `--json PATH` writes every figure and `--plot PATH` an SVG of each request's reused and uncached bytes. The
-modules:
+missed, `--json PATH` writes every figure, `--plot PATH` an SVG of each request's reused and uncached bytes, and
+`--only PARTS` runs only the parts named (`--help` lists them). The modules:
 
 - `scenario`: the conversation (static instructions, three changing blocks, a tool call every 3rd turn) and
   the agent of each policy: static, rewrite, append (this package), native (Pydantic AI's own, where it exists);
@@ -13,6 +13,9 @@ modules:
 - `overhead`: one `agent.run` on long histories with a function model, variants in rotated rounds, and the hooks'
   time against the number of past changes;
 - `huge`: one-line edits to a 10 MB block, the hooks' time to deliver each and the stored history's growth;
+- `servers`: the server cases: many conversations served in turn by one agent on history loaded per request, and
+  instrumented runs with a tool loop;
 - `pieces`: recording and rendering one change, and verifying a 1 MB prefix, on their own;
-- `report`: the tables, the targets and their verdicts, JSON and the plot.
+- `report`: the tables, the targets and their verdicts, JSON and the plot, with `server_tables` for the server
+  cases and `tables` for what every table shares.
 """

@@ -1,4 +1,4 @@
-"""Run the benchmark: `uv run python -m benchmarks [--size smoke] [--check] [--json PATH] [--plot PATH]`."""
+"""Run the benchmark: `uv run python -m benchmarks [--size smoke] [--only PARTS] [--check] [--json F] [--plot F]`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,9 +14,10 @@ from pydantic_ai.messages import ModelMessage
 
 from .huge import HugeResult, run_huge
 from .overhead import ChangeTiming, Profile, Timing, build_history, real_history, time_change_counts, time_runs
-from .pieces import time_pieces
+from .pieces import PieceTiming, time_pieces
 from .report import Results, machine, render_svg, render_text, to_json, verdicts
 from .scenario import POLICIES, Policy, native_available
+from .servers import ManyConversations, time_instrumented, time_many_conversations
 from .wire import PATHS, WireResult, run_conversation
 
 
@@ -40,15 +41,35 @@ class Size:
     """The size of the huge block."""
     huge_edits: int
     """The one-line edits made to the huge block."""
+    conversations: int
+    """The conversations one agent serves in turn in the many-conversations case."""
+    conversation_turns: int
+    """The length of each of those conversations' history."""
+    served_per_round: int
+    """The requests to those conversations in each round, each to the next conversation in turn."""
+    instrumented_turns: tuple[int, ...]
+    """The history sizes (turns) the instrumented tool-loop runs are timed on."""
 
 
 SIZES = {
-    'default': Size(20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3),
-    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2),
+    'default': Size(20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3, 100, 300, 10, (100, 300)),
+    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,)),
 }
+PARTS = ('wire', 'overhead', 'changes', 'huge', 'many', 'instrumented', 'pieces')
+"""The parts of the benchmark `--only` can choose from, in the order they run."""
+TIMED_PARTS = frozenset(PARTS) - {'wire', 'pieces'}
+"""The parts `--skip-overhead` leaves out: the in-process timings."""
 NATIVE_MAX_TURNS = 300
 """Pydantic AI's own append mechanism is timed up to this history size: its histories are built by real runs,
 which costs time quadratic in the size."""
+
+
+def _parts(value: str) -> tuple[str, ...]:
+    chosen = tuple(part.strip() for part in value.split(',') if part.strip())
+    unknown = [part for part in chosen if part not in PARTS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f'unknown parts {unknown} in {value!r}; choose from {", ".join(PARTS)}')
+    return chosen
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
         help='the path the plot shows (default: %(default)s)',
     )
     parser.add_argument('--skip-overhead', action='store_true', help='leave out the in-process timings')
+    parser.add_argument(
+        '--only',
+        type=_parts,
+        default=PARTS,
+        help=f'run only these parts, comma-separated, of {", ".join(PARTS)} (default: all)',
+    )
     parser.add_argument('--check', action='store_true', help='exit with status 1 if any target is missed')
     return parser
 
@@ -114,31 +141,67 @@ async def _huge(block_bytes: int, edits: int) -> list[HugeResult]:
     return results
 
 
-async def run(size: str, *, overhead: bool = True) -> Results:
-    """Run every measurement at `size`."""
+async def _many(size: Size) -> list[ManyConversations]:
+    results: list[ManyConversations] = []
+    for profile in PROFILES:
+        print(
+            f'  many: {size.conversations} conversations of {size.conversation_turns} turns in turn on the {profile} '
+            'model',
+            file=sys.stderr,
+        )
+        results.append(
+            await time_many_conversations(
+                profile, size.conversation_turns, size.conversations, size.served_per_round, size.rounds
+            )
+        )
+    return results
+
+
+async def _instrumented(sizes: Sequence[int], rounds: int) -> list[Timing]:
+    timings: list[Timing] = []
+    for turns in sizes:
+        for profile in PROFILES:
+            print(f'  instrumented: a tool loop of {turns} turns on the {profile} model', file=sys.stderr)
+            timings.append(await time_instrumented(profile, turns, rounds))
+    return timings
+
+
+async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS) -> Results:
+    """Run every measurement at `size`; `overhead=False` leaves out the in-process timings, `only` runs just those."""
     chosen = SIZES[size]
+    parts = set(only) - (set() if overhead else TIMED_PARTS)
     policies: list[Policy] = [policy for policy in POLICIES if policy != 'native' or native_available()]
-    wire = await _wire(chosen.turns, policies)
-    timings = await _overhead(chosen.histories, chosen.rounds, policies) if overhead else []
-    changes = await _changes(chosen.change_turns, chosen.rounds) if overhead else []
-    huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if overhead else []
-    print('  pieces', file=sys.stderr)
+    wire = await _wire(chosen.turns, policies) if 'wire' in parts else []
+    timings = await _overhead(chosen.histories, chosen.rounds, policies) if 'overhead' in parts else []
+    changes = await _changes(chosen.change_turns, chosen.rounds) if 'changes' in parts else []
+    huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if 'huge' in parts else []
+    many = await _many(chosen) if 'many' in parts else []
+    instrumented = await _instrumented(chosen.instrumented_turns, chosen.rounds) if 'instrumented' in parts else []
+    pieces: list[PieceTiming] = []
+    if 'pieces' in parts:
+        print('  pieces', file=sys.stderr)
+        pieces = time_pieces(chosen.piece_repeats)
     return Results(
         chosen.turns,
         wire,
         timings,
-        time_pieces(chosen.piece_repeats),
+        pieces,
         machine(),
         target_turns=chosen.target_turns,
         changes=changes,
         huge=huge,
+        many=many,
+        instrumented=instrumented,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its tables; with `--check`, return 1 if a target is missed."""
-    args = _parser().parse_args(argv)
-    results = asyncio.run(run(args.size, overhead=not args.skip_overhead))
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.plot is not None and 'wire' not in args.only:
+        parser.error('--plot shows the wire bytes: add wire to --only')
+    results = asyncio.run(run(args.size, overhead=not args.skip_overhead, only=args.only))
     print(render_text(results))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -15,9 +15,11 @@ from importlib.metadata import version
 from typing import Any
 
 from .huge import HugeResult
-from .measure import Spread
 from .overhead import ChangeTiming, Timing
 from .pieces import PieceTiming
+from .server_tables import instrumented_json, instrumented_section, many_json, many_section, many_verdicts
+from .servers import ManyConversations
+from .tables import Verdict, percent, ratio_cell, spread_json, table, times
 from .wire import PathName, WireResult, summary
 
 __all__ = ('Results', 'Verdict', 'machine', 'render_svg', 'render_text', 'to_json', 'verdicts')
@@ -58,22 +60,10 @@ class Results:
     """The history sizes the timing targets are judged at."""
     changes: Sequence[ChangeTiming] = ()
     huge: Sequence[HugeResult] = ()
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One target, what was measured for it, and whether it was met (`None`: can't be judged here)."""
-
-    target: str
-    measured: str
-    met: bool | None
-    spread: str = '-'
-    """The p25-p75 spread of the measured figure over the rounds, where it has one."""
-
-    @property
-    def label(self) -> str:
-        """PASS, MISS or n/a."""
-        return 'n/a' if self.met is None else 'PASS' if self.met else 'MISS'
+    many: Sequence[ManyConversations] = ()
+    """Many conversations served in turn by one agent, one per model profile."""
+    instrumented: Sequence[Timing] = ()
+    """The instrumented tool-loop runs, with their uninstrumented peers."""
 
 
 def machine() -> dict[str, str]:
@@ -118,6 +108,7 @@ def verdicts(results: Results) -> list[Verdict]:
         *_overhead_verdicts(results),
         *_change_verdicts(results),
         *_huge_verdicts(results),
+        *many_verdicts(results.many),
         *_piece_verdicts(results),
     ]
 
@@ -165,14 +156,6 @@ def _wire_verdicts(results: Results) -> list[Verdict]:
     return found
 
 
-def _percent(spread: Spread) -> tuple[str, str]:
-    return f'{spread.median:.2%}', f'{spread.p25:.2%}-{spread.p75:.2%}'
-
-
-def _times(spread: Spread) -> tuple[str, str]:
-    return f'{spread.median:.3f}x', f'{spread.p25:.3f}-{spread.p75:.3f}x'
-
-
 def _overhead_verdicts(results: Results) -> list[Verdict]:
     found: list[Verdict] = []
     judged = [t for t in results.timings if t.turns in results.target_turns and 'append' in t.hook_seconds]
@@ -186,9 +169,9 @@ def _overhead_verdicts(results: Results) -> list[Verdict]:
             found.append(
                 Verdict(
                     f"{where}: the plugin's hooks on {what} at most {limit:.1%} of the static run",
-                    f'{_percent(share)[0]} ({timing.hook_ms(variant):.2f} ms)',
+                    f'{percent(share)[0]} ({timing.hook_ms(variant):.2f} ms)',
                     share.median <= limit,
-                    _percent(share)[1],
+                    percent(share)[1],
                 )
             )
     for timing in results.timings:
@@ -197,9 +180,9 @@ def _overhead_verdicts(results: Results) -> list[Verdict]:
             found.append(
                 Verdict(
                     f'{timing.profile} model, {timing.turns} turns: append at most {NATIVE_RATIO_LIMIT:g}x native',
-                    _times(ratio)[0],
+                    times(ratio)[0],
                     ratio.median <= NATIVE_RATIO_LIMIT,
-                    _times(ratio)[1],
+                    times(ratio)[1],
                 )
             )
     sized = [t for t in judged if t.turns == max(results.target_turns) and t.history_bytes]
@@ -225,9 +208,9 @@ def _change_verdicts(results: Results) -> list[Verdict]:
             Verdict(
                 f"{timing.profile} model, {timing.turns} turns: the hooks' time per 1,000 past changes at most "
                 f'{CHANGE_SLOPE_LIMIT:.1%} of the run',
-                f'{_percent(slope)[0]} ({", ".join(f"{count:,}" for count in counts)} changes)',
+                f'{percent(slope)[0]} ({", ".join(f"{count:,}" for count in counts)} changes)',
                 slope.median <= CHANGE_SLOPE_LIMIT,
-                _percent(slope)[1],
+                percent(slope)[1],
             )
         )
     return found
@@ -275,19 +258,6 @@ def _piece_verdicts(results: Results) -> list[Verdict]:
     return found
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
-    aligned = ['<' if index == 0 else '>' for index in range(len(headers))]
-    lines = [
-        '| ' + ' | '.join(f'{cell:{aligned[i]}{widths[i]}}' for i, cell in enumerate(row)) + ' |'
-        for row in [headers, *rows]
-    ]
-    lines.insert(
-        1, '|' + '|'.join(('-' * (w + 1) + ':' if i else ':' + '-' * (w + 1)) for i, w in enumerate(widths)) + '|'
-    )
-    return '\n'.join(lines)
-
-
 VARIANTS = ('static', 'static-loaded', 'rewrite', 'append', 'append-loaded', 'floor', 'injected', 'native')
 """Every variant timed, in the order tables show them."""
 
@@ -295,16 +265,12 @@ HOOKED = ('append', 'append-loaded')
 """The variants whose hooks are timed, in the order tables show them."""
 
 
-def _ratio_cell(spread: Spread) -> str:
-    return f'{spread.median:.2f}x ({spread.p25:.2f}-{spread.p75:.2f})'
-
-
 def _timing_sections(results: Results) -> list[str]:
     variants = [v for v in VARIANTS if any(v in t.seconds for t in results.timings)]
     rows = [
         [timing.profile, str(timing.turns)]
         + [
-            f'{timing.median_ms(v):.1f} ms, {_ratio_cell(timing.ratio(v))}' if v in timing.seconds else '-'
+            f'{timing.median_ms(v):.1f} ms, {ratio_cell(timing.ratio(v))}' if v in timing.seconds else '-'
             for v in variants
         ]
         for timing in results.timings
@@ -313,20 +279,20 @@ def _timing_sections(results: Results) -> list[str]:
     sections = [
         f'One agent.run on a history of N turns, in process CPU time: the median of {rounds} rounds, each running '
         'every variant once in rotated order after a collection; the ratio to static is the median of per-round '
-        'ratios (p25-p75)\n\n' + _table(['model', 'N', *variants], rows)
+        'ratios (p25-p75)\n\n' + table(['model', 'N', *variants], rows)
     ]
     hook_rows = [
         [
             timing.profile,
             str(timing.turns),
             *(
-                f'{timing.hook_ms(v):.2f} ms, {_percent(timing.hook_share(v))[0]} ({_percent(timing.hook_share(v))[1]})'
+                f'{timing.hook_ms(v):.2f} ms, {percent(timing.hook_share(v))[0]} ({percent(timing.hook_share(v))[1]})'
                 if v in timing.hook_seconds
                 else '-'
                 for v in HOOKED
             ),
-            _ratio_cell(timing.ratio('append', to='floor')),
-            _ratio_cell(timing.loaded_excess()) if 'static-loaded' in timing.seconds else '-',
+            ratio_cell(timing.ratio('append', to='floor')),
+            ratio_cell(timing.loaded_excess()) if 'static-loaded' in timing.seconds else '-',
             f'{timing.history_bytes["append"] / timing.history_bytes["static"]:.3f}x'
             if {'append', 'static'} <= timing.history_bytes.keys()
             else '-',
@@ -339,7 +305,7 @@ def _timing_sections(results: Results) -> list[str]:
         "of the static variant's run in the same round; append over floor; what a fresh load adds to append over what "
         'it adds to static; stored history size over static'
         '\n\n'
-        + _table(
+        + table(
             [
                 'model',
                 'N',
@@ -364,7 +330,7 @@ def _timing_sections(results: Results) -> list[str]:
     ]
     sections.append(
         'Cost of one more turn of history: the slope of the medians between the smallest and largest N timed\n\n'
-        + _table(['model', *variants], slopes)
+        + table(['model', *variants], slopes)
     )
     return sections
 
@@ -384,14 +350,12 @@ def _changes_section(changes: Sequence[ChangeTiming]) -> str:
                 f'{timing.changes[n]:,}: {statistics.median(timing.hook_seconds[n]) * 1000:.2f} ms' for n in names
             )
             slope = timing.slope(kind)
-            rows.append(
-                [timing.profile, str(timing.turns), kind, points, f'{_percent(slope)[0]} ({_percent(slope)[1]})']
-            )
+            rows.append([timing.profile, str(timing.turns), kind, points, f'{percent(slope)[0]} ({percent(slope)[1]})'])
     return (
         "The hooks' CPU time against the number of past changes in the window: histories of N turns whose blocks "
         'stop changing at different turns; the slope is the least-squares fit of each round, per 1,000 changes, as '
         "a share of that round's run with the most changes (median, p25-p75)\n\n"
-        + _table(['model', 'N', 'variant', 'changes: median hook time', 'slope per 1,000 changes'], rows)
+        + table(['model', 'N', 'variant', 'changes: median hook time', 'slope per 1,000 changes'], rows)
     )
 
 
@@ -411,7 +375,7 @@ def _huge_section(huge: Sequence[HugeResult]) -> str:
     return (
         'A huge block: a first turn, then one-line edits, history through JSON between turns; CPU seconds and '
         'stored bytes after each turn\n\n'
-        + _table(
+        + table(
             [
                 'model',
                 'block bytes',
@@ -426,9 +390,7 @@ def _huge_section(huge: Sequence[HugeResult]) -> str:
     )
 
 
-def render_text(results: Results) -> str:
-    """The whole report as Markdown tables, readable in a terminal and pasteable into the README."""
-    sections: list[str] = []
+def _wire_section(results: Results) -> str:
     wire_rows = [
         [
             result.path,
@@ -445,11 +407,11 @@ def render_text(results: Results) -> str:
         ]
         for result in results.wire
     ]
-    sections.append(
-        f'Wire bytes over {results.turns} turns ({len(results.wire[0].requests) if results.wire else 0} requests). '
+    return (
+        f'Wire bytes over {results.turns} turns ({len(results.wire[0].requests)} requests). '
         'Segment bytes count the cache-order pieces of each request, re-encoded canonically; reused ones repeat '
         'the previous request byte for byte.\n\n'
-        + _table(
+        + table(
             [
                 'path',
                 'policy',
@@ -464,32 +426,40 @@ def render_text(results: Results) -> str:
             wire_rows,
         )
     )
+
+
+def render_text(results: Results) -> str:
+    """The whole report as Markdown tables, readable in a terminal and pasteable into the README."""
+    sections: list[str] = []
+    if results.wire:
+        sections.append(_wire_section(results))
     if results.timings:
         sections.extend(_timing_sections(results))
     if results.changes:
         sections.append(_changes_section(results.changes))
     if results.huge:
         sections.append(_huge_section(results.huge))
-    sections.append(
-        'Pieces on their own (medians)\n\n'
-        + _table(
-            ['piece', 'time', 'size'],
-            [[p.name, f'{p.microseconds:,.1f} us', f'{p.bytes:,} bytes'] for p in results.pieces],
+    if results.many:
+        sections.append(many_section(results.many))
+    if results.instrumented:
+        sections.append(instrumented_section(results.instrumented))
+    if results.pieces:
+        sections.append(
+            'Pieces on their own (medians)\n\n'
+            + table(
+                ['piece', 'time', 'size'],
+                [[p.name, f'{p.microseconds:,.1f} us', f'{p.bytes:,} bytes'] for p in results.pieces],
+            )
         )
-    )
     sections.append(
         'Targets\n\n'
-        + _table(
+        + table(
             ['target', 'measured', 'spread (p25-p75)', 'verdict'],
             [[v.target, v.measured, v.spread, v.label] for v in verdicts(results)],
         )
     )
     sections.append('Machine: ' + ', '.join(f'{key} {value}' for key, value in results.machine.items()))
     return '\n\n'.join(sections) + '\n'
-
-
-def _spread_json(spread: Spread) -> dict[str, float]:
-    return {'median': round(spread.median, 4), 'p25': round(spread.p25, 4), 'p75': round(spread.p75, 4)}
 
 
 def to_json(results: Results) -> dict[str, Any]:
@@ -503,8 +473,8 @@ def to_json(results: Results) -> dict[str, Any]:
                 'profile': timing.profile,
                 'turns': timing.turns,
                 'median_ms': {v: round(timing.median_ms(v), 3) for v in timing.seconds},
-                'ratio_to_static': {v: _spread_json(timing.ratio(v)) for v in timing.seconds},
-                'hook_share': {v: _spread_json(timing.hook_share(v)) for v in timing.hook_seconds},
+                'ratio_to_static': {v: spread_json(timing.ratio(v)) for v in timing.seconds},
+                'hook_share': {v: spread_json(timing.hook_share(v)) for v in timing.hook_seconds},
                 'hook_ms_by_hook': {
                     v: {hook: round(ms, 4) for hook, ms in timing.hook_ms_by_hook(v).items()} for v in timing.by_hook
                 },
@@ -519,7 +489,7 @@ def to_json(results: Results) -> dict[str, Any]:
                 'profile': timing.profile,
                 'turns': timing.turns,
                 'changes': timing.changes,
-                'slope_per_1000_changes': {kind: _spread_json(timing.slope(kind)) for kind in _change_kinds(timing)},
+                'slope_per_1000_changes': {kind: spread_json(timing.slope(kind)) for kind in _change_kinds(timing)},
                 'runs_ms': {v: [round(s * 1000, 3) for s in runs] for v, runs in timing.seconds.items()},
                 'hooks_ms': {v: [round(s * 1000, 3) for s in runs] for v, runs in timing.hook_seconds.items()},
             }
@@ -536,6 +506,8 @@ def to_json(results: Results) -> dict[str, Any]:
             }
             for huge in results.huge
         ],
+        'many_conversations': [many_json(many) for many in results.many],
+        'instrumented': [instrumented_json(timing) for timing in results.instrumented],
         'pieces': [
             {'name': p.name, 'microseconds': round(p.microseconds, 3), 'bytes': p.bytes} for p in results.pieces
         ],

@@ -12,13 +12,14 @@ import gc
 import json
 import statistics
 from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from pydantic_ai import Agent, AgentRunResult, RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -37,7 +38,8 @@ from benchmarks.overhead import (
     run_rounds,
 )
 from benchmarks.report import Results, verdicts
-from benchmarks.scenario import Policy, build_agent, memory, native_available, state
+from benchmarks.scenario import Policy, build_agent, memory, native_available, prompt, state
+from benchmarks.servers import INSTRUMENTED, ManyConversations, tool_model, with_tool_calls
 from pydantic_ai_append import AppendInstructions
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +66,26 @@ async def test_built_history_equals_real_runs(policy: Policy):
     built = await build_history(policy, 12)
     assert parts_of(built) == parts_of(real)
     assert len(real) == 24
+
+
+def tool_parts_of(history: list[ModelMessage]) -> list[list[tuple[object, object]]]:
+    """The tool each part calls or returns from, with its arguments, message by message."""
+    return [
+        [(getattr(part, 'tool_name', None), getattr(part, 'args', None)) for part in message.parts]
+        for message in history
+    ]
+
+
+@pytest.mark.parametrize('policy', ['static', 'append'])
+async def test_tool_loop_history_equals_real_runs(policy: Policy):
+    agent = build_agent(policy, tool_model('wrapped'))
+    real: list[ModelMessage] = []
+    for turn in range(1, 13):
+        real = (await agent.run(prompt(turn), deps=turn, message_history=real)).all_messages()
+    built = with_tool_calls(await build_history(policy, 12))
+    assert parts_of(built) == parts_of(real)
+    assert tool_parts_of(built) == tool_parts_of(real)
+    assert len(real) == 48 and sum(isinstance(message, ModelRequest) for message in real) == 24
 
 
 def test_scenario_blocks_change_as_described():
@@ -116,6 +138,34 @@ def test_smoke_run_writes_tables_json_and_plot(
     ]
     assert share[0] in ('PASS', 'MISS') and share[1].endswith('%') and '-' in share[1]
     assert 'spread (p25-p75)' in printed and "The plugin's share, per round" in printed
+    assert 'Many conversations served in turn by one agent' in printed and 'Instrumented runs: a tool loop' in printed
+    many = cast('list[dict[str, Any]]', report['many_conversations'])
+    assert [(row['profile'], row['conversations'], row['turns'], row['requests_per_round']) for row in many] == [
+        ('inline', 3, 5, 3),
+        ('wrapped', 3, 5, 3),
+    ]
+    # Two rounds of three requests to the many conversations and one to the one, and each conversation's first request.
+    assert all(
+        [len(requests) for requests in row['hooks_ms']['many-conversations']] == [3, 3]
+        and len(row['hooks_ms']['append-loaded']) == 2
+        and len(row['first_request_hooks_ms']) == 3
+        and set(row['hook_ratio']) == {'median', 'p25', 'p75'}
+        for row in many
+    )
+    served = targets[
+        "inline model, 3 conversations of 5 turns served in turn: the plugin's hooks per request at most 1.5x one "
+        "conversation's on loaded history"
+    ]
+    assert served[0] in ('PASS', 'MISS') and served[1].endswith('x') and '-' in served[1]
+    instrumented = cast('list[dict[str, Any]]', report['instrumented'])
+    assert [(row['profile'], row['turns']) for row in instrumented] == [('inline', 5), ('wrapped', 5)]
+    assert all(
+        list(row['median_ms']) == ['static', 'static-instrumented', 'append', 'append-instrumented']
+        and set(row['hook_share_of_run']) == {'append', 'append-instrumented'}
+        and 'append-instrumented / static-instrumented' in row['ratio']
+        for row in instrumented
+    )
+    assert set(INSTRUMENTED) == set(instrumented[0]['median_ms'])
     svg = plot_path.read_text()
     # The background, two legend swatches, then a reused and an uncached bar per request (5) per policy.
     assert svg.startswith('<svg') and svg.count('<rect') == 3 + 2 * 5 * len(policies)
@@ -356,3 +406,63 @@ async def test_huge_block_growth_is_measured_beyond_static():
     )
     huge = HugeResult('inline', 1000, [0.1, 0.2, 0.6], [1.0, 1.0, 1.0], [10, 20, 30], [10, 15, 20])
     assert [v.label for v in verdicts(Results(0, [], [], [], {}, huge=[huge]))] == ['MISS', 'PASS']
+
+
+def test_many_conversations_figures_from_synthetic_rounds():
+    # Round 2 ran on a slow machine; paired by round, the hooks on the many conversations take 1.2x, 1.2x and 3x.
+    many = ManyConversations(
+        'inline',
+        300,
+        100,
+        first_hook_seconds=[0.01, 0.02, 0.03],
+        hook_seconds=[[0.002, 0.004], [0.03, 0.03], [0.006, 0.006]],
+        seconds=[[0.1, 0.1], [1.0, 1.0], [0.1, 0.1]],
+        one_hook_seconds=[0.0025, 0.025, 0.002],
+        one_seconds=[0.1, 1.0, 0.1],
+    )
+    assert many.per_request() == pytest.approx([0.003, 0.03, 0.006])
+    ratio = many.hook_ratio()
+    assert (ratio.median, ratio.p25, ratio.p75) == pytest.approx((1.2, 1.2, 2.1))
+    assert many.hook_ms() == pytest.approx({'many-conversations': 6.0, 'append-loaded': 2.5, 'first request': 20.0})
+    assert many.run_ms() == pytest.approx({'many-conversations': 100.0, 'append-loaded': 100.0})
+    met = replace(many, one_hook_seconds=[0.003, 0.03, 0.006])
+    assert [v.label for v in verdicts(Results(0, [], [], [], {}, many=[many, met]))] == ['PASS', 'PASS']
+    missed = replace(many, one_hook_seconds=[0.001, 0.01, 0.002])
+    assert [(v.label, v.measured) for v in verdicts(Results(0, [], [], [], {}, many=[missed]))] == [
+        ('MISS', '3.000x (6.00 vs 2.00 ms)')
+    ]
+
+
+async def test_each_call_of_run_rounds_serves_conversations_of_its_own():
+    # The plugin keeps what it folded per conversation: a variant of a later call, on another history, must not be
+    # the conversation an earlier call served, or the plugin takes its history for one loaded afresh.
+    seen: list[str | None] = []
+
+    class Recorder(AbstractCapability[Any]):
+        async def before_model_request(
+            self, ctx: RunContext[Any], request_context: ModelRequestContext
+        ) -> ModelRequestContext:
+            seen.append(ctx.conversation_id)
+            return request_context
+
+    agent = Agent(function_model('inline'), deps_type=int, capabilities=[Recorder()])
+    for turns in (2, 3):
+        await run_rounds({'static': Variant(agent, await build_history('static', turns), turns + 1)}, 2, turns + 1)
+    assert len(seen) == 4 and seen[0] == seen[1] != seen[2] == seen[3]
+
+
+@pytest.mark.block_network
+def test_only_runs_the_parts_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(gc, 'collect', lambda generation=2: 0)
+    json_path = tmp_path / 'out.json'
+    assert main(['--size', 'smoke', '--only', 'many', '--json', str(json_path)]) == 0
+    report = cast('dict[str, Any]', json.loads(json_path.read_text()))
+    assert {name for name, rows in report.items() if isinstance(rows, list) and rows} == {
+        'many_conversations',
+        'targets',
+    }
+    assert 'Wire bytes' not in capsys.readouterr().out
+    for argv in (['--only', 'many,everything'], ['--only', 'many', '--plot', str(tmp_path / 'plot.svg')]):
+        with pytest.raises(SystemExit):
+            main(['--size', 'smoke', *argv])
+    assert 'unknown parts' in capsys.readouterr().err
