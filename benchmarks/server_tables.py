@@ -60,6 +60,7 @@ def many_section(many: Sequence[ManyConversations]) -> str:
                 f'{hook_ms[ONE]:.2f} ms',
                 ratio_cell(result.hook_ratio()),
                 f'{hook_ms["first request"]:.2f} ms',
+                f'{hook_ms["second request"]:.2f} ms',
                 f'{run_ms[MANY]:.1f} ms',
                 f'{run_ms[ONE]:.1f} ms',
             ]
@@ -69,7 +70,8 @@ def many_section(many: Sequence[ManyConversations]) -> str:
         'Many conversations served in turn by one agent, each request on history freshly loaded from JSON, beside '
         "one conversation on the same history in the same rounds: the hooks' CPU time per request (median of "
         f'{rounds} rounds, each the mean of its requests), the per-round ratio many / one (median, p25-p75), the '
-        "hooks on each conversation's first request (served before the rounds), and agent.run per request\n\n"
+        "hooks on each conversation's first and second requests in the process (served before the rounds), and "
+        'agent.run per request\n\n'
         + table(
             [
                 'model',
@@ -79,6 +81,7 @@ def many_section(many: Sequence[ManyConversations]) -> str:
                 'hooks, one',
                 'many / one',
                 'hooks, first request',
+                'hooks, second request',
                 'agent.run, many',
                 'agent.run, one',
             ],
@@ -136,6 +139,7 @@ def many_json(many: ManyConversations) -> dict[str, Any]:
         'hook_ms': {name: round(ms, 4) for name, ms in many.hook_ms().items()},
         'run_ms': {name: round(ms, 3) for name, ms in many.run_ms().items()},
         'first_request_hooks_ms': milliseconds(many.first_hook_seconds),
+        'second_request_hooks_ms': milliseconds(many.second_hook_seconds),
         'hooks_ms': {
             MANY: [milliseconds(requests) for requests in many.hook_seconds],
             ONE: milliseconds(many.one_hook_seconds),

@@ -144,11 +144,11 @@ def test_smoke_run_writes_tables_json_and_plot(
         ('inline', 3, 5, 3),
         ('wrapped', 3, 5, 3),
     ]
-    # Two rounds of three requests to the many conversations and one to the one, and each conversation's first request.
+    # Two rounds of three requests to the many conversations and one to the one, and each conversation's first two.
     assert all(
         [len(requests) for requests in row['hooks_ms']['many-conversations']] == [3, 3]
         and len(row['hooks_ms']['append-loaded']) == 2
-        and len(row['first_request_hooks_ms']) == 3
+        and len(row['first_request_hooks_ms']) == len(row['second_request_hooks_ms']) == 3
         and set(row['hook_ratio']) == {'median', 'p25', 'p75'}
         for row in many
     )
@@ -415,6 +415,7 @@ def test_many_conversations_figures_from_synthetic_rounds():
         300,
         100,
         first_hook_seconds=[0.01, 0.02, 0.03],
+        second_hook_seconds=[0.004, 0.005, 0.006],
         hook_seconds=[[0.002, 0.004], [0.03, 0.03], [0.006, 0.006]],
         seconds=[[0.1, 0.1], [1.0, 1.0], [0.1, 0.1]],
         one_hook_seconds=[0.0025, 0.025, 0.002],
@@ -423,7 +424,9 @@ def test_many_conversations_figures_from_synthetic_rounds():
     assert many.per_request() == pytest.approx([0.003, 0.03, 0.006])
     ratio = many.hook_ratio()
     assert (ratio.median, ratio.p25, ratio.p75) == pytest.approx((1.2, 1.2, 2.1))
-    assert many.hook_ms() == pytest.approx({'many-conversations': 6.0, 'append-loaded': 2.5, 'first request': 20.0})
+    assert many.hook_ms() == pytest.approx(
+        {'many-conversations': 6.0, 'append-loaded': 2.5, 'first request': 20.0, 'second request': 5.0}
+    )
     assert many.run_ms() == pytest.approx({'many-conversations': 100.0, 'append-loaded': 100.0})
     met = replace(many, one_hook_seconds=[0.003, 0.03, 0.006])
     assert [v.label for v in verdicts(Results(0, [], [], [], {}, many=[many, met]))] == ['PASS', 'PASS']
