@@ -18,7 +18,10 @@ second drops that scan), so the hooks' time on those two passes is reported apar
 (`agent.instrument`, spans recorded by an SDK tracer provider with no exporter) and without it, on a model that
 calls the scenario's tool once each turn before it answers. Their histories are `build_history`'s, with each turn's
 tool call and its return put between its request and its reply (`with_tool_calls`), which `tests/test_benchmark.py`
-checks against real runs.
+checks against real runs. Each run's history is freshly loaded from JSON (outside the clock), as a server's is. The
+rounds run the same turn again, which history kept in process can't stand for here: the plugin's kept scan follows
+a conversation forward, the scan a run's second request keeps ends in that run's new request, which the next
+round's history doesn't hold, and so every round after the first would take the loaded path anyway.
 """
 
 from __future__ import annotations
@@ -185,7 +188,7 @@ def with_tool_calls(history: Sequence[ModelMessage]) -> list[ModelMessage]:
 
 
 async def time_instrumented(profile: Profile, turns: int, repeats: int) -> Timing:
-    """Time the static and append agents with and without instrumentation on a tool loop of `turns` turns."""
+    """Time the static and append agents with and without instrumentation on a loaded tool loop of `turns` turns."""
     model = tool_model(profile)
     hooks = HookTimer()
     policies: tuple[Policy, ...] = ('static', 'append')
@@ -197,7 +200,7 @@ async def time_instrumented(profile: Profile, turns: int, repeats: int) -> Timin
             agent.instrument = InstrumentationSettings(tracer_provider=TracerProvider())
         timed = hooks if policy == 'append' else None
         variants[f'{policy}-instrumented' if instrumented else policy] = Variant(
-            agent, histories[policy], turns + 1, hooks=timed
+            agent, histories[policy], turns + 1, loaded=True, hooks=timed
         )
     rounds = await run_rounds(variants, repeats, turns + 1)
     sizes = {policy: stored_bytes(history) for policy, history in histories.items()}
