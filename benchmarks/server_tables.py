@@ -111,8 +111,9 @@ def instrumented_section(timings: Sequence[Timing]) -> str:
     return (
         'Instrumented runs: a tool loop of N turns (each turn the model calls one tool, then answers), each run on '
         'history freshly loaded from JSON, with '
-        "Pydantic AI's OpenTelemetry instrumentation recording spans (no exporter) and without it; the hooks' CPU "
-        'time and its share of the same run, and per-round ratios (median, p25-p75)\n\n'
+        "Pydantic AI's OpenTelemetry instrumentation recording spans (no exporter) and without it, in "
+        f"{len(timings[0].seconds['static'])} rounds: medians, the hooks' CPU time and its share of the same run, and "
+        'per-round ratios (median, p25-p75)\n\n'
         + table(
             [
                 'model',
