@@ -12,7 +12,9 @@ Before the rounds, every conversation (the one too) is served twice, outside the
 that has served each conversation for a while, as one serving them in turn has. A conversation's first requests in
 a process cost the plugin more (its first request keeps a scan of history that the next load won't match, and its
 second drops that scan), so the hooks' time on those two passes is reported apart (`first_hook_seconds`,
-`second_hook_seconds`).
+`second_hook_seconds`). Those passes skip the collection before each request that the rounds make: a full
+collection of the benchmark's heap takes several times the run, and a pass is 100 requests; their figures are
+medians, which a collection inside a few of the requests doesn't move much.
 
 `time_instrumented` runs the scenario's static and append agents with Pydantic AI's OpenTelemetry instrumentation
 (`agent.instrument`, spans recorded by an SDK tracer provider with no exporter) and without it, on a model that
@@ -118,11 +120,12 @@ class ManyConversations:
 
 
 async def _serve(
-    agent: Agent[int, str], hooks: HookTimer, stored: bytes, conversation_id: str, turn: int
+    agent: Agent[int, str], hooks: HookTimer, stored: bytes, conversation_id: str, turn: int, *, collect: bool = True
 ) -> tuple[float, float]:
-    """Load the history from `stored` and collect garbage, then time one run: its CPU seconds and its hooks'."""
+    """Load the history from `stored`, collect garbage unless told not to, and time one run: its and its hooks' CPU."""
     history = ModelMessagesTypeAdapter.validate_json(stored)
-    gc.collect()
+    if collect:
+        gc.collect()
     hooks.reset()
     start = time.process_time()
     await agent.run(prompt(turn), deps=turn, message_history=history, conversation_id=conversation_id)
@@ -145,9 +148,9 @@ async def time_many_conversations(
     one, many = f'{run}:one', [f'{run}:conversation-{index}' for index in range(conversations)]
     result = ManyConversations(profile, turns, conversations)
     for warmed in (result.first_hook_seconds, result.second_hook_seconds):
-        await _serve(agent, hooks, stored, one, turns + 1)
+        await _serve(agent, hooks, stored, one, turns + 1, collect=False)
         for conversation_id in many:
-            warmed.append((await _serve(agent, hooks, stored, conversation_id, turns + 1))[1])
+            warmed.append((await _serve(agent, hooks, stored, conversation_id, turns + 1, collect=False))[1])
     served = itertools.cycle(many)
     for round_index in range(repeats):
         for name in rotated([ONE, MANY], round_index):
