@@ -1,38 +1,30 @@
 """Keep the prompt cache of Pydantic AI agents while their instructions change.
 
-An instruction block marked `on_change='append'` keeps its first value in the prefix; each change is appended
-to the conversation as a tagged element that replaces the earlier one, so everything the provider already
-cached stays byte-identical.
+An instruction block marked `on_change='append'` keeps its first value in the prefix; each change is appended to
+the conversation as an element that replaces the earlier one, so what the provider cached stays byte-identical.
+The public surface is this `__all__`, `guard` (the prefix invariant) and `testing` (what an agent sends). Behind it:
 
-The public surface is this page's `__all__`, plus `pydantic_ai_append.guard` (the prefix invariant) and
-`pydantic_ai_append.testing` (checking what an agent sends). The modules behind it, by concept (all private):
-
-- `_capability`: [`AppendInstructions`][pydantic_ai_append.AppendInstructions]: options, blocks, hooks.
-- `_blocks`: the instruction blocks of one request, the capability's own and the ones it routes by id.
-- `_request`: one model request: window read, changes recorded, prefix and history sent.
-- `_suspended`: a turn the provider suspended, resumed as it was started.
-- `_window`: what the model holds of each block, and which prefix and changes a request gets (pure).
-- `_records`: the record types a window leaves in history.
-- `_encoding`: how a record is stored: versioned, checked, optionally signed.
-- `_history`: where records travel in history (carriers), how they are found, read back and stripped.
-- `_rendering`: the exact text of every element on the wire, the same on every delivery path.
-- `_diff`: the unified-diff hunks of a changed block, and applying them.
-- `_lookalikes`: notes beside user or tool text that imitates the package's elements.
-- `_presets`: the presets of `append_ids`, such as `HARNESS_BLOCKS`.
-- `_cache`: the process-wide caches' storage, bounded by memory and safe between threads.
-- `_spec`: what a spec entry (YAML, JSON) may say, for `AppendInstructions` and `PrefixGuard`.
-- `_compat`: the differences between the supported Pydantic AI releases.
-- `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, shared by `guard` and
-  `testing`.
-- `_cassettes`, `_verdicts`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check`
-  (`python -m pydantic_ai_append`): reading cassettes, their requests grouped into conversations and judged, the
-  command line.
+- `_capability` (options, hooks), `_blocks` (a request's blocks, routes, presets), `_request` (one request),
+  `_suspended` (a resumed turn), `_window` (what the model holds, pure), `_kept` (each conversation's last scan).
+- `_records` (record types), `_encoding` (how they are stored and checked), `_history` (carriers in history).
+- `_rendering` (the text of every element), `_diff` (diff hunks), `_lookalikes` (notes beside imitations).
+- `_spec` (spec entries), `_compat` (release differences), `_cache` (memory across conversations).
+- `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, for `guard` and `testing`.
+- `_cassettes`, `_verdicts`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check`.
 """
 
-from ._blocks import BlockFunc, ChangePolicy, UnaddressableBlockWarning, UnmatchedRouteWarning
+from ._blocks import (
+    HARNESS_BLOCKS,
+    BlockFunc,
+    BlockPreset,
+    ChangePolicy,
+    UnaddressableBlockWarning,
+    UnmatchedRouteWarning,
+    WindowObserver,
+)
+from ._cache import set_memory_limit
 from ._capability import AppendInstructions
 from ._history import instruction_records, strip_records
-from ._presets import HARNESS_BLOCKS, BlockPreset
 from ._records import (
     InstructionBaselinePart,
     InstructionBlock,
@@ -40,7 +32,6 @@ from ._records import (
     InstructionDigest,
     InstructionRecord,
 )
-from ._request import WindowObserver
 
 __all__ = (
     'HARNESS_BLOCKS',
@@ -57,5 +48,6 @@ __all__ = (
     'UnmatchedRouteWarning',
     'WindowObserver',
     'instruction_records',
+    'set_memory_limit',
     'strip_records',
 )

@@ -1,8 +1,9 @@
 """The instruction blocks of one request: the capability's own, and the other sources' blocks it routes by id.
 
-Every block is resolved in prefix order (literal, append-mode, Pydantic AI's own append mode, rewrite-mode) as a
-`CurrentBlock`, beside the `InstructionPart` it came from, if any. An `append_ids` entry that matches no block of
-the request is held in the window as a withdrawn block, so that the block appearing later is delivered as a change.
+Each is resolved in prefix order (literal, append-mode, native append mode, rewrite-mode) as a `CurrentBlock`,
+beside its `InstructionPart`. An `append_ids` entry that matches no block is held in the window as withdrawn, so
+the block appearing later is delivered as a change. A preset (`HARNESS_BLOCKS`) is a tuple of its own type, so its
+entries are told from the ids a user named: they are held only while the capability they name is on the agent.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeAlias, cast
+from typing import Any, Generic, Literal, Protocol, TypeAlias, cast
 
 from pydantic.alias_generators import to_snake
 from pydantic_ai import RunContext
@@ -25,17 +26,6 @@ from pydantic_ai.tools import AgentDepsT
 
 from ._compat import in_prefix, native_policy
 from ._window import CurrentBlock
-
-__all__ = (
-    'BlockFunc',
-    'Blocks',
-    'ChangePolicy',
-    'OwnBlock',
-    'UnaddressableBlockWarning',
-    'UnmatchedRouteWarning',
-    'current_blocks',
-    'takes_run_context',
-)
 
 ChangePolicy: TypeAlias = Literal['append', 'rewrite']
 """What a change to a block does: `'append'` keeps the first value in the prefix and appends the change to the
@@ -50,6 +40,43 @@ BlockFunc: TypeAlias = (
 """A function computing a block's text: with or without `RunContext`, sync or async; `None` withdraws the block."""
 
 
+class BlockPreset(tuple[str, ...]):
+    """A named set of `append_ids` entries, given whole to `append_ids` or as one of its entries.
+
+    ```python
+    from pydantic_ai_append import HARNESS_BLOCKS, AppendInstructions
+
+    context = AppendInstructions(id='context', append_ids=[HARNESS_BLOCKS, 'agent:memory'])
+    print('capability:sub_agents' in HARNESS_BLOCKS)
+    #> True
+    ```
+    """
+
+    __slots__ = ()
+
+
+HARNESS_BLOCKS = BlockPreset(
+    (
+        # `RepoContext` (harness): the `AGENTS.md` / `CLAUDE.md` files of the workspace, read at each run's start.
+        # On pydantic-ai-slim 2.58 it has this id only when built as `RepoContext(id='repo_context')`.
+        'capability:repo_context',
+        # `SubAgents` (harness): the list of agents a task can be delegated to, which grows with the agent folders.
+        'capability:sub_agents',
+        # `LogfireMCP` (harness), whose id is `logfire-mcp`: its query guidance, the current UTC hour, and the
+        # hosted server's instructions. On 2.58 the guidance and the hour share the id, so they can't be told
+        # apart and are left where Pydantic AI puts them.
+        'capability:logfire-mcp',
+        # Pydantic AI's catalog of capabilities that can be loaded on demand (`defer_loading=True`); from 2.59.
+        # On 2.58 the catalog has no id, so it can't be routed.
+        'capability:deferred_capabilities',
+    )
+)
+"""The ids of the blocks Pydantic AI and Pydantic AI Harness compute and change during a conversation: `RepoContext`'s
+context files, `SubAgents`' delegates, `LogfireMCP`'s guidance and the catalog of capabilities loaded on demand. From
+2.59 these use Pydantic AI's own append mode; routed through `AppendInstructions`, the plugin owns them instead.
+"""
+
+
 class UnaddressableBlockWarning(UserWarning):
     """A block routed through append mode can't be addressed, so it is rewritten instead.
 
@@ -61,14 +88,10 @@ class UnaddressableBlockWarning(UserWarning):
 class UnmatchedRouteWarning(UserWarning):
     """An `append_ids` entry matches no instruction block of a request, and something can be done about it.
 
-    Warned for an entry you named yourself: usually its source isn't on the agent or the id is misspelt. Warned
-    for any entry, a preset's included, whose source capability is on the agent without an id, so the block it
-    contributes has none and can't be routed: on `pydantic-ai-slim` 2.58, `RepoContext()` is such a capability,
-    and `RepoContext(id='repo_context')` gives its block the id `HARNESS_BLOCKS` routes. A block that is only
-    absent for now (a context file not written yet) needs nothing: it is held in the window, withdrawn, and
-    delivered as a change when it appears. Other preset entries (the blocks of capabilities the agent doesn't
-    have) are never warned about. Warned once per `AppendInstructions` and entry; silence it with
-    `warnings.filterwarnings('ignore', category=UnmatchedRouteWarning)`.
+    Warned once per entry: for one you named (its source isn't on the agent, or the id is misspelt), and for any
+    whose source capability is on the agent without an id, so its block has none (on 2.58, `RepoContext()`; build
+    it as `RepoContext(id='repo_context')`). A block only absent for now needs nothing: it is delivered as a change
+    when it appears. Silence it with `warnings.filterwarnings('ignore', category=UnmatchedRouteWarning)`.
     """
 
     @staticmethod
@@ -94,41 +117,41 @@ class OwnBlock(Generic[AgentDepsT]):
 
     name: str
     """The block's name; its id is `capability:<capability id>:<name>`."""
-
     function: BlockFunc[AgentDepsT]
     """The function computing its text."""
-
     on_change: ChangePolicy
     """What a change to it does."""
-
     takes_ctx: bool
     """Whether `function` takes the `RunContext`."""
 
 
-@dataclass(frozen=True)
-class Blocks(Generic[AgentDepsT]):
-    """What resolving a request's blocks needs to know of the capability."""
+class WindowObserver(Protocol):
+    """What is told that a request opens a new window, such as a [`WireVerifier`][pydantic_ai_append.guard.WireVerifier]."""
 
+    def open_window(self) -> None:
+        """The next request opens a new window and may move the prefix."""
+
+
+@dataclass(frozen=True)
+class RequestSettings(Generic[AgentDepsT]):
+    """What a request needs to know of the capability handling it."""
+
+    owner: object
+    """The capability, to tell it from another one on the same agent."""
     source_id: str
     """The capability's id, the middle segment of its blocks' ids."""
-
     own: Mapping[str, OwnBlock[AgentDepsT]]
     """The capability's own blocks, by name, in registration order."""
-
     routed: Sequence[str]
     """Ids of other sources' blocks to route through append mode, exact or by source."""
-
     named: frozenset[str]
-    """The entries of `routed` the user named rather than took from a preset: warned about when they match no
-    block, and always held in the window while absent (a preset's only while the capability it names is on the
-    agent)."""
-
+    """The entries of `routed` the user named rather than took from a preset."""
     warned: set[str]
     """The entries already warned about, shared by every request of the capability, so each is warned once."""
-
-    def block_id(self, name: str) -> str:
-        """The id of the own block named `name`."""
-        return f'capability:{self.source_id}:{name}'
+    key: bytes | None
+    """The signing key of records, if any."""
+    verifier: WindowObserver | None
+    """What to tell when a request opens a new window."""
 
 
 def _matches(part_id: str, routed: str) -> bool:
@@ -137,19 +160,14 @@ def _matches(part_id: str, routed: str) -> bool:
 
 
 async def current_blocks(
-    blocks: Blocks[AgentDepsT], ctx: RunContext[AgentDepsT], params: ModelRequestParameters
+    blocks: RequestSettings[AgentDepsT], ctx: RunContext[AgentDepsT], params: ModelRequestParameters
 ) -> list[tuple[CurrentBlock | None, InstructionPart | None]]:
-    """Every block of this request in prefix order, each with the part it came from (if any).
-
-    A block Pydantic AI delivers through history rather than the prefix (a loaded deferred capability's) comes
-    without a `CurrentBlock`: it is passed through and takes no part in the window.
+    """Every block of this request in prefix order, each with its part; one Pydantic AI delivers through history (a
+    loaded deferred capability's) has no `CurrentBlock`, and takes no part in the window.
     """
     parts = list(params.instruction_parts or [])
     counts = Counter(str(part.id) for part in parts if part.id is not None) if blocks.routed else Counter[str]()
-    literal: list[tuple[CurrentBlock | None, InstructionPart | None]] = []
-    appending: list[tuple[CurrentBlock | None, InstructionPart | None]] = []
-    rewriting: list[tuple[CurrentBlock | None, InstructionPart | None]] = []
-    native: list[tuple[CurrentBlock | None, InstructionPart | None]] = []
+    literal, appending, native, rewriting = (list[tuple[CurrentBlock | None, InstructionPart | None]]() for _ in 'lanr')
     for part in parts:
         part_id = str(part.id) if part.id is not None else None
         if not in_prefix(params, part):
@@ -178,34 +196,26 @@ async def current_blocks(
     appending.extend((block, None) for block in _absent_routed(blocks, ctx.capabilities, parts))
     for own in blocks.own.values():
         content = await _call(own, ctx)
-        block_id = blocks.block_id(own.name)
+        block_id = f'capability:{blocks.source_id}:{own.name}'
         if own.on_change == 'append':
             appending.append((CurrentBlock(block_id, content, 'append'), None))
         elif content is not None and (text := content.strip()):
             # Rewritten in the prefix like Pydantic AI's own dynamic instructions, so stripped like them, and
             # left out when empty.
-            part = InstructionPart(
-                content=text,
-                dynamic=True,
-                name=own.name,
-                id=InstructionId(CapabilityInstructionSource(blocks.source_id), name=own.name),
-            )
+            source = InstructionId(CapabilityInstructionSource(blocks.source_id), name=own.name)
+            part = InstructionPart(content=text, dynamic=True, name=own.name, id=source)
             rewriting.append((CurrentBlock(block_id, text, 'rewrite'), part))
     return [*literal, *appending, *native, *rewriting]
 
 
 def _absent_routed(
-    blocks: Blocks[Any], capabilities: Mapping[str, AbstractCapability[Any]], parts: Sequence[InstructionPart]
+    blocks: RequestSettings[Any], capabilities: Mapping[str, AbstractCapability[Any]], parts: Sequence[InstructionPart]
 ) -> list[CurrentBlock]:
-    """The entries of `append_ids` that no block of this request matches and that are held, as withdrawn blocks.
-
-    An entry the user named is held; a preset's entry only while the capability it names is on the agent
-    (`capabilities` is the run's, by id), since a preset names many blocks a given agent never has. Unmatched
-    entries are warned about once per capability, when the request has instructions at all: one the user named,
-    and any whose source is on the agent with no id.
+    """The entries of `append_ids` no block matches that are held, withdrawn: the user's, and a preset's while the
+    capability it names is on the agent. Warned as `UnmatchedRouteWarning` says, if the request has instructions.
     """
     ids = [str(part.id) for part in parts if part.id is not None]
-    ids.extend(blocks.block_id(name) for name in blocks.own)
+    ids.extend(f'capability:{blocks.source_id}:{name}' for name in blocks.own)
     absent: list[CurrentBlock] = []
     for routed in blocks.routed:
         if any(_matches(part_id, routed) for part_id in ids):
@@ -230,9 +240,7 @@ def _source_of(routed: str) -> str | None:
 def _anonymous_source(
     routed: str, capabilities: Mapping[str, AbstractCapability[Any]]
 ) -> AbstractCapability[Any] | None:
-    """The capability of the run that `routed` would name if it had an id, present without one: it is known by its
-    class, as the framework's own ids are the snake case of their class names (`RepoContext`: `repo_context`).
-    """
+    """The run's capability `routed` would name if it had an id, known by its class (`RepoContext`: `repo_context`)."""
     source = _source_of(routed)
     return next(
         (cap for cap in capabilities.values() if cap.id is None and to_snake(type(cap).__name__) == source), None

@@ -1,30 +1,34 @@
-"""The process-wide caches' storage: bounded by memory as well as by entry count, and safe to share between threads.
+"""The package's memory across conversations: caches bounded together by one budget, and safe between threads.
 
-The package keeps a few caches for the whole process (the texts of the blocks the model was sent, the guard's and
-the verifier's per-conversation state). One agent serves many conversations at once, in asyncio tasks and in
-threads, so each cache is shared by all of them.
-
-Each cache holds at most `max_entries` entries and about `max_bytes` of the values it keeps (sizes as
-`sys.getsizeof` gives them, summed over the strings an entry holds, the key's included where the entry keeps
-them alive). When either bound is passed, the entries inserted first are dropped first (a hit doesn't renew an
-entry); a value larger than `max_bytes` on its own is never kept.
-Lookups take no lock (a `dict` read is atomic); insertions and evictions take one, so two threads evicting at once
-never drop the same entry twice. Every cache made with a `name` is listed by `process_caches`, so a test (or an
-operator) can see what the process holds.
+The caches for the whole process (block texts, baselines, each conversation's last scan) and per guard and verifier
+are shared by every conversation, in asyncio tasks and threads. Each holds at most `max_entries` entries and
+`max_bytes` of values (`sys.getsizeof` of the strings an entry keeps alive), and together at most the memory limit
+(64 MiB unless [`set_memory_limit`][pydantic_ai_append.set_memory_limit] says otherwise). Past a bound, the entries
+inserted first go first, in whichever cache they are. Lookups take no lock; insertions and evictions take one.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-__all__ = ('BoundedCache', 'process_caches', 'size_of')
+from pydantic_ai.exceptions import UserError
 
 KeyT = TypeVar('KeyT')
 ValueT = TypeVar('ValueT')
+
+_LOCK = threading.Lock()
+_POOLED = weakref.WeakSet['BoundedCache[Any, Any]']()
+_ORDER = itertools.count()
+_limit = 64 * 1024 * 1024
+
+ENTRY_BYTES = 256
+"""About what an entry costs besides the strings it keeps alive: its key, its tuples and its place in the cache."""
 
 
 def size_of(texts: Iterable[str | None]) -> int:
@@ -32,8 +36,31 @@ def size_of(texts: Iterable[str | None]) -> int:
     return sum(sys.getsizeof(text) for text in texts if text is not None)
 
 
+def memory_limit() -> int:
+    """The most bytes the package's caches hold together: 64 MiB unless `set_memory_limit` changed it."""
+    return _limit
+
+
+def set_memory_limit(max_bytes: int) -> None:
+    """Set the most memory the package keeps across conversations, in bytes, for the whole process (64 MiB by default).
+
+    It covers the block texts and history scans of every `AppendInstructions` and the per-conversation memory of
+    every `PrefixGuard` and `WireVerifier`. A lower limit drops the oldest entries at once; a conversation whose
+    entries were dropped costs its next request a scan of its whole history.
+
+    Raises:
+        UserError: If `max_bytes` is not a positive integer.
+    """
+    global _limit
+    if type(max_bytes) is not int or max_bytes <= 0:
+        raise UserError(f'`set_memory_limit` takes a positive number of bytes, not {max_bytes!r}.')
+    with _LOCK:
+        _limit = max_bytes
+        BoundedCache.evict_pooled()
+
+
 class BoundedCache(Generic[KeyT, ValueT]):
-    """A mapping that forgets its oldest entries past a number of entries or a number of bytes.
+    """A mapping that forgets its oldest entries past a number of entries or of bytes, its own or the package's.
 
     ```python
     from pydantic_ai_append._cache import BoundedCache
@@ -46,21 +73,19 @@ class BoundedCache(Generic[KeyT, ValueT]):
     ```
     """
 
-    def __init__(self, *, max_entries: int, max_bytes: int, name: str | None = None) -> None:
-        """Make an empty cache.
-
-        Args:
-            max_entries: The most entries it holds.
-            max_bytes: The most bytes of values it holds, by the sizes given to `put`.
-            name: The name `process_caches` lists it by, for a cache kept for the whole process.
+    def __init__(self, *, max_entries: int, max_bytes: int, name: str | None = None, pooled: bool = True) -> None:
+        """An empty cache, listed by `process_caches` under `name`, and `pooled` in the memory limit unless it lives no
+        longer than a command (the cassette checker's).
         """
         self.max_entries = max_entries
         """The most entries the cache holds."""
         self.max_bytes = max_bytes
         """The most bytes of values the cache holds."""
-        self._entries: OrderedDict[KeyT, tuple[ValueT, int]] = OrderedDict()
+        self._entries: OrderedDict[KeyT, tuple[ValueT, int, int]] = OrderedDict()
         self._bytes = 0
-        self._lock = threading.Lock()
+        if pooled:
+            with _LOCK:
+                _POOLED.add(self)
         if name is not None:
             _PROCESS_CACHES[name] = self
 
@@ -74,14 +99,14 @@ class BoundedCache(Generic[KeyT, ValueT]):
 
     def clear(self) -> None:
         """Forget every entry."""
-        with self._lock:
+        with _LOCK:
             self._entries.clear()
             self._bytes = 0
 
     def items(self) -> list[tuple[KeyT, ValueT]]:
         """Every entry's key and value, oldest first."""
-        with self._lock:
-            return [(key, value) for key, (value, _) in self._entries.items()]
+        with _LOCK:
+            return [(key, entry[0]) for key, entry in self._entries.items()]
 
     def get(self, key: KeyT) -> ValueT | None:
         """The value kept for `key`, or `None`."""
@@ -89,44 +114,43 @@ class BoundedCache(Generic[KeyT, ValueT]):
         return entry[0] if entry is not None else None
 
     def setdefault(self, key: KeyT, make: Callable[[], ValueT], *, size: int) -> ValueT:
-        """The value kept for `key`, or a new one from `make`, kept; two threads asking at once get the same value.
-
-        Args:
-            key: The key.
-            make: Makes the value when none is kept; called under the cache's lock, so it must be quick.
-            size: The bytes a new value takes; a value larger than `max_bytes` is returned but not kept.
-        """
-        with self._lock:
+        """The value kept for `key`, or a new one from `make` (called under the lock, so quick), kept if it fits."""
+        with _LOCK:
             if (entry := self._entries.get(key)) is not None:
                 return entry[0]
             value = make()
-            if size <= self.max_bytes:
-                self._keep(key, value, size)
+            self._keep(key, value, size)
         return value
 
     def put(self, key: KeyT, value: ValueT, *, size: int) -> None:
-        """Keep `value` for `key`, dropping the oldest entries until both bounds hold again.
-
-        Args:
-            key: The key.
-            value: The value.
-            size: The bytes `value` takes; a value larger than `max_bytes` is not kept.
-        """
-        if size > self.max_bytes:
-            return
-        with self._lock:
+        """Keep `value` for `key`, which takes `size` bytes, dropping the oldest entries until every bound holds."""
+        with _LOCK:
             self._keep(key, value, size)
 
     def _keep(self, key: KeyT, value: ValueT, size: int) -> None:
-        # Called with the lock held.
-        previous = self._entries.pop(key, None)
-        if previous is not None:
+        # Called with the lock held. A value larger than a bound on its own is not kept.
+        if (previous := self._entries.pop(key, None)) is not None:
             self._bytes -= previous[1]
-        self._entries[key] = (value, size)
+        if size > self.max_bytes or (self in _POOLED and size > _limit):
+            return
+        self._entries[key] = (value, size, next(_ORDER))
         self._bytes += size
         while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
-            _, (_, dropped) = self._entries.popitem(last=False)
-            self._bytes -= dropped
+            self._drop_oldest()
+        if self in _POOLED:
+            self.evict_pooled()
+
+    def _drop_oldest(self) -> None:
+        _, (_, dropped, _) = self._entries.popitem(last=False)
+        self._bytes -= dropped
+
+    @staticmethod
+    def evict_pooled() -> None:
+        """Drop the oldest entries of the pooled caches until they fit the memory limit together; hold the lock."""
+        caches: list[BoundedCache[Any, Any]] = [cache for cache in _POOLED if cache._entries]
+        while caches and sum(cache._bytes for cache in caches) > _limit:
+            min(caches, key=lambda cache: next(iter(cache._entries.values()))[2])._drop_oldest()
+            caches = [cache for cache in caches if cache._entries]
 
 
 _PROCESS_CACHES: dict[str, BoundedCache[Any, Any]] = {}

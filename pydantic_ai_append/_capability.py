@@ -1,14 +1,8 @@
 """The `AppendInstructions` capability: its options, its blocks, and the hooks that hand each request to `_request`.
 
-This is the adapter between Pydantic AI and the window logic. It holds what the user configures (the blocks
-registered with its decorator, the ids of other sources' blocks to route, the signing key) and nothing per
-conversation: every request is decided from history and the blocks' current values by
-[`handle_request`][pydantic_ai_append._request.handle_request], so one instance serves every conversation of an agent.
-
-Besides the hooks, it offers the guard a small interface, and the guard uses nothing else of it: the self-edit
-tool reads the policy of each registered block (`block_policies`) and its id (`block_id`), and
-[`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] asks whether a request opened a new window (`opens_window`).
-The value of a block is read and written by the user's own functions, which the tool is given.
+The adapter between Pydantic AI and the window logic. It holds what the user configures and nothing per
+conversation: each request is decided from history and the blocks' values, so one instance serves every
+conversation of an agent. The guard uses `block_policies`, `block_id` and `opens_window`, and nothing else of it.
 """
 
 from __future__ import annotations
@@ -20,29 +14,20 @@ from types import MappingProxyType
 from typing import Any, cast, overload
 
 from pydantic_ai import AgentRunResult, RunContext
-from pydantic_ai.capabilities import (
-    AbstractCapability,
-    CapabilityOrdering,
-    ProcessHistory,
-    SelectModel,
-    WrapRunHandler,
-)
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel, WrapRunHandler
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelRequest, ModelResponse
+from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
-from ._blocks import BlockFunc, Blocks, ChangePolicy, OwnBlock, takes_run_context
+from ._blocks import BlockFunc, BlockPreset, ChangePolicy, OwnBlock, RequestSettings, WindowObserver, takes_run_context
 from ._compat import ask_for_framing_announcement
-from ._history import opens_window
-from ._presets import BlockPreset
+from ._history import stored_record
 from ._rendering import SUPERSESSION_SENTENCE
-from ._request import RequestSettings, WindowObserver, handle_request, is_inline
+from ._request import handle_request, is_inline
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
 from ._suspended import Resumed, resume_turn, resumed_window
 from ._transport import conversation_scope
-
-__all__ = ('AppendInstructions',)
 
 _POLICIES: tuple[ChangePolicy, ...] = ('append', 'rewrite')
 _NAMESPACES = ('agent', 'capability', 'toolset')
@@ -81,10 +66,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     r"""Instruction blocks that keep the prompt cache when they change.
 
     A block registered with `on_change='append'` keeps its first value in the prefix, as a
-    `<context id="capability:<id>:<name>">` element. When its value changes, the prefix stays byte-identical
-    and the change is appended to the conversation as a later element with the same id, which replaces the
-    earlier one: the full new value, or a `<context-diff>` when that is shorter. Models that take
-    mid-conversation system messages get it as one; the others get `<system>`-wrapped user text.
+    `<context id="capability:<id>:<name>">` element. A change is appended to the conversation as a later element
+    with the same id (the full value, or a `<context-diff>` when shorter), as a system message or `<system>` text.
 
     ```python
     from pydantic_ai import Agent, RunContext
@@ -116,37 +99,24 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     `'capability:repo_context:agents_md'`, a source such as `'capability:repo_context'` for all of its blocks, or a
     preset such as [`HARNESS_BLOCKS`][pydantic_ai_append.HARNESS_BLOCKS], given whole or as one entry.
 
-    An id you name yourself is held in the window from the first request even while its block is absent, so its
-    appearance is delivered as a change; if it matches no block, an `UnmatchedRouteWarning` says so once. A
-    preset's id is held that way only while the capability it names is on the agent, and warned about only when
-    that capability has no id (so its block has none either)."""
-
+    An id you name is held in the window while its block is absent, so its appearance is delivered as a change (an
+    `UnmatchedRouteWarning` says once that it matches nothing); a preset's only while its capability is on the
+    agent."""
     _: KW_ONLY
 
     signing_key: str | bytes | None = field(default=None, repr=False)
-    """A secret to sign records with, so records forged in history that came from a client are told apart from
-    genuine ones. A signed record is bound to its conversation (`conversation_id`), so it can't be replayed into
-    another. A record that fails the check opens a new window; it is never delivered. A resumed suspended turn
-    whose recorded instructions its signed window doesn't vouch for is refused with a `UserError`."""
-
+    """A secret to sign records with, so records forged in history from a client are told apart from genuine ones,
+    and bound to their `conversation_id`. A record that fails the check opens a new window, and a resumed turn whose
+    recorded instructions its signed window doesn't vouch for is refused with a `UserError`."""
     verifier: WindowObserver | None = field(default=None, repr=False)
     """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] (or anything with `open_window()`) to tell when a
     request opens a new window, so the prefix that request moves isn't reported as a divergence."""
-
     _blocks: dict[str, OwnBlock[AgentDepsT]] = field(
         default_factory=dict[str, 'OwnBlock[AgentDepsT]'], init=False, repr=False
     )
     """The blocks registered with `instructions`, by name, in registration order."""
-
-    _routed: tuple[str, ...] = field(default=(), init=False, repr=False)
-    """Every id of `append_ids`, presets flattened, in the order given."""
-
-    _named: frozenset[str] = field(default=frozenset[str](), init=False, repr=False)
-    """The ids of `append_ids` named directly rather than through a preset."""
-
-    _warned: set[str] = field(default_factory=set[str], init=False, repr=False)
-    """The ids already warned about as matching no block, so each is warned once per capability."""
-
+    _settings: RequestSettings[AgentDepsT] = field(init=False, repr=False, compare=False)
+    """What every request needs of the capability: its id, blocks, routes, key and verifier."""
     _resumed: Resumed | None = field(default=None, init=False, repr=False)
     """Per run: the window of the suspended turn the run resumes, as the run's history had it at the start."""
 
@@ -172,7 +142,9 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 "`AppendInstructions` can't be loaded on demand (`defer_loading=True`): its blocks are the prefix of "
                 'every request from the first.'
             )
-        self._routed, self._named = _routes(self.append_ids)
+        routed, named = _routes(self.append_ids)
+        key = self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
+        self._settings = RequestSettings(self, self.id, self._blocks, routed, named, set[str](), key, self.verifier)
 
     @classmethod
     def from_spec(
@@ -183,21 +155,15 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         signing_key_env: str | None = None,
         **python_only: Any,
     ) -> AppendInstructions[Any]:
-        """Build the capability from an agent spec entry (`Agent.from_spec`, `Agent.from_file`).
-
-        A spec names it `AppendInstructions`, with its `id` alone (`{'AppendInstructions': 'context'}`) or with
-        options (`{'AppendInstructions': {'id': 'context', 'append_ids': ['agent:memory']}}`). A spec can't hold a
-        function, so a spec-loaded capability has no blocks of its own; it routes other sources' blocks through
-        append mode. Register blocks on it in Python (`instructions`) only if it is built there.
+        """Build the capability from a spec entry, such as `{'AppendInstructions': {'id': 'context', 'append_ids': [...]}}`;
+        a spec can't hold a function, so it only routes other sources' blocks.
 
         Args:
-            id: The capability's id, as `AppendInstructions(id=...)` takes it.
+            id: The capability's id.
             append_ids: The ids of other sources' blocks to route through append mode.
             signing_key: A secret to sign records with, written in the spec.
-            signing_key_env: The name of an environment variable holding that secret, read when the spec is loaded;
-                Pydantic AI specs have no interpolation of their own.
-            **python_only: Options a spec can't carry (`verifier`, `instructions`), refused with an error that names
-                them.
+            signing_key_env: The environment variable holding that secret, read when the spec is loaded.
+            **python_only: Options a spec can't carry (`verifier`, `instructions`), refused with an error naming them.
         """
         refuse_options(
             'AppendInstructions',
@@ -215,24 +181,10 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         )
 
     def get_ordering(self) -> CapabilityOrdering:
-        """Run after history processing, compaction and model selection, so the window sees the history and model
-        that go out, whatever the order capabilities are listed in.
-
-        A history processor or compaction capability that ran after this capability would write the outgoing
-        messages, which carry the rendered changes instead of their records, back into history.
+        """Run inside history processing, compaction and model selection, so the window sees the history and model
+        that go out, and no processor writes the messages sent back into history.
         """
         return CapabilityOrdering(position='innermost', wrapped_by=(ProcessHistory, SelectModel))
-
-    @property
-    def _source_id(self) -> str:
-        assert self.id is not None, 'checked in `__post_init__`'
-        return self.id
-
-    @property
-    def _key(self) -> bytes | None:
-        return self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
-
-    # --- Registration
 
     @overload
     def instructions(
@@ -272,27 +224,25 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 raise UserError(
                     f"Unknown `on_change` policy {on_change!r} for block {block_name!r}: use 'append' or 'rewrite'."
                 )
-            self._check_name(block_name)
-            takes_ctx = takes_run_context(function)
-            self._blocks[block_name] = OwnBlock(block_name, function, on_change, takes_ctx)
+            if not block_name or not block_name.strip():
+                raise UserError(
+                    f'Block names must be non-empty; got {block_name!r} on `AppendInstructions` {self.id!r}.'
+                )
+            if ':' in block_name:
+                raise UserError(f'Block name {block_name!r} cannot contain a colon; colons separate id segments.')
+            if block_name in self._blocks:
+                raise UserError(
+                    f'Two blocks share the id {self.block_id(block_name)!r}; give each block of `AppendInstructions` '
+                    f'{self.id!r} its own `name`.'
+                )
+            self._blocks[block_name] = OwnBlock(block_name, function, on_change, takes_run_context(function))
             return function
 
         return register(function) if function is not None else register
 
-    def _check_name(self, name: str) -> None:
-        if not name or not name.strip():
-            raise UserError(f'Block names must be non-empty; got {name!r} on `AppendInstructions` {self.id!r}.')
-        if ':' in name:
-            raise UserError(f'Block name {name!r} cannot contain a colon; colons separate id segments.')
-        if name in self._blocks:
-            raise UserError(
-                f'Two blocks share the id {self.block_id(name)!r}; give each block of `AppendInstructions` '
-                f'{self.id!r} its own `name`.'
-            )
-
     def block_id(self, name: str) -> str:
         """The id of the block registered as `name`, as changes and the prefix name it: `capability:<id>:<name>`."""
-        return f'capability:{self._source_id}:{name}'
+        return f'capability:{self.id}:{name}'
 
     @property
     def block_policies(self) -> Mapping[str, ChangePolicy]:
@@ -303,27 +253,23 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     def opens_window(request: ModelRequest) -> bool:
         """Whether `request` is where a window opened (or ended), so its prefix may differ from the request before.
 
-        That is a request that carries a baseline record. The record is recognised by its kind alone, without
-        checking its integrity or signature (the guard asking doesn't hold the signing key): this only says where the
-        prefix was meant to move, and is never a reason to deliver anything. A baseline forged into client-supplied
-        history can therefore keep the guard from warning that the instructions changed at that request; strip
-        such history with `strip_records` first.
+        Its baseline is known by its kind alone (the guard holds no key), so strip client history (`strip_records`).
         """
-        return opens_window(request)
-
-    # --- The request hooks
+        return any(
+            isinstance(part, SystemPromptPart)
+            and isinstance(stored := stored_record(part), dict)
+            and cast('dict[str, Any]', stored).get('kind') == 'baseline'
+            for part in request.parts
+        )
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractCapability[AgentDepsT]:
-        """For a run that resumes a suspended turn, a copy that knows the turn's window as the history had it.
-
-        A history processor runs before each request and may trim the window's records; what the model was told
-        when the turn began is read here, from the history the run was given, so the resumed turn can tell it
-        again. Any other run is served by the capability itself.
+        """For a run that resumes a suspended turn, a copy that knows the turn's window as the run's history had it,
+        before a history processor could trim it, so the resumed turn can tell it again.
         """
         messages = ctx.messages
         if not messages or not isinstance(last := messages[-1], ModelResponse) or last.state != 'suspended':
             return self
-        resumed = resumed_window(messages, key=self._key, conversation_id=ctx.conversation_id)
+        resumed = resumed_window(messages, key=self._settings.key, conversation_id=ctx.conversation_id)
         if resumed is None:
             return self
         run = copy.copy(self)
@@ -339,21 +285,16 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Send the window's prefix, record this request's changes, and send history as the window has it."""
-        blocks = Blocks(self._source_id, self._blocks, self._routed, self._named, self._warned)
-        settings = RequestSettings(owner=self, blocks=blocks, key=self._key, verifier=self.verifier)
         messages = request_context.messages
         if not messages or not isinstance(messages[-1], ModelRequest):
-            return resume_turn(settings, ctx, request_context, self._resumed)
-        return await handle_request(settings, ctx, request_context)
+            return resume_turn(self._settings, ctx, request_context, self._resumed)
+        return await handle_request(self._settings, ctx, request_context)
 
     async def prepare_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """Have the `<system>` framing announced from the first request for the model about to serve this attempt.
-
-        Pydantic AI calls this once per attempt on releases that have it (the `ModelFallback` capability switches
-        models between attempts); older releases don't, and the step's model, set up by `before_model_request`,
-        serves every attempt.
+        """Have the `<system>` framing announced from the first request for the model about to serve this attempt
+        (newer releases call this per attempt, and `ModelFallback` switches models between them).
         """
         parts = request_context.model_request_parameters.instruction_parts or []
         if not is_inline(request_context.model) and any(part.content == SUPERSESSION_SENTENCE for part in parts):

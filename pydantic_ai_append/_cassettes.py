@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-__all__ = ('CASSETTE_SUFFIXES', 'CassetteError', 'Interaction', 'read_cassette')
-
 CASSETTE_SUFFIXES = ('.yaml', '.yml', '.json')
 """The file name endings of cassettes: a directory is searched for these."""
 

@@ -22,8 +22,6 @@ from typing import Any, TextIO
 from ._cassettes import CASSETTE_SUFFIXES, CassetteError, read_cassette
 from ._verdicts import CassetteReport, NewWindow, check_cassette, same_file
 
-__all__ = ('main',)
-
 REPORT_FORMAT = 1
 """The version of the `--json` document; it changes only when a key changes meaning or goes away."""
 

@@ -1,17 +1,13 @@
 """The differences between the Pydantic AI releases this package supports, in one place.
 
-- `pydantic-ai-slim` 2.58 has no append mechanism of its own; newer releases have one, which marks an
-  `InstructionPart` with `on_change='append'`. The plugin reads that field only to leave such blocks to the
-  native mechanism, and never sets it, so the blocks it owns keep the native default policy, `'rewrite'`.
-- Newer releases deliver a loaded deferred capability's instructions through history rather than the prefix,
-  and say so in `ModelRequestParameters.instruction_visibility`.
-- Newer releases announce what `<system>` means to a model without inline system messages only once the first
-  mid-conversation system message appears, unless the `framing_announcement` setting says otherwise; 2.58 has
-  no announcement and ignores the setting.
-- Newer releases deprecate `RetryPromptPart` (the part a retry belongs to carries it instead) but still put it
-  in histories; 2.58 has no replacement. The guard must recognise it on both.
-- 2.68 and later put a note beside text from a user or a tool that imitates `<system>`
-  (`CORE_NOTES_SYSTEM_LOOKALIKES`); older releases don't, and the plugin notes those itself.
+- 2.58 has no append mechanism of its own; newer releases mark an `InstructionPart` `on_change='append'`. The plugin
+  reads that only to leave such blocks to it, and never sets it: its own blocks keep the default, `'rewrite'`.
+- Newer releases deliver a loaded deferred capability's instructions through history, as
+  `ModelRequestParameters.instruction_visibility` says.
+- Newer releases announce what `<system>` means to a model without inline system messages only at the first
+  mid-conversation system message, unless the `framing_announcement` setting says otherwise; 2.58 never does.
+- Newer releases deprecate `RetryPromptPart` but still put it in histories; the guard recognises it on both.
+- 2.68 and later note text from a user or a tool that imitates `<system>` (`CORE_NOTES_SYSTEM_LOOKALIKES`).
 """
 
 from __future__ import annotations
@@ -31,15 +27,6 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
-__all__ = (
-    'CORE_NOTES_SYSTEM_LOOKALIKES',
-    'ask_for_framing_announcement',
-    'in_prefix',
-    'instruction_id',
-    'native_policy',
-    'retried_call',
-)
-
 
 def _core_notes_system_lookalikes() -> bool:
     # A private name, read only here: no public name says whether the release notes lookalikes. The lookalike tests
@@ -58,11 +45,7 @@ def native_policy(part: InstructionPart) -> str:
 
 
 def in_prefix(params: ModelRequestParameters, part: InstructionPart) -> bool:
-    """Whether the part reaches the model in the prefix.
-
-    Newer releases deliver a loaded deferred capability's instructions through history instead, which they say
-    in `instruction_visibility`.
-    """
+    """Whether the part reaches the model in the prefix, rather than through history (`instruction_visibility`)."""
     if part.id is None:
         return True
     visibility = cast('dict[str, str] | None', getattr(params, 'instruction_visibility', None))
@@ -90,9 +73,8 @@ def ask_for_framing_announcement(request_context: ModelRequestContext) -> None:
 
 
 def retried_call(part: object) -> tuple[str, str] | None:
-    """The tool call id and tool name a retry prompt answers, if `part` is one that names a tool.
-
-    `RetryPromptPart` is deprecated on newer releases, but histories still carry it, so it is read here alone.
+    """The tool call id and tool name a retry prompt answers, if `part` is one that names a tool (read here alone,
+    as `RetryPromptPart` is deprecated).
     """
     if isinstance(part, RetryPromptPart) and part.tool_name is not None:  # pyright: ignore[reportDeprecated]
         return part.tool_call_id, part.tool_name

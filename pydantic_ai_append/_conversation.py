@@ -15,8 +15,6 @@ from typing import Any, Protocol, cast
 from ._cache import BoundedCache
 from ._segments import CACHE_MARKER_KEYS, Api, Segment, parse_body, pieces, segments
 
-__all__ = ('BoundedWireConversation', 'Exchange', 'WireConversation', 'has_history', 'segments_size')
-
 
 class Exchange(Protocol):
     """A request body and the response body it got, as `WireExchange` and the fake provider's log keep them."""
@@ -91,7 +89,7 @@ class WireConversation:
         """Each request's full segments, in the order added."""
         # Unbounded here: a test's or a cassette's conversation is short, and a reply forgotten would turn into a
         # false "no earlier response returned it". The verifier, which runs for the life of a server, bounds it.
-        self._contexts = BoundedCache[str, list[Segment]](max_entries=sys.maxsize, max_bytes=sys.maxsize)
+        self._contexts = BoundedCache[str, list[Segment]](max_entries=sys.maxsize, max_bytes=sys.maxsize, pooled=False)
 
     @classmethod
     def from_exchanges(cls, api: Api, exchanges: Iterable[Exchange]) -> WireConversation:

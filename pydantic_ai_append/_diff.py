@@ -1,22 +1,7 @@
-r"""The diff of a changed block: unified-diff hunks with one line of context, and applying them back.
+"""The diff of a changed block: unified-diff hunks with one line of context, and applying them back.
 
-A change to a long block is sent as a `<context-diff>` when that is shorter than the full element. The hunks are
-`difflib`'s, without file headers, so the bytes of a past change never move with the diff algorithm; `apply_hunks`
-is their inverse, which rebuilds a block's text from history when no copy of it is at hand.
-
-```python
-from pydantic_ai_append._diff import apply_hunks, diff_hunks
-
-hunks = diff_hunks('a\nb\nc', 'a\nB\nc')
-print(hunks)
-#> @@ -1,3 +1,3 @@
-#>  a
-#> -b
-#> +B
-#>  c
-print(repr(apply_hunks('a\nb\nc', hunks)))
-#> 'a\nB\nc'
-```
+The hunks are `difflib`'s without file headers; `apply_hunks` is their inverse, which rebuilds a block's text from
+history when no copy of it is at hand.
 """
 
 from __future__ import annotations
@@ -24,22 +9,17 @@ from __future__ import annotations
 import difflib
 import re
 
-__all__ = ('apply_hunks', 'diff_hunks')
-
 _WHOLE_LINES = 2000
-"""Up to how many lines (both texts together) the whole texts are matched: `difflib` takes milliseconds there, and
-seconds on a large text of repeated lines, so larger texts are matched only between their shared head and tail."""
+"""Up to how many lines (both texts together) whole texts are matched: above, `difflib` can take seconds."""
 
 # A hunk header as `difflib.unified_diff` writes it: a range is `start,length`, or `start` alone when its length is 1.
 _HEADER = re.compile(r'@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@')
 
 
 def diff_hunks(old: str, new: str) -> str:
-    r"""The hunks that turn `old` into `new`, split on `'\n'` alone; `''` for equal texts.
+    r"""The hunks (`difflib.unified_diff(..., n=1)`'s) that turn `old` into `new`, split on `'\n'`; `''` if equal.
 
-    They are `difflib.unified_diff(..., n=1)`'s. Above 2,000 lines, only the lines between the longest shared head
-    and tail are matched (with one line of either for context), which keeps a one-line edit of a megabyte file
-    fast; the hunks are still a correct diff, and `difflib`'s wherever the changed lines match nothing else.
+    Above 2,000 lines only the lines between the longest shared head and tail are matched: still a correct diff.
     """
     if old == new:
         return ''

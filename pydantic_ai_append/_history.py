@@ -1,10 +1,9 @@
 """Records in message history: where they travel, how they are found, read back, and taken out.
 
-Pydantic AI's union of request parts is closed, so a plugin can't add part types of its own. Each record travels
-instead in the `metadata` of a [`SystemPromptPart`][pydantic_ai.messages.SystemPromptPart] (a *carrier*), under the
-plugin's own key: part metadata survives JSON round trips, durable execution and the merging of consecutive
-requests. A change's carrier holds the element it sends as its text, so Pydantic AI sends it as stored, on every
-later request, as the same object. A baseline's carrier is empty, and never sent.
+Pydantic AI's union of request parts is closed, so each record travels in the `metadata` of a
+[`SystemPromptPart`][pydantic_ai.messages.SystemPromptPart] (a *carrier*), which survives JSON round trips, durable
+execution and the merging of consecutive requests. A change's carrier holds the element it sends as its text, so
+Pydantic AI sends it as stored on every later request; a baseline's carrier is empty, and never sent.
 """
 
 from __future__ import annotations
@@ -27,20 +26,6 @@ from ._encoding import Change, StoredDiff, Unreadable, decode_record
 from ._records import InstructionBaselinePart, InstructionDeltaPart, InstructionRecord, content_hash
 from ._rendering import change_value
 
-__all__ = (
-    'COMPACTED',
-    'RECORD_KEY',
-    'Found',
-    'Scan',
-    'carrier',
-    'delta_of',
-    'instruction_records',
-    'is_carrier',
-    'opens_window',
-    'scan',
-    'strip_records',
-)
-
 RECORD_KEY = 'pydantic_ai_append'
 """The key of a carrier's `metadata` that holds a record."""
 
@@ -51,9 +36,8 @@ _NOT_CARRIED = object()
 
 
 Found: TypeAlias = tuple[int, int, SystemPromptPart | None, Any]
-"""A carrier (or a compaction) in history: the index of its message and of its part, the carrier (`None` for a
-compaction), and what its metadata stores (`None` for a carrier whose metadata was dropped, or `COMPACTED`). A plain
-tuple: every request builds one per carrier in history, and a named tuple costs several times as much."""
+"""A carrier (or a compaction) in history: its message's and part's indexes, the carrier (`None`: a compaction), and
+what it stores (`None` if dropped, or `COMPACTED`); a plain tuple, as a named one costs several times as much."""
 
 
 def carrier(text: str, stored: dict[str, Any]) -> SystemPromptPart:
@@ -61,7 +45,8 @@ def carrier(text: str, stored: dict[str, Any]) -> SystemPromptPart:
     return SystemPromptPart(content=text, metadata={RECORD_KEY: stored})
 
 
-def _stored(part: SystemPromptPart) -> object:
+def stored_record(part: SystemPromptPart) -> object:
+    """What a carrier stores: its record, `None` for what is left of a carrier, or a sentinel for any other part."""
     metadata = part.metadata
     if metadata and RECORD_KEY in metadata:
         return metadata[RECORD_KEY]
@@ -76,7 +61,7 @@ _ELEMENTS = ('<context id="', '<context-diff id="')
 
 def is_carrier(part: object) -> bool:
     """Whether `part` carries one of this plugin's records, readable or not, or is what is left of a carrier."""
-    return isinstance(part, SystemPromptPart) and _stored(part) is not _NOT_CARRIED
+    return isinstance(part, SystemPromptPart) and stored_record(part) is not _NOT_CARRIED
 
 
 class Scan(NamedTuple):
@@ -84,10 +69,8 @@ class Scan(NamedTuple):
 
     found: list[Found]
     """Every carrier and compaction, in history order."""
-
     empty: list[int]
     """Where in `found` the empty carriers and the compactions are: only those can open or end a window."""
-
     suspects: list[int]
     """The requests with a user prompt or tool return whose text may imitate an element: anything but ASCII text
     without a `<`."""
@@ -100,8 +83,8 @@ def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = No
     found: list[Found] = []
     empty: list[int] = []
     suspects: list[int] = []
-    # This runs on every request over the whole history: a type check per part, a look at the text of the user
-    # prompts and tool returns, and a tuple per carrier.
+    # Runs on every request over the whole history, so written for speed: a type check per part, a look at user and
+    # tool text, a tuple per carrier.
     for message_index in range(start, len(messages) if stop is None else stop):
         message = messages[message_index]
         if not isinstance(message, ModelRequest):
@@ -112,13 +95,12 @@ def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = No
         suspect = False
         for part_index, part in enumerate(message.parts):
             if type(part) is SystemPromptPart:
-                # `_stored`, written out: this runs for every change in history.
                 metadata = part.metadata
                 if metadata and RECORD_KEY in metadata:
                     if not part.content:
                         empty.append(len(found))
                     found.append((message_index, part_index, part, metadata[RECORD_KEY]))
-                elif (stored := _stored(part)) is not _NOT_CARRIED:
+                elif (stored := stored_record(part)) is not _NOT_CARRIED:
                     empty.append(len(found))
                     found.append((message_index, part_index, part, stored))
             elif type(part) is UserPromptPart or type(part) is ToolReturnPart:
@@ -134,22 +116,13 @@ def instruction_records(
 ) -> list[InstructionRecord]:
     """The window records in a message history, in history order, leaving out any that can't be read.
 
-    A change sent as a diff is given with its text, rebuilt from the text the records before it give the block; one
-    that can't be rebuilt from them (its base was trimmed from history) is left out, as it can't be trusted.
-
-    ```python
-    from pydantic_ai_append import instruction_records
-
-    print(instruction_records([]))
-    #> []
-    ```
+    A change sent as a diff is given with its text, rebuilt from the records before it, or left out if its base was
+    trimmed from history.
 
     Args:
-        messages: A message history, as returned by `result.all_messages()` or loaded with
-            `ModelMessagesTypeAdapter`.
-        signing_key: The key the capability signed its records with, if it was given one.
-        conversation_id: With `signing_key`, the conversation the records must belong to, as the capability
-            checks it; records copied in from another conversation are left out.
+        messages: A message history, as `result.all_messages()` returns it or `ModelMessagesTypeAdapter` loads it.
+        signing_key: The key the capability signed its records with, if any.
+        conversation_id: With `signing_key`, the conversation the records must belong to.
     """
     key = signing_key.encode() if isinstance(signing_key, str) else signing_key
     records: list[InstructionRecord] = []
@@ -172,9 +145,7 @@ def instruction_records(
 def delta_of(
     record: Change | StoredDiff | InstructionDeltaPart, text: str, previous: str | None
 ) -> InstructionDeltaPart | None:
-    """The change a record of any format makes, with its value, given the block's value before it (`previous`);
-    `None` if its value can't be rebuilt from that.
-    """
+    """The change a record of any format makes, given the block's value before it; `None` if it can't be rebuilt."""
     if isinstance(record, InstructionDeltaPart):
         return record
     if isinstance(record, StoredDiff):
@@ -183,9 +154,8 @@ def delta_of(
             return None
         return InstructionDeltaPart(id=record.id, content=value, base_hash=record.base_hash, diff=record.diff)
     value = change_value(record.id, text, previous)
-    if isinstance(value, ValueError) or (content_hash(value) if value is not None else None) != record.state.get(
-        record.id
-    ):
+    digest = content_hash(value) if isinstance(value, str) else None
+    if isinstance(value, ValueError) or digest != record.state.get(record.id):
         return None
     diffed = previous is not None and value is not None and text.startswith('<context-diff')
     diff = diff_hunks(cast('str', previous), cast('str', value)) if diffed else None
@@ -195,23 +165,10 @@ def delta_of(
 def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     """A copy of `messages` without this plugin's records (or their remnants), for history from an untrusted client.
 
-    A client that sends history back (a browser, a UI adapter) can forge records. Stripping them makes the
-    next request open a new window from the current values, which costs one cache miss and trusts nothing
-    the client sent. The changes' texts go with their records.
-
-    The instructions each request records are taken out too: a client can forge them as well, and Pydantic AI
-    sends a request's recorded instructions again when it resumes a turn the provider suspended. A suspended turn
-    in stripped history is resumed without instructions; to start it over with the current ones, leave out the
-    suspended response.
-
-    ```python
-    from pydantic_ai.messages import ModelRequest
-    from pydantic_ai_append import strip_records
-
-    history = [ModelRequest.user_text_prompt('hi')]
-    print(strip_records(history) == history)
-    #> True
-    ```
+    A client that sends history back (a browser, a UI adapter) can forge records. Stripped, the next request opens a
+    new window from the current values: one cache miss, and nothing the client sent is trusted. The changes' texts
+    go with their records, and each request's recorded instructions too (Pydantic AI sends them again to resume a
+    suspended turn, which stripped history resumes without instructions).
     """
     stripped: list[ModelMessage] = []
     for message in messages:
@@ -222,26 +179,3 @@ def strip_records(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
                 message = replace(message, instructions=None)
         stripped.append(message)
     return stripped
-
-
-def opens_window(request: ModelRequest) -> bool:
-    """Whether `request` carries a baseline, the record a request that opens (or ends) a window stores.
-
-    The record is recognised by its kind alone, without checking its integrity or signature: it only tells the
-    guard that the prefix was meant to move there, and is never sent on the strength of this.
-
-    ```python
-    from pydantic_ai.messages import ModelRequest
-
-    from pydantic_ai_append._history import opens_window
-
-    print(opens_window(ModelRequest.user_text_prompt('hi')))
-    #> False
-    ```
-    """
-    return any(
-        isinstance(part, SystemPromptPart)
-        and isinstance(stored := _stored(part), dict)
-        and cast('dict[str, Any]', stored).get('kind') == 'baseline'
-        for part in request.parts
-    )

@@ -1,18 +1,15 @@
 """What a conversation's previous request found in its history, kept so the next request reads only what is new.
 
-Every request of a conversation is sent with the history of the one before it and a little more. Scanning all of it
-again costs a look at every part, every past change included, on every request. So the scan of each conversation's
-history (all of it but the request being sent, which is still written to) is kept, with a weak reference to every
-message and part it read, and the next request of the conversation takes it over when its history starts with those
-very objects, unchanged in number and order, and scans only the messages after them. A history loaded afresh from a
-store holds new objects, which no reference matches: it is scanned whole, and nothing is kept for it.
-
-The figure it buys is in the benchmark's table of the hooks' time against the number of past changes: a past change
-costs the check of its part's identity rather than a scan of it.
+The scan of each conversation's history (all but the request being sent, still written to) is kept with a weak
+reference to every message and part it read. The next request takes it over when its history starts with those very
+objects, in number and order, and scans only the messages after them. History loaded afresh holds new objects: it is
+scanned whole, and nothing is kept for it. The figure it buys is the benchmark's table of the hooks' time against
+the number of past changes: a past change costs a check of its part's identity rather than a scan of it.
 """
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Sequence
 from itertools import chain
@@ -21,11 +18,9 @@ from typing import Any, NamedTuple, cast
 
 from pydantic_ai.messages import ModelMessage
 
-from ._cache import BoundedCache, size_of
+from ._cache import ENTRY_BYTES, BoundedCache, size_of
 from ._history import Scan, scan
 from ._window import Window, fold
-
-__all__ = ('conversation_window',)
 
 _PARTS = attrgetter('parts')
 
@@ -47,32 +42,20 @@ _LOADED = _Kept([], [], Scan([], [], []), 0, 0)
 """What is kept for a conversation whose history is loaded afresh for each request: nothing to go on from."""
 
 _KEPT = BoundedCache[tuple[str, bytes | None], _Kept](
-    max_entries=4096, max_bytes=32 * 1024 * 1024, name='conversation scans'
+    max_entries=sys.maxsize, max_bytes=sys.maxsize, name='conversation scans'
 )
 """The last scan of each conversation, by conversation id and signing key, or `_LOADED`."""
 
 
-def conversation_window(
-    messages: Sequence[ModelMessage],
-    conversation: tuple[str, bytes | None] | None,
-    *,
-    key: bytes | None,
-    conversation_id: str | None,
-) -> Window:
-    """`fold(scan(messages))`, going on from what the conversation's previous request kept, if its history holds it.
-
-    Args:
-        messages: The request's messages.
-        conversation: The conversation's id and signing key, which the scan is kept by; `None` keeps nothing.
-        key: The signing key records are checked with.
-        conversation_id: The conversation signed records must belong to, as `fold` takes it.
-    """
+def conversation_window(messages: Sequence[ModelMessage], *, key: bytes | None, conversation_id: str | None) -> Window:
+    """`fold(scan(messages))`, going on from what the conversation's previous request kept, if its history holds it."""
+    conversation = (conversation_id, key) if conversation_id else None
     kept = _KEPT.get(conversation) if conversation is not None else _LOADED
     folded = len(kept.messages) if kept is not None else 0
     if kept is _LOADED or (kept is not None and (len(messages) <= folded or not _holds(kept, messages[:folded]))):
         if conversation is not None and kept is not _LOADED and len(messages) > folded:
             # Other objects: a history loaded afresh, whose next load won't match either.
-            _KEPT.put(conversation, _LOADED, size=64)
+            _KEPT.put(conversation, _LOADED, size=ENTRY_BYTES)
         return fold(scan(messages), key=key, conversation_id=conversation_id)
     assert conversation is not None, 'kept only for a conversation'
     stop = len(messages) - 1
@@ -105,16 +88,10 @@ def _joined(first: Scan, then: Scan) -> Scan:
 
 def _weight(part: Any, stored: Any) -> int:
     """About the memory of a carrier the scan holds: its text, and a baseline's blocks."""
-    texts = [part.content] if part is not None else []
-    if isinstance(stored, dict) and isinstance(
-        instructions := cast('dict[str, Any]', stored).get('instructions'), list
-    ):
-        texts += [
-            cast('dict[str, Any]', item).get('content')
-            for item in cast('list[Any]', instructions)
-            if isinstance(item, dict)
-        ]
-    return size_of(text for text in texts if isinstance(text, str))
+    items = cast('dict[str, Any]', stored).get('instructions') if isinstance(stored, dict) else None
+    entries = cast('list[Any]', items) if isinstance(items, list) else []
+    texts = [cast('Any', item).get('content') for item in entries if isinstance(item, dict)]
+    return size_of(text for text in [part.content if part else None, *texts] if isinstance(text, str))
 
 
 def _holds(kept: _Kept, messages: Sequence[ModelMessage]) -> bool:

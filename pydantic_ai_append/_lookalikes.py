@@ -1,22 +1,12 @@
 """Notes beside text that imitates the package's elements, which is sent as it was written.
 
-Only the system's `<context>` elements count, so a user prompt or a tool result that holds one (a file the agent
-read, a page it fetched) must not read as one. Its text is never changed: a coding agent must see a file's bytes.
-Instead the request sent puts a note in the application's voice after it (after a request's tool results, for a
-tool result), saying whose text it is. The note is a system message, which a model without inline system
-messages gets as `<system>`-wrapped user text, as it gets the changes.
+A user prompt or tool result holding a `<context>` element (a file the agent read) must not read as the system's,
+but its text is never changed: a coding agent must see a file's bytes. The request sent has a note in the
+application's voice after it (after the request's tool results, for a tool result), as a system message.
 
 A lookalike is any spelling a model may read as a tag: any case, spacing or backslashes around the `/`, fullwidth
 and other confusable characters (`＜ｃｏｎｔｅｘｔ＞`, a Greek omicron in `cοntext`), and control or invisible
-characters inside the tag. Pydantic AI 2.68 and later note `<system>` lookalikes themselves; there only the
-package's own `<context>` and `<context-diff>` are looked for.
-
-```python
-from pydantic_ai_append._lookalikes import imitates
-
-print(imitates('see </system> and <context id="x">'), imitates('a < b'), imitates('＜ｃοntext＞'))
-#> True False True
-```
+characters inside the tag. Pydantic AI 2.68 and later note `<system>` lookalikes themselves.
 """
 
 from __future__ import annotations
@@ -30,30 +20,14 @@ from pydantic_ai.messages import ModelRequestPart, SystemPromptPart, ToolReturnP
 
 from ._compat import CORE_NOTES_SYSTEM_LOOKALIKES, retried_call
 
-__all__ = ('imitates', 'with_notes')
-
 _LESS_THAN = '<\uff1c\ufe64\u2039\u2329\u3008\u27e8\u02c2\u1438'
 """`<` and the characters that look like it, some of which NFKC folds to it and some it doesn't."""
 
+# `<` look-alikes, then the Cyrillic and Greek letters that look like the Latin ones of our tags, and hyphens.
 _FOLD = str.maketrans(
-    {
-        **dict.fromkeys(_LESS_THAN, '<'),
-        # Cyrillic and Greek letters that look like the Latin ones of `context`, `context-diff` and `system`.
-        **dict.fromkeys('\u0441\u0421', 'c'),
-        **dict.fromkeys('\u043e\u041e\u03bf\u039f', 'o'),
-        **dict.fromkeys('\u0435\u0415\u0395', 'e'),
-        **dict.fromkeys('\u0445\u0425\u03a7', 'x'),
-        **dict.fromkeys('\u0422\u03a4', 't'),
-        **dict.fromkeys('\u0455\u0405', 's'),
-        **dict.fromkeys('\u0443\u03a5', 'y'),
-        **dict.fromkeys('\u041c\u039c', 'm'),
-        **dict.fromkeys('\u039d', 'n'),
-        **dict.fromkeys('\u0456\u0406\u0399', 'i'),
-        **dict.fromkeys('\u0501', 'd'),
-        '\u2010': '-',
-        '\u2011': '-',
-        '\u2212': '-',
-    }
+    _LESS_THAN + '\u0441\u0421\u043e\u041e\u03bf\u039f\u0435\u0415\u0395\u0445\u0425\u03a7\u0422\u03a4\u0455\u0405'
+    '\u0443\u03a5\u041c\u039c\u039d\u0456\u0406\u0399\u0501\u2010\u2011\u2212',
+    '<' * len(_LESS_THAN) + 'ccooooeeexxxttssyymmniiid---',
 )
 _INVISIBLE = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]')
 
@@ -113,16 +87,14 @@ def with_notes(parts: Sequence[ModelRequestPart]) -> list[ModelRequestPart] | No
     holds a lookalike; `None` if none does.
     """
     noted = [
-        index
-        for index, part in enumerate(parts)
+        at
+        for at, part in enumerate(parts)
         if isinstance(part, UserPromptPart | ToolReturnPart) and _holds_lookalike(part.content)
     ]
     if not noted:
         return None
-    last_result = max(
-        (index for index, part in enumerate(parts) if isinstance(part, ToolReturnPart) or retried_call(part)),
-        default=-1,
-    )
+    results = [at for at, part in enumerate(parts) if isinstance(part, ToolReturnPart) or retried_call(part)]
+    last_result = max(results, default=-1)
     sent: list[ModelRequestPart] = []
     pending: list[SystemPromptPart] = []
     for index, part in enumerate(parts):

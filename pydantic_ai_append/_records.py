@@ -1,12 +1,8 @@
 """The records a window leaves in message history: what a prefix was made of, and each change after it.
 
-They are read back with [`instruction_records`][pydantic_ai_append.instruction_records]; how they are stored is in
-`_history` and `_encoding`.
-
-The same-named classes of Pydantic AI 2.59 and later (`pydantic_ai.messages`) are a different thing: request parts
-of Pydantic AI's own append mode, in its part union. These are the plugin's own records, carried in part metadata
-and read on every supported release, 2.58 included; neither is an instance of the other, and the plugin never reads
-or writes Pydantic AI's.
+Read back with [`instruction_records`][pydantic_ai_append.instruction_records]; stored as `_history` and `_encoding`
+say. The same-named request parts of Pydantic AI 2.59 and later belong to its own append mode: these are the
+plugin's, carried in part metadata on every release, and neither is an instance of the other.
 """
 
 from __future__ import annotations
@@ -15,22 +11,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import TypeAlias
 
-__all__ = (
-    'InstructionBaselinePart',
-    'InstructionBlock',
-    'InstructionDeltaPart',
-    'InstructionDigest',
-    'InstructionRecord',
-    'content_hash',
-)
-
 
 def content_hash(text: str) -> str:
-    """The digest records use to name a block's text: the first 32 hex digits of its SHA-256.
-
-    A lone surrogate, which a Python string can hold and UTF-8 can't, is hashed as its code point's bytes, so
-    every string has a digest; the digest of any other text is that of its UTF-8 bytes.
-    """
+    """The digest records name a text by: 32 hex digits of the SHA-256 of its UTF-8 (lone surrogates passed)."""
     return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:32]
 
 
@@ -49,7 +32,6 @@ class InstructionBlock:
 
     id: str
     """The block's id, such as `'capability:todos:state'`."""
-
     content: str | None
     """The block's text, or `None` while it is withdrawn."""
 
@@ -67,17 +49,15 @@ class InstructionDigest:
     from pydantic_ai_append import InstructionDigest
 
     digest = InstructionDigest.of(id='agent', dynamic=False, content='Be brief.')
-    print(digest.matches(id='agent', dynamic=False, content='Be brief.'))
-    #> True
+    print(digest.content_hash)
+    #> 213c22ed7234eb11116e1e88f314c73c
     ```
     """
 
     id: str | None
     """The block's id, or `None` if nothing addresses it."""
-
     dynamic: bool
     """Whether the block is computed (rewrite mode) rather than literal text."""
-
     content_hash: str
     """The digest of the block's text."""
 
@@ -86,27 +66,18 @@ class InstructionDigest:
         """The digest of a block with this id, kind and text."""
         return cls(id=id, dynamic=dynamic, content_hash=content_hash(content))
 
-    def matches(self, *, id: str | None, dynamic: bool, content: str) -> bool:
-        """Whether a block with this id, kind and text is the one this digest was taken of."""
-        return self.id == id and self.dynamic == dynamic and self.content_hash == content_hash(content)
-
 
 @dataclass(frozen=True)
 class InstructionBaselinePart:
     """The record that opens a window: the instruction list its prefix was rendered from.
 
-    Append-mode blocks are kept in full, because their first values stay in the prefix for the whole
-    window; every other block is kept as a digest. A baseline with no blocks ends the window before it.
+    Append-mode blocks are kept in full (their first values stay in the prefix for the whole window), every other
+    block as a digest. A baseline with no blocks ends the window before it.
 
     ```python
-    from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDigest
+    from pydantic_ai_append import InstructionBaselinePart, InstructionBlock
 
-    baseline = InstructionBaselinePart(
-        instructions=(
-            InstructionDigest.of(id='agent', dynamic=False, content='Be brief.'),
-            InstructionBlock(id='capability:todos:state', content='- [ ] write tests'),
-        )
-    )
+    baseline = InstructionBaselinePart(instructions=(InstructionBlock(id='capability:todos:state', content='- [ ] x'),))
     print([block.id for block in baseline.blocks])
     #> ['capability:todos:state']
     ```
@@ -114,10 +85,9 @@ class InstructionBaselinePart:
 
     instructions: tuple[InstructionBlock | InstructionDigest, ...]
     """The prefix's blocks in the order they were sent."""
-
     native: tuple[str, ...] = ()
-    """The ids of the blocks Pydantic AI's own append mode (2.59 and later) owned when the window opened, so a
-    block that moves between the two mechanisms opens a new window. Empty in records written before it existed."""
+    """The ids of the blocks Pydantic AI's own append mode owned when the window opened: a block that moves between
+    the two opens a new window."""
 
     @property
     def blocks(self) -> tuple[InstructionBlock, ...]:
@@ -145,14 +115,10 @@ class InstructionDeltaPart:
 
     id: str
     """The id of the block that changed."""
-
     content: str | None
-    """The block's new text, or `None` if it was withdrawn. A change sent as a diff is stored without it, and rebuilt
-    from the text before it when read back."""
-
+    """The block's new text, or `None` if it was withdrawn (a diff's is rebuilt from the text before it)."""
     base_hash: str | None
     """The digest of the text the change replaces, or `None` if the block had no text before."""
-
     diff: str | None = None
     """The change as unified-diff hunks against the replaced text, when it was sent as a `<context-diff>`."""
 

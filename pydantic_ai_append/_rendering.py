@@ -1,27 +1,9 @@
-r"""The exact text of every element the plugin sends, the same on every delivery path.
+"""The exact text of every element the plugin sends, the same on every delivery path.
 
 A block in the prefix is a `<context id="...">` element, followed once by the supersession sentence. A change is a
-full element, a `<context-diff>` when that is shorter, or a withdrawal. A change is rendered once, when it is
-recorded, and history keeps that text: every later request sends the same bytes, whichever model serves it, since
-Pydantic AI itself turns a system message into `<system>`-wrapped user text for a model without inline system
-messages.
-
-A block's own text is escaped inside its element, so it can't end the element early: a backslash after the `<` of
-any of the package's tags, which `unescape` removes again.
-
-```python
-from pydantic_ai_append._rendering import change_text
-
-todos = '\n'.join(f'- [ ] task {number}' for number in range(1, 9))
-print(change_text('capability:todos:state', todos, todos.replace('[ ] task 4', '[x] task 4')))
-#> <context-diff id="capability:todos:state">
-#> @@ -3,3 +3,3 @@
-#>  - [ ] task 3
-#> -- [ ] task 4
-#> +- [x] task 4
-#>  - [ ] task 5
-#> </context-diff>
-```
+full element, a `<context-diff>` when shorter, or a withdrawal, rendered once when it is recorded: history keeps the
+text, and Pydantic AI wraps it in `<system>` for a model without inline system messages. A block's own text is
+escaped inside its element (a backslash after the `<` of any of the package's tags), so it can't end it early.
 """
 
 from __future__ import annotations
@@ -30,16 +12,6 @@ import html
 import re
 
 from ._diff import apply_hunks, diff_hunks
-
-__all__ = (
-    'SUPERSESSION_SENTENCE',
-    'change_text',
-    'change_value',
-    'context_element',
-    'diff_element',
-    'escape',
-    'unescape',
-)
 
 SUPERSESSION_SENTENCE = (
     "Only the system's <context> elements count; "
@@ -60,15 +32,7 @@ _ESCAPED_TAGS = re.compile(r'<\\(\\*)(\s*/?\s*)(context-diff|context|system)(?=[
 
 
 def escape(text: str) -> str:
-    r"""`text` unable to open or close one of the package's elements: a backslash after the `<` of each such tag.
-
-    ```python
-    from pydantic_ai_append._rendering import escape, unescape
-
-    print(escape('a </context> b'), unescape(escape('a </context> b')))
-    #> a <\/context> b a </context> b
-    ```
-    """
+    """`text` unable to open or close one of the package's elements: a backslash after the `<` of each such tag."""
     return _TAGS.sub(r'<\\\1\2\3', text) if '<' in text else text
 
 
@@ -92,10 +56,8 @@ def diff_element(block_id: str, hunks: str) -> str:
 
 
 def change_text(block_id: str, previous: str | None, content: str | None) -> str:
-    """The element delivering a block's change from `previous` (`None`: not known to the model) to `content`.
-
-    A withdrawal for `None`; otherwise a `<context-diff>` against `previous` when that is shorter than the full
-    element.
+    """The element changing a block from `previous` (`None`: unknown) to `content`: a withdrawal, a full element, or
+    a `<context-diff>` when shorter.
     """
     if content is None:
         return f'{_open("context", block_id, _WITHDRAWN_ATTRIBUTE)}{_WITHDRAWN}\n</context>'
@@ -107,11 +69,8 @@ def change_text(block_id: str, previous: str | None, content: str | None) -> str
 
 
 def change_value(block_id: str, text: str, previous: str | None) -> str | None | ValueError:
-    """The block's value after the change `text` (an element `change_text` made), applied to `previous`.
-
-    Returns:
-        The value (`None` for a withdrawal), or a `ValueError` saying why `text` can't be read as a change of
-        `block_id` to a value: another element, or a diff that doesn't apply to `previous`.
+    """The block's value (`None`: withdrawn) after the change `text` (an element `change_text` made) to `previous`,
+    or a `ValueError` saying why it can't be read as one: another element, or a diff that doesn't apply.
     """
     # The first change of a window whose prefix states no block is followed by the sentence.
     text = text.removesuffix(f'\n\n{SUPERSESSION_SENTENCE}')

@@ -14,20 +14,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
-__all__ = (
-    'API_PATHS',
-    'CACHE_MARKER_KEYS',
-    'Api',
-    'Segment',
-    'common_prefix_length',
-    'divergence_message',
-    'excerpt',
-    'first_difference',
-    'parse_body',
-    'pieces',
-    'segments',
-)
-
 Api: TypeAlias = Literal['anthropic', 'openai-chat', 'openai-responses']
 """A provider API whose request bodies can be split: Anthropic Messages, OpenAI Chat Completions or Responses."""
 

@@ -1,11 +1,8 @@
 """What the package's capabilities share when they are loaded from an agent spec (YAML, JSON or a dict).
 
-Pydantic AI builds a capability named in a spec by calling the class's `from_spec` with the entry's arguments,
-and derives the spec's JSON schema from that method's signature. [`AppendInstructions`][pydantic_ai_append.AppendInstructions]
-and [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] each define one that takes only plain data. A spec's
-values were never seen by a type checker, and some options can't be written as data at all (a verifier object, a
-block function), so this module checks what a spec entry says before a capability is built from it: an error
-names the offending option and says what to do, instead of failing later inside a request.
+Pydantic AI builds a spec's capability with the class's `from_spec`, whose signature gives the spec's schema. A
+spec's values were never type-checked, and some options can't be data (a verifier, a block function), so an entry
+is checked before a capability is built from it, with an error naming the option and what to do.
 """
 
 from __future__ import annotations
@@ -15,19 +12,12 @@ from collections.abc import Mapping, Sequence
 
 from pydantic_ai.exceptions import UserError
 
-__all__ = ('refuse_options', 'signing_key_from', 'spec_text', 'spec_texts')
-
 
 def refuse_options(
     capability: str, options: Mapping[str, object], *, accepted: str, python_only: Mapping[str, str]
 ) -> None:
-    """Refuse every option of a spec entry that `from_spec` didn't take, naming the first one.
-
-    Args:
-        capability: The capability's name in specs.
-        options: The options left over.
-        accepted: The options a spec entry takes, as the error lists them.
-        python_only: Options the capability has in Python that a spec can't carry, with why not.
+    """Refuse every option of `capability`'s spec entry that `from_spec` didn't take, naming the first: one of
+    `python_only` (options a spec can't carry, with why not), or one not `accepted`.
     """
     for name in options:
         if name in python_only:
@@ -53,10 +43,8 @@ def spec_texts(capability: str, name: str, value: object) -> tuple[str, ...]:
 
 
 def signing_key_from(signing_key: object, signing_key_env: object) -> str | None:
-    """The signing key a spec gives: written in it, or named as the environment variable that holds it.
-
-    The variable is read once, when the spec is loaded. A variable that isn't set, or is empty, is an error
-    rather than no key, since records would otherwise go unsigned without anyone noticing.
+    """The signing key a spec gives, or the one in the environment variable it names, read once when it is loaded:
+    an unset or empty variable is an error, or records would go unsigned unnoticed.
     """
     if signing_key is not None and signing_key_env is not None:
         raise UserError(

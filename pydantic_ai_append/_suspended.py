@@ -1,11 +1,10 @@
 """A turn the provider suspended, resumed: sent as it was started, without running the blocks again.
 
-Pydantic AI resumes a suspended turn with the history and the instructions it recorded, as one joined string. The
-capability splits that string back into the parts the turn was sent with (`split_recorded_prefix`), and, where a
-history processor has since trimmed the window's changes, tells the model again, in full, each value it held when
-the run began, recording what it tells so that the next request keeps the prefix. Pydantic AI doesn't prepare a
-resumed turn's messages for a single model, so the `<system>` wrapping of a model without inline system messages
-is applied here.
+Pydantic AI resumes a suspended turn with its history and recorded instructions, joined into one string, which is
+split back into the parts the turn was sent with (`split_recorded_prefix`). Where a history processor has since
+trimmed the window's changes, each value the model held when the run began is told again in full, and recorded, so
+the next request keeps the prefix. Pydantic AI doesn't prepare a resumed turn's messages for a single model, so the
+`<system>` wrapping of a model without inline system messages is applied here.
 """
 
 from __future__ import annotations
@@ -21,14 +20,13 @@ from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, Sy
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.fallback import FallbackModel
 
+from ._blocks import RequestSettings
 from ._compat import ask_for_framing_announcement, instruction_id
 from ._history import scan
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
 from ._rendering import SUPERSESSION_SENTENCE, context_element
-from ._request import RequestSettings, append, is_inline, outgoing, prefix_part, record_changes
+from ._request import append, is_inline, outgoing, prefix_part, record_changes
 from ._window import Window, fold
-
-__all__ = ('Resumed', 'resume_turn', 'resumed_window', 'split_recorded_prefix')
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,6 @@ class Resumed:
 
     window: Window
     """The window, with its baseline."""
-
     values: dict[str, str | None]
     """Each block's value as the model held it."""
 
@@ -82,13 +79,7 @@ def resume_turn(
         stale = [
             (block_id, value) for block_id, value in resumed.values.items() if told.get(block_id) != _digest(value)
         ]
-        carriers = record_changes(
-            window,
-            stale,
-            key=settings.key,
-            conversation_id=ctx.conversation_id,
-            full=True,
-        )
+        carriers = record_changes(window, stale, key=settings.key, conversation_id=ctx.conversation_id, full=True)
     sent = outgoing(messages, window, continues=window.baseline is not None, notes=baseline is not None)
     append(ctx, messages, sent, carriers)
     if not is_inline(request_context.model):
@@ -117,12 +108,9 @@ def _wrapped(message: ModelMessage, *, leading: bool) -> ModelMessage:
 def _restore_prefix(request_context: ModelRequestContext, baseline: InstructionBaselinePart, *, signed: bool) -> None:
     """Send a resumed turn's instructions as the parts the suspended request was sent, not as one joined part.
 
-    With signed records, they are sent only if the window's baseline vouches for them: each append-mode block and
-    the sentence by its exact text, every other block by its digest, and a block Pydantic AI's own append mode
-    owns (2.59 and later) as the part Pydantic AI rebuilt from its own records.
-
     Raises:
-        UserError: With signed records, if the instructions aren't made of what the baseline records.
+        UserError: With signed records, if the baseline doesn't vouch for them: append-mode blocks and the sentence
+            by their text, other blocks by digest, a native append-mode block as Pydantic AI rebuilt it.
     """
     params = request_context.model_request_parameters
     given = params.instruction_parts or []
@@ -156,10 +144,8 @@ def _restored_part(entry: InstructionBlock | InstructionDigest | None, text: str
 def split_recorded_prefix(
     baseline: InstructionBaselinePart, instructions: str
 ) -> list[tuple[InstructionBlock | InstructionDigest | None, str]] | None:
-    """Split the joined instructions a request of `baseline`'s window was sent into the parts they were joined from.
-
-    The baseline says what the parts were: each digest's part is found by its hash, each stated append-mode block
-    and the supersession sentence by their exact text, in order, joined by blank lines.
+    """Split the joined instructions a request of `baseline`'s window was sent into the parts they were joined from:
+    each digest's part found by its hash, each stated block and the sentence by their text, joined by blank lines.
 
     Returns:
         Each part's entry (`None` for the sentence) with its text, or `None` if the string isn't made of them.

@@ -20,8 +20,6 @@ from contextvars import ContextVar
 
 import httpx2
 
-__all__ = ('TeeStream', 'conversation_scope', 'current_conversation', 'decoded')
-
 
 class TeeStream(httpx2.AsyncByteStream):
     """A response stream that keeps each chunk in `sink` as the client reads it."""

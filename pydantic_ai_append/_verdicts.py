@@ -25,15 +25,6 @@ from ._cassettes import CassetteError, Interaction
 from ._conversation import WireConversation, has_history
 from ._segments import API_PATHS, Api, Segment, common_prefix_length, divergence_message, parse_body, segments
 
-__all__ = (
-    'CassetteReport',
-    'ConversationReport',
-    'Divergence',
-    'NewWindow',
-    'check_cassette',
-    'same_file',
-)
-
 
 @dataclass(frozen=True)
 class NewWindow:

@@ -1,19 +1,15 @@
 """Windows: what the model holds of each block, and which prefix and changes a request is sent with.
 
-A window opens on the first request that has an append-mode block. Its baseline fixes the prefix; while the window
-lasts, each request compares every append-mode block's current value with the value the model holds and records
-one change per difference. The prefix moves, and a new window opens with the current values, only when it must
-move anyway: a literal or rewrite-mode block changed or moved, a block's policy changed, a block moved between this
-plugin and Pydantic AI's own append mode, history was compacted, the baseline is gone from history, or a record in
-the window can't be read. The changes before the current baseline are not sent again.
+A window opens on the first request that has an append-mode block. Its baseline fixes the prefix; while it lasts,
+each request records one change per append-mode block whose value differs from what the model holds. A new window
+opens with the current values only when the prefix must move anyway: a literal or rewrite-mode block changed or
+moved, a block's policy or owner changed, history was compacted, or the baseline is gone or can't be read.
 
-What the model holds is read from the last change's record, which names the digest of every block after it, as
-long as every change of the window is still in history: each record names the check of the one before it, so a
-whole chain is checked without reading the records (`_linked`). Otherwise (a history processor dropped a change,
-records are signed, or they are of an older format) every record is read in order, and a block whose diff no
-longer follows the value the model holds is sent in full at the next request (`unsettled`).
-
-Everything here is pure: it reads what `scan` found in history and the blocks resolved for a request.
+What the model holds is read from the last change's record, which names the digest of every block after it, as long
+as each change of the window names the check of the one before it (`_linked`): a whole chain is checked without
+reading its records. Otherwise (a processor dropped a change, records are signed or of an older format) every record
+is read in order, and a block whose diff no longer follows what the model holds is `unsettled`: the next request
+sends it in full, in the same window. Everything here is pure: it reads what `scan` found.
 """
 
 from __future__ import annotations
@@ -23,14 +19,10 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple, cast
 
-from ._encoding import CHANGE_VERSION, Change, StoredDiff, Unreadable, decode_record
+from ._encoding import CHANGE_VERSION, Change, StoredDiff, Unreadable, decode_record, read_baseline
 from ._history import COMPACTED, Found, Scan, delta_of
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest, content_hash
-from ._rendering import change_text, diff_element
-
-__all__ = ('CurrentBlock', 'Window', 'WindowPlan', 'fold', 'plan_request')
-
-BlockMode = Literal['literal', 'append', 'rewrite', 'native']
+from ._rendering import change_text, change_value, diff_element
 
 
 class CurrentBlock(NamedTuple):
@@ -38,13 +30,11 @@ class CurrentBlock(NamedTuple):
 
     id: str | None
     """The block's id, or `None` if nothing addresses it (never for an append-mode block)."""
-
     content: str | None
     """The block's text; `None` only for a withdrawn append-mode block."""
-
-    mode: BlockMode
-    """`'literal'` for fixed text, `'append'` for a block whose changes are appended, `'rewrite'` for a computed
-    block whose changes rewrite the prefix, `'native'` for a block Pydantic AI's own append mode owns."""
+    mode: Literal['literal', 'append', 'rewrite', 'native']
+    """`'literal'` (fixed text), `'append'`, `'rewrite'` (computed, rewritten in the prefix) or `'native'` (owned
+    by Pydantic AI's own append mode)."""
 
 
 @dataclass(frozen=True)
@@ -53,67 +43,53 @@ class Window:
 
     found: Sequence[Found] = ()
     """Every carrier and compaction in the history, in order."""
-
     suspects: Sequence[int] = ()
     """The requests that may hold text imitating an element (`Scan.suspects`)."""
-
     empty: Sequence[int] = ()
     """Where the empty carriers and compactions are in `found` (`Scan.empty`)."""
-
     start: int = 0
     """Where the window's changes start in `found`: after its baseline."""
-
     baseline: InstructionBaselinePart | None = None
     """The baseline of the open window, or `None` if no window is open."""
-
     state: dict[str, str | None] = field(default_factory=dict[str, 'str | None'])
     """The digest of each block's value as the model holds it (`None`: withdrawn)."""
-
     unsettled: frozenset[str] = frozenset()
     """The blocks whose value the model may not hold, because a change of theirs is gone from history."""
-
     last_check: str = ''
     """The check of the window's last record, which the next change names as the one before it."""
-
     rendered: dict[int, str] = field(default_factory=dict[int, str])
     """The text to send for each change of an older format, by its index in `found`: those carriers are empty."""
-
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
-
     linked: int = 0
-    """How many entries of `found` are known to be the window's baseline and changes each naming the one before it,
-    so a later fold of the same objects needn't look at them again (0: none known)."""
+    """How many entries of `found` are known to be the baseline and linked changes: a later fold needn't read them."""
 
     def value_of(self, block_id: str, *, key: bytes | None, conversation_id: str | None) -> str | None:
-        """The block's value as the model holds it, rebuilt from the window's records; `None` if it can't be."""
+        """The block's value as the model holds it, rebuilt from the window's changes and checked against its digest
+        (`fold` checked the records); `None` if it can't be.
+        """
         blocks = self.baseline.blocks if self.baseline is not None else ()
         value = next((block.content for block in blocks if block.id == block_id), None)
         for _, _, part, stored in self.found[self.start :]:
             if part is None or _field(stored, 'id') != block_id:
                 continue
+            if _field(stored, 'v') == CHANGE_VERSION:
+                changed = change_value(block_id, part.content, value)
+                value = None if isinstance(changed, ValueError) else changed
+                continue
             record = decode_record(stored, part.content, key=key, conversation_id=conversation_id)
-            delta = (
-                None
-                if isinstance(record, Unreadable | InstructionBaselinePart)
-                else delta_of(record, part.content, value)
-            )
+            delta = delta_of(record, '', value) if isinstance(record, InstructionDeltaPart | StoredDiff) else None
             value = delta.content if delta is not None else None
         digest = content_hash(value) if value is not None else None
         return value if value is not None and digest == self.state.get(block_id) else None
 
 
 def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linked: int = 0) -> Window:
-    """The window in effect after the carriers and compactions `scan` found in history.
-
-    Args:
-        scanned: What `scan` found.
-        key: The signing key records are checked with.
-        conversation_id: The conversation signed records must belong to.
-        linked: How many of the entries found an earlier fold of the same objects found linked (`Window.linked`).
+    """The window in effect after what `scan` found, its records checked with `key` for `conversation_id`, but for
+    the first `linked` entries, which an earlier fold of the same objects found linked (`Window.linked`).
     """
     found, empty, suspects = scanned
-    # The window starts after the last baseline or compaction, and only an empty carrier or a compaction is one.
+    # Only an empty carrier (a baseline) or a compaction opens or ends a window.
     opens = next((at for at in reversed(empty) if _opens(found[at][3])), None)
     start = 0 if opens is None else opens + 1
     window = Window(found, suspects, empty, start)
@@ -122,7 +98,7 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linke
     _, _, opening, stored = found[opens]
     if opening is None:
         return replace(window, broken='history was compacted')
-    baseline = decode_record(stored, key=key, conversation_id=conversation_id)
+    baseline = read_baseline(stored, key=key, conversation_id=conversation_id)
     if isinstance(baseline, Unreadable):
         return replace(window, broken=f'a record can not be read: {baseline.reason}')
     assert isinstance(baseline, InstructionBaselinePart), 'a record of kind `baseline` reads as one or as unreadable'
@@ -130,10 +106,9 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linke
         # A window ended here; changes after it have lost the baseline they followed.
         return replace(window, broken=None if start == len(found) else 'the window baseline is gone from history')
     check = str(stored['check'])
-    # The entries an earlier fold found linked (with the same window start) are not looked at again.
-    known = max(start, linked)
-    first = check if known == start else str(found[known - 1][3]['check'])
-    if key is None and start < len(found) and _linked(list(map(_STORED, found[known:])), first):
+    seen = max(start, linked)
+    first = check if seen == start else str(found[seen - 1][3]['check'])
+    if key is None and start < len(found) and _linked(list(map(_STORED, found[seen:])), first):
         _, _, part, last = found[-1]
         record = decode_record(last, part.content if part is not None else '')
         if isinstance(record, Change):
@@ -188,7 +163,7 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
                 else change_text(record.id, None, record.content)
             )
             unsettled.discard(record.id)
-            state[record.id] = content_hash(record.content) if record.content is not None else None
+            state[record.id] = record.content_hash
             check = str(stored['check'])
         elif isinstance(record, StoredDiff) and state.get(record.id) == record.base_hash:
             rendered[index] = diff_element(record.id, record.diff)
@@ -206,31 +181,18 @@ class WindowPlan:
 
     baseline: InstructionBaselinePart | None
     """The baseline to record, if the request opens (or ends) a window."""
-
     prefix: tuple[InstructionBlock, ...]
     """The append-mode blocks the prefix states, with the values it states them with."""
-
     changes: tuple[tuple[str, str | None], ...]
     """Each block this request changes, with its new value, in order."""
-
     continues: bool
     """Whether the request continues the window history holds."""
-
     opened: str | None
     """Why this request opens a new window, or `None` if it continues one or has none."""
 
-    @property
-    def tagged(self) -> bool:
-        """Whether the request is in a window: its prefix has an append-mode section, which changes follow."""
-        return bool(self.prefix)
-
 
 def plan_request(window: Window, current: Sequence[CurrentBlock]) -> WindowPlan:
-    """Decide the prefix and the changes of a request whose instructions resolved to `current`.
-
-    `current` must be in prefix order: literal blocks, then append-mode blocks, then the blocks Pydantic AI's own
-    append mode owns, then rewrite-mode blocks.
-    """
+    """Decide the prefix and the changes of a request whose blocks resolved to `current`, in prefix order."""
     appending = {block.id: block.content for block in current if block.mode == 'append' and block.id is not None}
     baseline = window.baseline
     moved = baseline is not None and _changed_owner(baseline, current)
@@ -273,9 +235,7 @@ def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock
     """Whether `current` can be sent with `baseline`'s prefix: its other blocks are the same, in the same order."""
     others = [block for block in current if block.mode in ('literal', 'rewrite')]
     digests = baseline.digests
-    return len(digests) == len(others) and all(
-        digest == _baseline_entry(block) for digest, block in zip(digests, others, strict=True)
-    )
+    return len(digests) == len(others) and all(map(lambda d, b: d == _baseline_entry(b), digests, others))
 
 
 def _baseline_entry(block: CurrentBlock) -> InstructionBlock | InstructionDigest:

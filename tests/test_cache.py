@@ -1,4 +1,4 @@
-"""The process-wide caches' storage: bounded by entries and by bytes, oldest first, and safe between threads.
+"""The caches' storage: bounded by entries, by bytes and by the memory limit together, oldest first, thread-safe.
 
 Unit tests: the bounds are far too large to reach through an agent in a test.
 """
@@ -6,10 +6,22 @@ Unit tests: the bounds are far too large to reach through an agent in a test.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
+import pytest
 from inline_snapshot import snapshot
+from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_append._cache import BoundedCache, size_of
+from pydantic_ai_append import set_memory_limit
+from pydantic_ai_append._cache import BoundedCache, memory_limit, size_of
+
+
+@pytest.fixture
+def limit() -> Iterator[None]:
+    """The memory limit as the test sets it, restored afterwards."""
+    before = memory_limit()
+    yield
+    set_memory_limit(before)
 
 
 def test_the_oldest_entries_go_first_past_the_entry_bound():
@@ -79,3 +91,37 @@ def test_a_cleared_cache_holds_nothing_and_fills_again():
     assert (len(cache), cache.size, cache.get('a')) == (0, 0, None)
     cache.put('b', 'B', size=10)
     assert (len(cache), cache.size, cache.get('b')) == (1, 10, 'B')
+
+
+def test_the_memory_limit_is_64_mib_by_default():
+    assert memory_limit() == 64 * 1024 * 1024
+
+
+def test_caches_share_the_memory_limit_and_the_oldest_entry_of_any_goes_first(limit: None):
+    first, second = (BoundedCache[str, str](max_entries=100, max_bytes=10_000) for _ in range(2))
+    unpooled = BoundedCache[str, str](max_entries=100, max_bytes=10_000, pooled=False)
+    set_memory_limit(1_000)
+    first.put('a', 'A', size=400)
+    second.put('b', 'B', size=400)
+    unpooled.put('u', 'U', size=5_000)
+    first.put('c', 'C', size=400)
+    assert (first.get('a'), second.get('b'), first.get('c'), unpooled.get('u')) == snapshot((None, 'B', 'C', 'U'))
+    assert first.size + second.size == 800
+
+
+def test_a_lower_memory_limit_drops_the_oldest_entries_at_once(limit: None):
+    cache = BoundedCache[str, str](max_entries=100, max_bytes=10_000)
+    set_memory_limit(1_000)
+    for key in 'abc':
+        cache.put(key, key.upper(), size=300)
+    set_memory_limit(400)
+    assert (cache.get('a'), cache.get('b'), cache.get('c'), cache.size) == snapshot((None, None, 'C', 300))
+    cache.put('huge', 'H', size=401)
+    assert (cache.get('huge'), len(cache)) == snapshot((None, 1))
+
+
+@pytest.mark.parametrize('value', [0, -1, 1.5, '64', True, None])
+def test_the_memory_limit_refuses_anything_but_a_positive_number_of_bytes(value: object):
+    with pytest.raises(UserError, match='`set_memory_limit` takes a positive number of bytes') as error:
+        set_memory_limit(value)  # pyright: ignore[reportArgumentType]
+    assert repr(value) in str(error.value)

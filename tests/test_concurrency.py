@@ -31,8 +31,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from pydantic_ai_append import AppendInstructions, InstructionDeltaPart, instruction_records
-from pydantic_ai_append._cache import BoundedCache, process_caches
+from pydantic_ai_append import AppendInstructions, InstructionDeltaPart, instruction_records, set_memory_limit
+from pydantic_ai_append._cache import BoundedCache, memory_limit, process_caches
 from pydantic_ai_append.guard import PrefixGuard, WireVerifier
 from pydantic_ai_append.testing import assert_prefix_stable, segments
 
@@ -357,11 +357,11 @@ own run loop); `PYDANTIC_AI_APPEND_MEMORY_CONVERSATIONS=10000 uv run pytest test
 BLOCK_BYTES = 15 * 1024
 
 
-def test_memory_stays_bounded_over_many_conversations(monkeypatch: pytest.MonkeyPatch):
-    # The caches' byte bounds shrunk, so that they fill within the first conversations and the bound is checkable.
+def test_memory_stays_bounded_over_many_conversations():
+    # The memory limit shrunk, so that the caches fill within the first conversations and the bound is checkable.
     caches = process_caches()
-    for cache in caches.values():
-        monkeypatch.setattr(cache, 'max_bytes', 2 * 1024 * 1024)
+    limit, before = 4 * 1024 * 1024, memory_limit()
+    set_memory_limit(limit)
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
@@ -393,12 +393,15 @@ def test_memory_stays_bounded_over_many_conversations(monkeypatch: pytest.Monkey
             tracemalloc.stop()
 
     started = time.perf_counter()
-    held = asyncio.run(main())
+    try:
+        held = asyncio.run(main())
+    finally:
+        set_memory_limit(before)
     traced = CONVERSATIONS - CONVERSATIONS * 3 // 4
     print(
         f'{CONVERSATIONS} conversations: {time.perf_counter() - started:.1f}s; the last {traced} still hold {held} bytes'
     )
-    assert held < sum(cache.max_bytes for cache in caches.values()) + traced * BLOCK_BYTES // 4
+    assert held < limit + traced * BLOCK_BYTES // 4
     for name, cache in caches.items():
         print(f'{name}: {len(cache)} entries, {cache.size} bytes')
-        assert cache.size <= cache.max_bytes
+    assert sum(cache.size for cache in caches.values()) <= limit

@@ -36,6 +36,7 @@ def test_the_public_names():
                 'UnmatchedRouteWarning',
                 'WindowObserver',
                 'instruction_records',
+                'set_memory_limit',
                 'strip_records',
             ],
             'pydantic_ai_append.guard': [

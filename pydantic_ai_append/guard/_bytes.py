@@ -13,8 +13,6 @@ from pydantic_ai.messages import ModelMessage
 
 from .._history import RECORD_KEY
 
-__all__ = ('MESSAGE_ADAPTER', 'encode_message', 'message_bytes')
-
 MESSAGE_ADAPTER = pydantic.TypeAdapter[ModelMessage](ModelMessage)
 
 _UNSENT_PART_KEYS = frozenset({'timestamp', 'metadata'})

@@ -36,8 +36,6 @@ from pydantic_ai.messages import (
 from .._history import strip_records
 from ._pairing import tool_pair_problems, tool_pairs
 
-__all__ = ('compact', 'elided_count', 'elision_marker', 'marked', 'marker_counts', 'unmarked', 'whole_pair_cut')
-
 _MARKER = re.compile(r'<elided messages="(\d+)">')
 
 

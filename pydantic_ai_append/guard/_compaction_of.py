@@ -33,8 +33,6 @@ from ._bytes import message_bytes
 from ._compaction import marked, marker_counts, unmarked, whole_pair_cut
 from ._pairing import ToolPairProblem, tool_pair_problems, tool_pairs
 
-__all__ = ('Compacted', 'compaction_of')
-
 
 class Compacted(NamedTuple):
     """A compaction as it is sent: what `compaction_of` makes of a rewrite it recognises."""

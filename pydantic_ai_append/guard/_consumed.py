@@ -17,8 +17,6 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 
 from ._bytes import MESSAGE_ADAPTER, encode_message, message_bytes
 
-__all__ = ('ConsumedHistory', 'consumed_boundary')
-
 
 def consumed_boundary(messages: Sequence[ModelMessage]) -> int:
     """How many of `messages` the model has consumed: all of them up to and including its latest reply."""

@@ -47,17 +47,6 @@ from ._consumed import ConsumedHistory
 from ._errors import NonMonotonicRewriteError, OrphanedToolPairError
 from ._pairing import ToolPairProblem, called_tools, tool_pair_problems
 
-__all__ = (
-    'InstructionEdit',
-    'PrefixDivergence',
-    'RewriteAction',
-    'RewriteDecision',
-    'apply_rewrite',
-    'decide_rewrite',
-    'self_edit',
-    'validate_rewrite',
-)
-
 RewriteAction: TypeAlias = Literal['patch', 'compact', 'defer', 'abort']
 """What becomes of a rewrite: applied now, applied as a compaction that opens a new window, held until the next
 window boundary, or dropped."""

@@ -24,8 +24,6 @@ from .._capability import AppendInstructions
 from ._consumed import ConsumedHistory
 from ._decision import InstructionEdit, self_edit
 
-__all__ = ('BlockWriter', 'self_edit_toolset')
-
 BlockWriter: TypeAlias = Callable[[RunContext[AgentDepsT], str | None], Awaitable[None] | None]
 """Stores a block's new value (`None` withdraws it) where the block's function reads it from."""
 

@@ -18,19 +18,6 @@ from __future__ import annotations
 
 from pydantic_ai.exceptions import UserError
 
-__all__ = (
-    'ConsumedPrefixChangedWarning',
-    'InstructionsChangedWarning',
-    'NonMonotonicRewriteError',
-    'OrphanedToolPairError',
-    'OrphanedToolPairWarning',
-    'PrefixGuardWarning',
-    'RetiredToolReferencedWarning',
-    'ToolListChangedWarning',
-    'WirePrefixDivergenceError',
-    'WirePrefixDivergenceWarning',
-)
-
 
 class NonMonotonicRewriteError(UserError):
     """A rewrite of an agent's context that would change what the model has already consumed.

@@ -16,8 +16,6 @@ from pydantic_ai.exceptions import UserError
 from .._spec import refuse_options
 from ._repair import RepairPolicy
 
-__all__ = ('DeferPolicy', 'GuardMode', 'PrefixGuardSpecOptions', 'check_options', 'spec_options')
-
 GuardMode: TypeAlias = Literal['observe', 'enforce']
 """`observe` warns and records a span; `enforce` also refuses every rewrite that isn't a `patch`."""
 

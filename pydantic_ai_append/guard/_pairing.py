@@ -40,8 +40,6 @@ from pydantic_ai.messages import (
 
 from .._compat import retried_call
 
-__all__ = ('PairProblemKind', 'Position', 'ToolPairProblem', 'called_tools', 'tool_pair_problems', 'tool_pairs')
-
 PairProblemKind: TypeAlias = Literal['unanswered_call', 'orphaned_result', 'result_before_call', 'duplicate_result']
 """What is wrong with a tool call or result:
 

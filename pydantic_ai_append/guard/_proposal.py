@@ -17,8 +17,6 @@ from ._bytes import message_bytes
 from ._compaction import elided_count
 from ._consumed import ConsumedHistory
 
-__all__ = ('last_instructions', 'new_messages', 'newly_compacted', 'opens_instruction_window', 'provider_compacted')
-
 
 def newly_compacted(consumed: ConsumedHistory, proposed: Sequence[ModelMessage]) -> bool:
     """Whether `proposed` starts with a compaction marker that the consumed history doesn't start with."""

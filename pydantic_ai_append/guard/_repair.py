@@ -28,8 +28,6 @@ from pydantic_ai.messages import (
 
 from ._pairing import Position, ToolPairProblem, tool_pair_problems
 
-__all__ = ('NOT_RUN', 'RepairPolicy', 'repaired')
-
 RepairPolicy: TypeAlias = Literal['answer', 'drop']
 """What becomes of a tool call that a history never answered: answered as not run, or dropped."""
 

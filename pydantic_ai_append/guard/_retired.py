@@ -24,8 +24,6 @@ from pydantic_core import SchemaValidator, core_schema
 from ._errors import RetiredToolReferencedWarning
 from ._pairing import called_tools
 
-__all__ = ('RetiredTools', 'retired_tool_message', 'retirement_notice')
-
 _ANY_ARGS = SchemaValidator(core_schema.dict_schema())
 
 

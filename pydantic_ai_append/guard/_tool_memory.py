@@ -21,11 +21,13 @@ from ._errors import ToolListChangedWarning
 from ._pairing import called_tools
 from ._retired import retirement_notice
 
-__all__ = ('CONVERSATIONS_KEPT', 'ToolMemory', 'tell_retired', 'warn_tool_changes')
-
 CONVERSATIONS_KEPT = 4096
 """How many conversations' tool memories a guard keeps; a conversation forgotten and taken up again declares only
 the agent's current tools, so a retired tool its history calls is warned about and sent as it is."""
+
+TOOL_MEMORY_BYTES = 4096
+"""About what a conversation's tool memory counts towards the memory limit: its names, and references to definitions
+that are mostly the agent's own."""
 
 
 @dataclass

@@ -29,8 +29,6 @@ from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
 from ._wire_transport import Reply, VerifyingTransport
 
-__all__ = ('VerifierMode', 'WireVerifier')
-
 VerifierMode: TypeAlias = Literal['observe', 'enforce']
 """What a `WireVerifier` does with a divergent request: warn and send it, or refuse to send it."""
 

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 
 from .._segments import Api, Segment, excerpt, first_difference
 
-__all__ = ('WireDivergence', 'divergence_of')
-
 
 @dataclass(frozen=True)
 class WireDivergence:

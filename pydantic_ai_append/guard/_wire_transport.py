@@ -17,8 +17,6 @@ import httpx2
 from .._segments import API_PATHS, Api
 from .._transport import TeeStream
 
-__all__ = ('Reply', 'VerifyingTransport')
-
 
 @dataclass
 class Reply:

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 from .._segments import Segment, common_prefix_length, divergence_message
 
-__all__ = ('PrefixReuse', 'assert_prefix_stable', 'prefix_reuse')
-
 
 def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: Collection[int] = ()) -> None:
     """Assert that each request's segments start with the previous request's, byte for byte.

@@ -11,8 +11,6 @@ from .._conversation import WireConversation
 from .._segments import API_PATHS, Api
 from .._transport import TeeStream, decoded
 
-__all__ = ('WireCapture', 'WireExchange')
-
 
 @dataclass
 class WireExchange:

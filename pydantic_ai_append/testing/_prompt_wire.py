@@ -20,8 +20,6 @@ from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
 from ._transcript import DEFAULT_FOLD, transcript
 
-__all__ = ('PromptWire',)
-
 
 class PromptWire:
     """A record of every request a test's agent sends, with its transcript and prefix checks: the `prompt_wire` fixture.

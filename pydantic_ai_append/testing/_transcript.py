@@ -20,8 +20,6 @@ from pydantic_ai.exceptions import UserError
 from .._segments import Segment, common_prefix_length
 from ._assertions import PrefixReuse, prefix_reuse
 
-__all__ = ('DEFAULT_FOLD', 'transcript')
-
 DEFAULT_FOLD = 2000
 """The length above which `transcript` folds a text to its length and hash, unless told otherwise."""
 
