@@ -126,7 +126,7 @@ class OwnBlock(Generic[AgentDepsT]):
 
 
 class WindowObserver(Protocol):
-    """What is told that a request opens a new window, such as a [`WireVerifier`][pydantic_ai_append.guard.WireVerifier]."""
+    """What is told a request opens a new window: a [`WireVerifier`][pydantic_ai_append.guard.WireVerifier]."""
 
     def open_window(self) -> None:
         """The next request opens a new window and may move the prefix."""

@@ -95,13 +95,11 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     """
 
     append_ids: Sequence[str | BlockPreset] = ()
-    """Ids of other sources' blocks to route through append mode: an exact id such as `'agent:memory'` or
-    `'capability:repo_context:agents_md'`, a source such as `'capability:repo_context'` for all of its blocks, or a
-    preset such as [`HARNESS_BLOCKS`][pydantic_ai_append.HARNESS_BLOCKS], given whole or as one entry.
-
+    """Ids of other sources' blocks to route through append mode: an exact id (`'agent:memory'`), a source for all
+    its blocks (`'capability:repo_context'`), or a preset such as [`HARNESS_BLOCKS`][pydantic_ai_append.HARNESS_BLOCKS].
     An id you name is held in the window while its block is absent, so its appearance is delivered as a change (an
-    `UnmatchedRouteWarning` says once that it matches nothing); a preset's only while its capability is on the
-    agent."""
+    `UnmatchedRouteWarning` says once that it matches nothing); a preset's only while its capability is on the agent.
+    """
     _: KW_ONLY
 
     signing_key: str | bytes | None = field(default=None, repr=False)
@@ -155,8 +153,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         signing_key_env: str | None = None,
         **python_only: Any,
     ) -> AppendInstructions[Any]:
-        """Build the capability from a spec entry, such as `{'AppendInstructions': {'id': 'context', 'append_ids': [...]}}`;
-        a spec can't hold a function, so it only routes other sources' blocks.
+        """Build the capability from a spec entry (`{'AppendInstructions': {'id': 'context', 'append_ids': [...]}}`): a
+        spec can't hold a function, so it only routes other sources' blocks.
 
         Args:
             id: The capability's id.

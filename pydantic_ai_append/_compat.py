@@ -2,10 +2,9 @@
 
 - 2.58 has no append mechanism of its own; newer releases mark an `InstructionPart` `on_change='append'`. The plugin
   reads that only to leave such blocks to it, and never sets it: its own blocks keep the default, `'rewrite'`.
-- Newer releases deliver a loaded deferred capability's instructions through history, as
-  `ModelRequestParameters.instruction_visibility` says.
-- Newer releases announce what `<system>` means to a model without inline system messages only at the first
-  mid-conversation system message, unless the `framing_announcement` setting says otherwise; 2.58 never does.
+- Newer releases deliver a loaded deferred capability's instructions through history (`instruction_visibility`),
+  and announce what `<system>` means only at the first mid-conversation system message unless the
+  `framing_announcement` setting says otherwise; 2.58 does neither.
 - Newer releases deprecate `RetryPromptPart` but still put it in histories; the guard recognises it on both.
 - 2.68 and later note text from a user or a tool that imitates `<system>` (`CORE_NOTES_SYSTEM_LOOKALIKES`).
 """

@@ -85,9 +85,8 @@ async def handle_request(
 
 
 _TEXTS = BoundedCache[tuple[str | None, str], str](max_entries=sys.maxsize, max_bytes=sys.maxsize, name='block texts')
-"""The value of each block the model was sent, by conversation and digest, for a change to be diffed against: what
-it buys is the benchmark's table of the hooks' time against the number of past changes, as history holds a value
-only as a chain of diffs, which a miss rebuilds (the first request of a conversation after a restart)."""
+"""The value of each block the model was sent, by conversation and digest, for a change to be diffed against: the
+benchmark's hooks' time against the number of past changes, as a miss rebuilds it from the window's diffs."""
 
 
 def _remember(conversation_id: str | None, text: str, digest: str | None = None) -> None:
@@ -216,7 +215,7 @@ def _prefix(
 
 
 def prefix_part(text: str, block_id: str, source: InstructionPart | None = None) -> InstructionPart:
-    """A prefix block's part: not dynamic, and in the default `'rewrite'` policy, so native append mode leaves it alone."""
+    """A prefix block's part: not dynamic, in the default `'rewrite'` policy, so native append mode leaves it alone."""
     if source is not None:
         return InstructionPart(content=text, name=source.name, id=source.id)
     key = instruction_id(block_id)
