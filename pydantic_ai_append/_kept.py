@@ -16,7 +16,7 @@ from itertools import chain
 from operator import attrgetter, call, is_
 from typing import Any, NamedTuple, cast
 
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelRequest
 
 from ._cache import ENTRY_BYTES, BoundedCache, size_of
 from ._history import Scan, scan
@@ -28,8 +28,11 @@ _PARTS = attrgetter('parts')
 class _Kept(NamedTuple):
     messages: list[weakref.ref[Any]]
     """The messages scanned, in order."""
+    requests: list[int]
+    """Where the requests are among them."""
     parts: list[weakref.ref[Any]]
-    """Every part of those messages, in order."""
+    """Every part of those requests, in order: a response's parts hold nothing the scan reads but a compaction, which
+    comes in a message of its own."""
     scanned: Scan
     """What the scan found in them."""
     linked: int
@@ -38,7 +41,7 @@ class _Kept(NamedTuple):
     """About the memory the entry keeps alive: its references, and the carriers its scan holds with their texts."""
 
 
-_LOADED = _Kept([], [], Scan([], [], []), 0, 0)
+_LOADED = _Kept([], [], [], Scan([], [], []), 0, 0)
 """What is kept for a conversation whose history is loaded afresh for each request: nothing to go on from."""
 
 _KEPT = BoundedCache[tuple[str, bytes | None], _Kept](
@@ -63,11 +66,13 @@ def conversation_window(messages: Sequence[ModelMessage], *, key: bytes | None, 
     held = _joined(kept.scanned, added) if kept is not None else added
     whole = _joined(held, scan(messages, stop))
     window = fold(whole, key=key, conversation_id=conversation_id, linked=kept.linked if kept is not None else 0)
-    parts = list(chain.from_iterable(map(_PARTS, messages[folded:stop])))
+    requests = [at for at in range(folded, stop) if isinstance(messages[at], ModelRequest)]
+    parts = list(chain.from_iterable(map(_PARTS, map(messages.__getitem__, requests))))
     size = (kept.size if kept else 0) + 128 * (stop - folded + len(parts)) + 512 * len(added.found)
     size += sum(_weight(part, stored) for _, _, part, stored in added.found)
     refs = _Kept(
         [*(kept.messages if kept else ()), *map(weakref.ref, messages[folded:stop])],
+        [*(kept.requests if kept else ()), *requests],
         [*(kept.parts if kept else ()), *map(weakref.ref, parts)],
         held,
         min(window.linked, len(held.found)),
@@ -95,8 +100,8 @@ def _weight(part: Any, stored: Any) -> int:
 
 
 def _holds(kept: _Kept, messages: Sequence[ModelMessage]) -> bool:
-    """Whether `messages` are the very messages `kept` scanned, each with the very parts it had."""
+    """Whether `messages` are the very messages `kept` scanned, each request with the very parts it had."""
     if not all(map(is_, map(call, kept.messages), messages)):
         return False
-    parts = list(chain.from_iterable(map(_PARTS, messages)))
+    parts = list(chain.from_iterable(map(_PARTS, map(messages.__getitem__, kept.requests))))
     return len(parts) == len(kept.parts) and all(map(is_, map(call, kept.parts), parts))
