@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from itertools import chain
 from typing import cast
 
 from pydantic_ai.messages import ModelRequestPart, SystemPromptPart, ToolReturnPart, UserPromptPart
@@ -52,13 +53,9 @@ def _holds_lookalike(value: object) -> bool:
     """Whether a part's content imitates a tag anywhere in its text: strings, through lists, tuples and dicts."""
     if isinstance(value, str):
         return imitates(value)
-    if isinstance(value, list | tuple):
-        return any(_holds_lookalike(item) for item in cast('Sequence[object]', value))
     if isinstance(value, dict):
-        return any(
-            _holds_lookalike(key) or _holds_lookalike(item) for key, item in cast('dict[object, object]', value).items()
-        )
-    return False
+        value = [*chain.from_iterable(cast('dict[object, object]', value).items())]
+    return isinstance(value, list | tuple) and any(map(_holds_lookalike, cast('Sequence[object]', value)))
 
 
 _IDENTIFIER = re.compile(r'[A-Za-z0-9_.:-]{1,128}')
