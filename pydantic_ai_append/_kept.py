@@ -2,9 +2,10 @@
 
 The scan of each conversation's history (all but the request being sent, still written to) is kept with a weak
 reference to every message and part it read. The next request takes it over when its history starts with those very
-objects, in number and order, and scans only the messages after them. History loaded afresh holds new objects: it is
-scanned whole, and nothing is kept for it. The figure it buys is the benchmark's table of the hooks' time against
-the number of past changes: a past change costs a check of its part's identity rather than a scan of it.
+objects, in number and order, and scans only the messages after them. A first request keeps only its last message:
+history loaded afresh never holds it again, and is scanned whole with nothing kept. The figure it buys is the
+benchmark's table of the hooks' time against the number of past changes: a past change costs a check of its part's
+identity rather than a scan of it; and many conversations on loaded history cost what one does.
 """
 
 from __future__ import annotations
@@ -41,10 +42,17 @@ class _Kept(NamedTuple):
     """About the memory the entry keeps alive: its references, and the carriers its scan holds with their texts."""
 
 
+class _Seen(NamedTuple):
+    last: weakref.ref[Any]
+    """The last message of the conversation's first request, which history kept in process holds next time."""
+    at: int
+    """Its index."""
+
+
 _LOADED = _Kept([], [], [], Scan([], [], []), 0, 0)
 """What is kept for a conversation whose history is loaded afresh for each request: nothing to go on from."""
 
-_KEPT = BoundedCache[tuple[str, bytes | None], _Kept](
+_KEPT = BoundedCache[tuple[str, bytes | None], _Kept | _Seen](
     max_entries=sys.maxsize, max_bytes=sys.maxsize, name='conversation scans'
 )
 """The last scan of each conversation, by conversation id and signing key, or `_LOADED`."""
@@ -54,6 +62,12 @@ def conversation_window(messages: Sequence[ModelMessage], *, key: bytes | None, 
     """`fold(scan(messages))`, going on from what the conversation's previous request kept, if its history holds it."""
     conversation = (conversation_id, key) if conversation_id else None
     kept = _KEPT.get(conversation) if conversation is not None else _LOADED
+    if kept is None or isinstance(kept, _Seen):
+        if kept is None or len(messages) <= kept.at or messages[kept.at] is not kept.last():
+            seen = _Seen(weakref.ref(messages[-1]), len(messages) - 1) if kept is None else _LOADED
+            _KEPT.put(cast('tuple[str, bytes | None]', conversation), seen, size=ENTRY_BYTES)
+            return fold(scan(messages), key=key, conversation_id=conversation_id)
+        kept = None
     folded = len(kept.messages) if kept is not None else 0
     if kept is _LOADED or (kept is not None and (len(messages) <= folded or not _holds(kept, messages[:folded]))):
         if conversation is not None and kept is not _LOADED and len(messages) > folded:

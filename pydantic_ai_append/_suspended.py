@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeAlias
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
@@ -26,17 +26,11 @@ from ._history import scan
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
 from ._rendering import SUPERSESSION_SENTENCE, context_element
 from ._request import append, is_inline, outgoing, prefix_part, record_changes
-from ._window import Window, fold
+from ._window import fold
 
-
-@dataclass(frozen=True)
-class Resumed:
-    """The window of a suspended turn as the run's history had it when the run began."""
-
-    window: Window
-    """The window, with its baseline."""
-    values: dict[str, str | None]
-    """Each block's value as the model held it."""
+Resumed: TypeAlias = 'tuple[InstructionBaselinePart, dict[str, str | None]]'
+"""The baseline of a suspended turn's window as the run's history had it when the run began, and the value the model
+held of each block."""
 
 
 def resumed_window(
@@ -51,11 +45,7 @@ def resumed_window(
         value = window.value_of(block_id, key=key, conversation_id=conversation_id) if digest is not None else None
         if digest is None or value is not None:
             values[block_id] = value
-    return Resumed(window, values)
-
-
-def _digest(value: str | None) -> str | None:
-    return content_hash(value) if value is not None else None
+    return window.baseline, values
 
 
 def resume_turn(
@@ -66,19 +56,16 @@ def resume_turn(
     window = fold(scan(messages), key=settings.key, conversation_id=ctx.conversation_id)
     baseline = window.baseline
     carriers: list[SystemPromptPart] = []
-    if resumed is not None and resumed.window.baseline is not None:
+    if resumed is not None:
         if baseline is None:
             # The processor took the baseline: the turn's recorded prefix is still the full window's, and the
             # changes left in history follow a baseline they can't be checked against.
-            baseline = resumed.window.baseline
-            told = {block.id: _digest(block.content) for block in baseline.blocks}
+            baseline = resumed[0]
+            told = {block.id: block.content_hash for block in baseline.blocks}
         else:
-            told = {
-                block_id: None if block_id in window.unsettled else digest for block_id, digest in window.state.items()
-            }
-        stale = [
-            (block_id, value) for block_id, value in resumed.values.items() if told.get(block_id) != _digest(value)
-        ]
+            told = window.state | dict.fromkeys(window.unsettled)
+        held = [InstructionBlock(block_id, value) for block_id, value in resumed[1].items()]
+        stale = [(block.id, block.content) for block in held if told.get(block.id) != block.content_hash]
         carriers = record_changes(window, stale, key=settings.key, conversation_id=ctx.conversation_id, full=True)
     sent = outgoing(messages, window, continues=window.baseline is not None, notes=baseline is not None)
     append(ctx, messages, sent, carriers)
