@@ -7,6 +7,9 @@
   [`assert_prefix_stable`][pydantic_ai_append.testing.assert_prefix_stable] does; the previous request is 1 MB.
   Splitting a 1 MB body into its segments (parsing and re-encoding the JSON) is timed apart, since a check of
   a live request pays it once per request whatever the prefix's length.
+- Checking a window's baseline (the scenario's three blocks, the static instructions as a digest) is what each request
+  paid before the `baselines` cache; reading it again from an equal payload, loaded afresh from JSON, is what a
+  request pays with it.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic_ai_append._diff import diff_hunks
+from pydantic_ai_append._encoding import decode_record, encode_baseline, read_baseline
+from pydantic_ai_append._records import InstructionBaselinePart, InstructionBlock, InstructionDigest
 from pydantic_ai_append._rendering import change_text, context_element, diff_element
 from pydantic_ai_append.testing import Segment, assert_prefix_stable, segments
 
-from .scenario import memory
+from .scenario import BLOCKS, STATIC_INSTRUCTIONS, memory
 
 __all__ = ('PieceTiming', 'time_pieces')
 
@@ -59,6 +64,13 @@ def _long_conversation() -> tuple[bytes, list[Segment], list[Segment]]:
     return body, segments('openai-chat', body), segments('openai-chat', later.encode())
 
 
+def _baseline() -> dict[str, object]:
+    """The stored baseline of the scenario's window at its first turn."""
+    blocks = [InstructionBlock(id=f'capability:scenario:{name}', content=function(1)) for name, function in BLOCKS]
+    digest = InstructionDigest.of(id='agent', dynamic=False, content=STATIC_INSTRUCTIONS)
+    return encode_baseline(InstructionBaselinePart(instructions=(digest, *blocks)))
+
+
 def time_pieces(repeats: int) -> list[PieceTiming]:
     """Time each piece `repeats` times and take the medians."""
     block_id = 'capability:scenario:memory'
@@ -67,6 +79,10 @@ def time_pieces(repeats: int) -> list[PieceTiming]:
     diff = diff_hunks(before, after)
     body, earlier, later = _long_conversation()
     prefix_bytes = sum(len(segment.data) for segment in earlier)
+    stored = _baseline()
+    loaded = json.loads(json.dumps(stored))
+    read_baseline(stored, key=None, conversation_id='pieces')
+    stored_bytes = len(json.dumps(stored))
     return [
         PieceTiming(
             'record a one-line edit (diff)',
@@ -79,6 +95,12 @@ def time_pieces(repeats: int) -> list[PieceTiming]:
         PieceTiming('render the diff element', _median_us(lambda: diff_element(block_id, diff), repeats), len(diff)),
         PieceTiming(
             'verify a 1 MB prefix', _median_us(lambda: assert_prefix_stable([earlier, later]), repeats), prefix_bytes
+        ),
+        PieceTiming('check a window baseline', _median_us(lambda: decode_record(stored), repeats), stored_bytes),
+        PieceTiming(
+            'read a baseline already checked',
+            _median_us(lambda: read_baseline(loaded, key=None, conversation_id='pieces'), repeats),
+            stored_bytes,
         ),
         PieceTiming(
             'split a 1 MB body into segments',

@@ -2,8 +2,8 @@
 
 The scan of each conversation's history (all but the request being sent, still written to) is kept with a weak
 reference to every message and part it read. The next request takes it over when its history starts with those very
-objects, in number and order, and scans only the messages after them. A first request keeps only its last message:
-history loaded afresh never holds it again, and is scanned whole with nothing kept. The figure it buys is the
+objects, in number and order, and scans only the messages after them. A first request keeps only its history's last
+message: history loaded afresh never holds it again, and is scanned whole with nothing kept. The figure it buys is the
 benchmark's table of the hooks' time against the number of past changes: a past change costs a check of its part's
 identity rather than a scan of it; and many conversations on loaded history cost what one does.
 """
@@ -44,7 +44,7 @@ class _Kept(NamedTuple):
 
 class _Seen(NamedTuple):
     last: weakref.ref[Any]
-    """The last message of the conversation's first request, which history kept in process holds next time."""
+    """The last message of the first request's history (or the request), which history kept in process holds again."""
     at: int
     """Its index."""
 
@@ -64,7 +64,8 @@ def conversation_window(messages: Sequence[ModelMessage], *, key: bytes | None, 
     kept = _KEPT.get(conversation) if conversation is not None else _LOADED
     if kept is None or isinstance(kept, _Seen):
         if kept is None or len(messages) <= kept.at or messages[kept.at] is not kept.last():
-            seen = _Seen(weakref.ref(messages[-1]), len(messages) - 1) if kept is None else _LOADED
+            at = max(len(messages) - 2, 0)
+            seen = _Seen(weakref.ref(messages[at]), at) if kept is None else _LOADED
             _KEPT.put(cast('tuple[str, bytes | None]', conversation), seen, size=ENTRY_BYTES)
             return fold(scan(messages), key=key, conversation_id=conversation_id)
         kept = None

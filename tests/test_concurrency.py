@@ -424,5 +424,10 @@ def test_history_loaded_afresh_for_each_request_keeps_no_scan_and_history_kept_i
     kept = agent.run_sync('In process', deps=Session('kept', 0))
     for turn in range(1, 3):
         kept = agent.run_sync(f'Turn {turn}', deps=Session('kept', turn), message_history=kept.all_messages())
+    in_process = scans.size
+    # The same history run again, as a turn regenerated is: its objects are the ones the first run kept.
+    for _ in range(2):
+        agent.run_sync('Again', deps=Session('again', 0), message_history=kept.all_messages(), conversation_id='again')
     assert loaded <= 20 * 256
-    assert scans.size - loaded > 1_000
+    assert in_process - loaded > 1_000
+    assert scans.size - in_process > 1_000
