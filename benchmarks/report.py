@@ -207,7 +207,7 @@ def _change_verdicts(results: Results) -> list[Verdict]:
         found.append(
             Verdict(
                 f"{timing.profile} model, {timing.turns} turns: the hooks' time per 1,000 past changes at most "
-                f'{CHANGE_SLOPE_LIMIT:.1%} of the run',
+                f'{CHANGE_SLOPE_LIMIT:.2%} of the run',
                 f'{percent(slope)[0]} ({", ".join(f"{count:,}" for count in counts)} changes)',
                 slope.median <= CHANGE_SLOPE_LIMIT,
                 percent(slope)[1],
