@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 import pydantic_ai_append
+from pydantic_ai_append import set_memory_limit
+from pydantic_ai_append._cache import memory_limit
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / 'README.md'
@@ -92,11 +94,14 @@ def run(code: str) -> str:
     module = types.ModuleType('docs_example')
     sys.modules[module.__name__] = module
     output = io.StringIO()
+    limit = memory_limit()
     try:
         # An example may set a warnings filter for the whole process, as a user would; here it lasts one example.
         with warnings.catch_warnings(), contextlib.redirect_stdout(output):
             exec(compile(textwrap.dedent(code), '<example>', 'exec'), module.__dict__)  # noqa: S102 (running the docs is the test)
     finally:
+        # An example may set the memory limit for the whole process, as a user would; here it lasts one example.
+        set_memory_limit(limit)
         del sys.modules[module.__name__]
     return output.getvalue()
 
