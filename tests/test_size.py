@@ -1,0 +1,43 @@
+"""The package's size, held to its limits: a module over 400 lines or a function over 60 is doing several jobs.
+
+The append feature (everything but the guard, the testing helpers, the cassette checker and the wire modules they
+share) is held to 2,500 lines, docstrings included; test files to 600.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+PACKAGE = ROOT / 'pydantic_ai_append'
+CHECKER = {'__main__.py', '_cassettes.py', '_check.py', '_verdicts.py'}
+"""The cassette checker's modules."""
+WIRE = {'_segments.py', '_conversation.py', '_transport.py'}
+"""The request bodies as cache-order segments, which the guard and the testing helpers share with the checker."""
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_the_append_feature_is_at_most_2500_lines():
+    modules = [path for path in PACKAGE.glob('*.py') if path.name not in CHECKER | WIRE]
+    assert sum(map(lines, modules)) <= 2_500
+
+
+def test_no_module_is_over_400_lines_and_no_function_over_60():
+    modules = sorted(PACKAGE.rglob('*.py'))
+    assert [path.name for path in modules if lines(path) > 400] == []
+    long = [
+        f'{path.relative_to(ROOT)}:{node.name}'
+        for path in modules
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (node.end_lineno or node.lineno) - node.lineno + 1 > 60
+    ]
+    assert long == []
+
+
+def test_no_test_file_is_over_600_lines():
+    assert [path.name for path in sorted((ROOT / 'tests').rglob('*.py')) if lines(path) > 600] == []
