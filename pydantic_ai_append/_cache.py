@@ -1,10 +1,10 @@
 """The package's memory across conversations: caches bounded together by one budget, and safe between threads.
 
-The caches for the whole process (block texts, baselines, each conversation's last scan) and per guard and verifier
-are shared by every conversation, in asyncio tasks and threads. Each holds at most `max_entries` entries and
-`max_bytes` of values (`sys.getsizeof` of the strings an entry keeps alive), and together at most the memory limit
-(64 MiB unless [`set_memory_limit`][pydantic_ai_append.set_memory_limit] says otherwise). Past a bound, the entries
-inserted first go first, in whichever cache they are. Lookups take no lock; insertions and evictions take one.
+The caches for the whole process (block texts, baselines, each conversation's last scan) are shared by every
+conversation, in asyncio tasks and threads. Each holds at most `max_entries` entries and `max_bytes` of values (about
+the memory an entry keeps alive), and together at most the memory limit (64 MiB unless
+[`set_memory_limit`][pydantic_ai_append.set_memory_limit] says otherwise). Past a bound, the entries inserted first go
+first, in whichever cache they are. Lookups take no lock; insertions and evictions take one.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ def memory_limit() -> int:
 def set_memory_limit(max_bytes: int) -> None:
     """Set the most memory the package keeps across conversations, in bytes, for the whole process (64 MiB by default).
 
-    It covers the block texts and history scans of every `AppendInstructions` and the per-conversation memory of
-    every `PrefixGuard` and `WireVerifier`. A lower limit drops the oldest entries at once; a conversation whose
-    entries were dropped costs its next request a scan of its whole history.
+    It covers what `AppendInstructions` keeps to save time: block texts, baselines, history scans. A lower limit
+    drops the oldest entries at once; a conversation whose entries were dropped costs its next request a scan of its
+    whole history, and nothing it sends changes.
 
     Raises:
         UserError: If `max_bytes` is not a positive integer.
@@ -73,9 +73,9 @@ class BoundedCache(Generic[KeyT, ValueT]):
     ```
     """
 
-    def __init__(self, *, max_entries: int, max_bytes: int, name: str | None = None, pooled: bool = True) -> None:
-        """An empty cache, listed by `process_caches` under `name`, and `pooled` in the memory limit unless it lives no
-        longer than a command (the cassette checker's).
+    def __init__(self, *, max_entries: int, max_bytes: int, name: str | None = None, pooled: bool = False) -> None:
+        """An empty cache, listed by `process_caches` under `name`, and `pooled` in the memory limit if its entries only
+        save time (a guard's or verifier's keep their own bounds).
         """
         self.max_entries = max_entries
         """The most entries the cache holds."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, cast, overload
 
@@ -65,9 +65,8 @@ def _routes(append_ids: object) -> tuple[tuple[str, ...], frozenset[str]]:
 class AppendInstructions(AbstractCapability[AgentDepsT]):
     r"""Instruction blocks that keep the prompt cache when they change.
 
-    A block registered with `on_change='append'` keeps its first value in the prefix, as a
-    `<context id="capability:<id>:<name>">` element. A change is appended to the conversation as a later element
-    with the same id (the full value, or a `<context-diff>` when shorter), as a system message or `<system>` text.
+    A block registered with `on_change='append'` keeps its first value in the prefix, as a `<context id="...">`
+    element; a change is appended as a later element with the same id (in full, or a `<context-diff>` if shorter).
 
     ```python
     from pydantic_ai import Agent, RunContext
@@ -114,7 +113,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     )
     """The blocks registered with `instructions`, by name, in registration order."""
     _settings: RequestSettings[AgentDepsT] = field(init=False, repr=False, compare=False)
-    """What every request needs of the capability: its id, blocks, routes, key and verifier."""
+    """Its blocks and routes, for every request; `_request` adds the options as they are then."""
     _resumed: Resumed | None = field(default=None, init=False, repr=False)
     """Per run: the window of the suspended turn the run resumes, as the run's history had it at the start."""
 
@@ -141,8 +140,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 'every request from the first.'
             )
         routed, named = _routes(self.append_ids)
-        key = self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
-        self._settings = RequestSettings(self, self.id, self._blocks, routed, named, set[str](), key, self.verifier)
+        self._settings = RequestSettings(self, self.id, self._blocks, routed, named, set[str](), None, None)
 
     @classmethod
     def from_spec(
@@ -267,7 +265,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         messages = ctx.messages
         if not messages or not isinstance(last := messages[-1], ModelResponse) or last.state != 'suspended':
             return self
-        resumed = resumed_window(messages, key=self._settings.key, conversation_id=ctx.conversation_id)
+        resumed = resumed_window(messages, key=self._request().key, conversation_id=ctx.conversation_id)
         if resumed is None:
             return self
         run = copy.copy(self)
@@ -285,8 +283,12 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         """Send the window's prefix, record this request's changes, and send history as the window has it."""
         messages = request_context.messages
         if not messages or not isinstance(messages[-1], ModelRequest):
-            return resume_turn(self._settings, ctx, request_context, self._resumed)
-        return await handle_request(self._settings, ctx, request_context)
+            return resume_turn(self._request(), ctx, request_context, self._resumed)
+        return await handle_request(self._request(), ctx, request_context)
+
+    def _request(self) -> RequestSettings[AgentDepsT]:
+        key = self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
+        return replace(self._settings, source_id=cast('str', self.id), key=key, verifier=self.verifier)
 
     async def prepare_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

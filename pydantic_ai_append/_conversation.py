@@ -89,7 +89,7 @@ class WireConversation:
         """Each request's full segments, in the order added."""
         # Unbounded here: a test's or a cassette's conversation is short, and a reply forgotten would turn into a
         # false "no earlier response returned it". The verifier, which runs for the life of a server, bounds it.
-        self._contexts = BoundedCache[str, list[Segment]](max_entries=sys.maxsize, max_bytes=sys.maxsize, pooled=False)
+        self._contexts = BoundedCache[str, list[Segment]](max_entries=sys.maxsize, max_bytes=sys.maxsize)
 
     @classmethod
     def from_exchanges(cls, api: Api, exchanges: Iterable[Exchange]) -> WireConversation:

@@ -1,9 +1,8 @@
 """How a record is stored: a plain JSON-able dict with a format version and an integrity check, or a signature.
 
-Plain dicts, so any store or durable-execution layer keeps them as they are. A record from a newer version,
-malformed, or failing its check reads as unreadable, and opens a new window rather than being sent. With a signing
-key the check is an HMAC that also binds the record to its conversation (an unsigned one could be rewritten whole,
-so binding it would prove nothing). Three formats are read; each record is written in the oldest that holds it:
+Plain dicts, so any store or durable-execution layer keeps them. A record from a newer version, malformed, or failing
+its check is unreadable, and opens a new window. With a signing key the check is an HMAC that also binds the record to
+its conversation. Three formats are read; each record is written in the oldest that holds it:
 
 - Format 1: a baseline, with its blocks' text; and (read only) a change holding the block's new value and diff.
 - Format 2 (read only): a change stored as its diff and the digests of the text before and after it.
@@ -145,7 +144,7 @@ def decode_record(
 
 
 _BASELINES = BoundedCache[tuple[str, bytes | None, str | None], tuple[dict[str, Any], InstructionBaselinePart]](
-    max_entries=sys.maxsize, max_bytes=sys.maxsize, name='baselines'
+    max_entries=sys.maxsize, max_bytes=sys.maxsize, name='baselines', pooled=True
 )
 """Each baseline read, with a copy of what it was read from, by its check, key and conversation: an equal one is not
 checked again on every request (the benchmark's pieces: about 80 us to check the scenario's baseline, 1 us to read)."""

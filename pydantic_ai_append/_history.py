@@ -77,9 +77,7 @@ class Scan(NamedTuple):
 
 
 def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = None) -> Scan:  # noqa: C901 (one loop, written out: see the comment in it)
-    """Every carrier and compaction in `messages[start:stop]`, and the requests that may hold lookalikes, without
-    reading any record; indexes are of `messages`.
-    """
+    """The carriers and compactions of `messages[start:stop]`, unread, and the requests that may hold lookalikes."""
     found: list[Found] = []
     empty: list[int] = []
     suspects: list[int] = []

@@ -1,11 +1,10 @@
 """What a conversation's previous request found in its history, kept so the next request reads only what is new.
 
-The scan of each conversation's history (all but the request being sent, still written to) is kept with a weak
-reference to every message and part it read. The next request takes it over when its history starts with those very
-objects, in number and order, and scans only the messages after them. A first request keeps only its history's last
-message: history loaded afresh never holds it again, and is scanned whole with nothing kept. The figure it buys is the
-benchmark's table of the hooks' time against the number of past changes: a past change costs a check of its part's
-identity rather than a scan of it; and many conversations on loaded history cost what one does.
+The scan of a conversation's history (but the request being sent) is kept with a weak reference to each message and
+request part it read. The next request takes it over if its history starts with those very objects, and scans only
+the messages after them. A first request keeps only its history's last message, which history loaded afresh never
+holds: that is scanned whole, with nothing kept. What it buys: in the benchmark, a past change costs a check of its
+part's identity rather than a scan (hooks' time against past changes), and many conversations cost what one does.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ class _Kept(NamedTuple):
     requests: list[int]
     """Where the requests are among them."""
     parts: list[weakref.ref[Any]]
-    """Every part of those requests, in order: a response's parts hold nothing the scan reads but a compaction, which
-    comes in a message of its own."""
+    """Every part of those requests, in order (a response's hold nothing the scan reads but a new compaction)."""
     scanned: Scan
     """What the scan found in them."""
     linked: int
@@ -53,7 +51,7 @@ _LOADED = _Kept([], [], [], Scan([], [], []), 0, 0)
 """What is kept for a conversation whose history is loaded afresh for each request: nothing to go on from."""
 
 _KEPT = BoundedCache[tuple[str, bytes | None], _Kept | _Seen](
-    max_entries=sys.maxsize, max_bytes=sys.maxsize, name='conversation scans'
+    max_entries=sys.maxsize, max_bytes=sys.maxsize, name='conversation scans', pooled=True
 )
 """The last scan of each conversation, by conversation id and signing key, or `_LOADED`."""
 

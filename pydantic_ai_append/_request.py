@@ -84,7 +84,9 @@ async def handle_request(
     return request_context
 
 
-_TEXTS = BoundedCache[tuple[str | None, str], str](max_entries=sys.maxsize, max_bytes=sys.maxsize, name='block texts')
+_TEXTS = BoundedCache[tuple[str | None, str], str](
+    max_entries=sys.maxsize, max_bytes=sys.maxsize, name='block texts', pooled=True
+)
 """The value of each block the model was sent, by conversation and digest, for a change to be diffed against: the
 benchmark's hooks' time against the number of past changes, as a miss rebuilds it from the window's diffs."""
 
@@ -127,7 +129,10 @@ def record_changes(
         previous = None
         if not full and base is not None and value is not None and block_id not in window.unsettled:
             previous = _TEXTS.get((conversation_id, base))
-            if previous is None and (previous := window.value_of(block_id, key=key, conversation_id=conversation_id)):
+            if (
+                previous is None
+                and (previous := window.value_of(block_id, key=key, conversation_id=conversation_id)) is not None
+            ):
                 _remember(conversation_id, previous, base)
         text = change_text(block_id, previous, value)
         if untold:

@@ -65,8 +65,8 @@ class Window:
     """How many entries of `found` are known to be the baseline and linked changes: a later fold needn't read them."""
 
     def value_of(self, block_id: str, *, key: bytes | None, conversation_id: str | None) -> str | None:
-        """The block's value as the model holds it, rebuilt from the window's changes and checked against its digest
-        (`fold` checked the records); `None` if it can't be.
+        """The block's value as the model holds it, rebuilt from the texts of the window's changes and checked only
+        against the digest the window holds; `None` if it can't be.
         """
         blocks = self.baseline.blocks if self.baseline is not None else ()
         value = next((block.content for block in blocks if block.id == block_id), None)

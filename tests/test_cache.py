@@ -98,8 +98,8 @@ def test_the_memory_limit_is_64_mib_by_default():
 
 
 def test_caches_share_the_memory_limit_and_the_oldest_entry_of_any_goes_first(limit: None):
-    first, second = (BoundedCache[str, str](max_entries=100, max_bytes=10_000) for _ in range(2))
-    unpooled = BoundedCache[str, str](max_entries=100, max_bytes=10_000, pooled=False)
+    first, second = (BoundedCache[str, str](max_entries=100, max_bytes=10_000, pooled=True) for _ in range(2))
+    unpooled = BoundedCache[str, str](max_entries=100, max_bytes=10_000)
     set_memory_limit(1_000)
     first.put('a', 'A', size=400)
     second.put('b', 'B', size=400)
@@ -110,7 +110,7 @@ def test_caches_share_the_memory_limit_and_the_oldest_entry_of_any_goes_first(li
 
 
 def test_a_lower_memory_limit_drops_the_oldest_entries_at_once(limit: None):
-    cache = BoundedCache[str, str](max_entries=100, max_bytes=10_000)
+    cache = BoundedCache[str, str](max_entries=100, max_bytes=10_000, pooled=True)
     set_memory_limit(1_000)
     for key in 'abc':
         cache.put(key, key.upper(), size=300)

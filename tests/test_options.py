@@ -9,7 +9,7 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append import AppendInstructions, instruction_records
 
 from .conversation import ScriptedModel
 
@@ -176,3 +176,21 @@ def test_the_verifier_refuses_a_mode_it_doesnt_have(mode: Any):
     with pytest.raises(UserError) as error:
         WireVerifier(mode=mode)
     assert repr(mode) in str(error.value)
+
+
+def test_options_set_after_construction_take_effect_on_the_next_request():
+    opened: list[str] = []
+
+    class Observer:
+        def open_window(self) -> None:
+            opened.append('window')
+
+    context = AppendInstructions(id='todos')
+    context.instructions(lambda: 'Write tests.', name='state')
+    context.signing_key = 'set later'
+    context.verifier = Observer()
+    result = Agent(ScriptedModel().model(), capabilities=[context]).run_sync('Hello')
+    history = result.all_messages()
+    assert len(instruction_records(history, signing_key='set later', conversation_id=result.conversation_id)) == 1
+    assert instruction_records(history, signing_key='another', conversation_id=result.conversation_id) == []
+    assert opened == ['window']

@@ -64,7 +64,7 @@ from ._options import DeferPolicy, GuardMode, PrefixGuardSpecOptions, check_opti
 from ._proposal import last_instructions, new_messages, newly_compacted, opens_instruction_window, provider_compacted
 from ._repair import RepairPolicy, repaired
 from ._retired import RetiredTools
-from ._tool_memory import CONVERSATIONS_KEPT, TOOL_MEMORY_BYTES, ToolMemory, tell_retired, warn_tool_changes
+from ._tool_memory import CONVERSATIONS_KEPT, ToolMemory, tell_retired, warn_tool_changes
 
 
 @dataclass
@@ -180,7 +180,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         run._memories = self._memories
         # Pydantic AI resolves every run's `conversation_id` (given, from history, or new) before `for_run`.
         if ctx.conversation_id is not None:  # pragma: no branch
-            run._memory = self._memories.setdefault(ctx.conversation_id, ToolMemory, size=TOOL_MEMORY_BYTES)
+            run._memory = self._memories.setdefault(ctx.conversation_id, ToolMemory, size=1)
         mended, done = repaired(ctx.messages, self.repair)
         if done:
             # `RunContext.messages` is the run's own history: mended here, it is what Pydantic AI goes on from.

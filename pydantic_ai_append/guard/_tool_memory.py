@@ -25,10 +25,6 @@ CONVERSATIONS_KEPT = 4096
 """How many conversations' tool memories a guard keeps; a conversation forgotten and taken up again declares only
 the agent's current tools, so a retired tool its history calls is warned about and sent as it is."""
 
-TOOL_MEMORY_BYTES = 4096
-"""About what a conversation's tool memory counts towards the memory limit: its names, and references to definitions
-that are mostly the agent's own."""
-
 
 @dataclass
 class ToolMemory:
