@@ -77,6 +77,10 @@ context files, `SubAgents`' delegates, `LogfireMCP`'s guidance and the catalog o
 """
 
 
+Resolved: TypeAlias = list[tuple[CurrentBlock | None, InstructionPart | None]]
+"""A request's blocks, each beside the part it came from (if any), as `current_blocks` resolves them."""
+
+
 class UnaddressableBlockWarning(UserWarning):
     """A block routed through append mode can't be addressed, so it is rewritten instead.
 
@@ -153,6 +157,10 @@ class RequestSettings(Generic[AgentDepsT]):
     verifier: WindowObserver | None
     """What to tell when a request opens a new window."""
 
+    def block_id(self, name: str) -> str:
+        """The id of the own block named `name`."""
+        return f'capability:{self.source_id}:{name}'
+
 
 def _matches(part_id: str, routed: str) -> bool:
     """Whether the block `part_id` is what the `append_ids` entry `routed` names: that id, or a block of that source."""
@@ -161,13 +169,13 @@ def _matches(part_id: str, routed: str) -> bool:
 
 async def current_blocks(
     blocks: RequestSettings[AgentDepsT], ctx: RunContext[AgentDepsT], params: ModelRequestParameters
-) -> list[tuple[CurrentBlock | None, InstructionPart | None]]:
+) -> Resolved:
     """Every block of this request in prefix order, each with its part; one Pydantic AI delivers through history (a
     loaded deferred capability's) has no `CurrentBlock`, and takes no part in the window.
     """
     parts = list(params.instruction_parts or [])
     counts = Counter(str(part.id) for part in parts if part.id is not None) if blocks.routed else Counter[str]()
-    literal, appending, native, rewriting = (list[tuple[CurrentBlock | None, InstructionPart | None]]() for _ in 'lanr')
+    literal, appending, native, rewriting = (Resolved() for _ in range(4))
     for part in parts:
         part_id = str(part.id) if part.id is not None else None
         if not in_prefix(params, part):
@@ -196,7 +204,7 @@ async def current_blocks(
     appending.extend((block, None) for block in _absent_routed(blocks, ctx.capabilities, parts))
     for own in blocks.own.values():
         content = await _call(own, ctx)
-        block_id = f'capability:{blocks.source_id}:{own.name}'
+        block_id = blocks.block_id(own.name)
         if own.on_change == 'append':
             appending.append((CurrentBlock(block_id, content, 'append'), None))
         elif content is not None and (text := content.strip()):
@@ -215,7 +223,7 @@ def _absent_routed(
     capability it names is on the agent. Warned as `UnmatchedRouteWarning` says, if the request has instructions.
     """
     ids = [str(part.id) for part in parts if part.id is not None]
-    ids.extend(f'capability:{blocks.source_id}:{name}' for name in blocks.own)
+    ids.extend(map(blocks.block_id, blocks.own))
     absent: list[CurrentBlock] = []
     for routed in blocks.routed:
         if any(_matches(part_id, routed) for part_id in ids):

@@ -44,9 +44,8 @@ def memory_limit() -> int:
 def set_memory_limit(max_bytes: int) -> None:
     """Set the most memory the package keeps across conversations, in bytes, for the whole process (64 MiB by default).
 
-    It covers what `AppendInstructions` keeps to save time: block texts, baselines, history scans. A lower limit
-    drops the oldest entries at once; a conversation whose entries were dropped costs its next request a scan of its
-    whole history, and nothing it sends changes.
+    It covers what `AppendInstructions` keeps to save time (block texts, baselines, history scans); a lower limit
+    drops the oldest entries at once. A dropped entry costs a later request time, and changes nothing it sends.
 
     Raises:
         UserError: If `max_bytes` is not a positive integer.
@@ -74,9 +73,7 @@ class BoundedCache(Generic[KeyT, ValueT]):
     """
 
     def __init__(self, *, max_entries: int, max_bytes: int, name: str | None = None, pooled: bool = False) -> None:
-        """An empty cache, listed by `process_caches` under `name`, and `pooled` in the memory limit if its entries only
-        save time (a guard's or verifier's keep their own bounds).
-        """
+        """An empty cache, listed by `process_caches` as `name`, and in the memory limit if `pooled`."""
         self.max_entries = max_entries
         """The most entries the cache holds."""
         self.max_bytes = max_bytes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 from typing import Any, cast, overload
 
@@ -112,8 +112,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         default_factory=dict[str, 'OwnBlock[AgentDepsT]'], init=False, repr=False
     )
     """The blocks registered with `instructions`, by name, in registration order."""
-    _settings: RequestSettings[AgentDepsT] = field(init=False, repr=False, compare=False)
-    """Its blocks and routes, for every request; `_request` adds the options as they are then."""
+    _routing: tuple[tuple[str, ...], frozenset[str], set[str]] = field(init=False, repr=False, compare=False)
+    """Every id of `append_ids` (presets flattened), the ones named directly, and those warned about once."""
     _resumed: Resumed | None = field(default=None, init=False, repr=False)
     """Per run: the window of the suspended turn the run resumes, as the run's history had it at the start."""
 
@@ -139,8 +139,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 "`AppendInstructions` can't be loaded on demand (`defer_loading=True`): its blocks are the prefix of "
                 'every request from the first.'
             )
-        routed, named = _routes(self.append_ids)
-        self._settings = RequestSettings(self, self.id, self._blocks, routed, named, set[str](), None, None)
+        self._routing = (*_routes(self.append_ids), set[str]())
 
     @classmethod
     def from_spec(
@@ -288,7 +287,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     def _request(self) -> RequestSettings[AgentDepsT]:
         key = self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
-        return replace(self._settings, source_id=cast('str', self.id), key=key, verifier=self.verifier)
+        return RequestSettings(self, cast('str', self.id), self._blocks, *self._routing, key, self.verifier)
 
     async def prepare_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

@@ -42,9 +42,7 @@ class _Kept(NamedTuple):
 
 class _Seen(NamedTuple):
     last: weakref.ref[Any]
-    """The last message of the first request's history (or the request), which history kept in process holds again."""
     at: int
-    """Its index."""
 
 
 _LOADED = _Kept([], [], [], Scan([], [], []), 0, 0)
@@ -53,7 +51,8 @@ _LOADED = _Kept([], [], [], Scan([], [], []), 0, 0)
 _KEPT = BoundedCache[tuple[str, bytes | None], _Kept | _Seen](
     max_entries=sys.maxsize, max_bytes=sys.maxsize, name='conversation scans', pooled=True
 )
-"""The last scan of each conversation, by conversation id and signing key, or `_LOADED`."""
+"""The last scan of each conversation, by conversation id and signing key; `_LOADED`; or, after a first request, a
+`_Seen`: the last message of its history (or the request) and its index, which history kept in process holds again."""
 
 
 def conversation_window(messages: Sequence[ModelMessage], *, key: bytes | None, conversation_id: str | None) -> Window:

@@ -22,7 +22,7 @@ from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.tools import AgentDepsT
 
-from ._blocks import RequestSettings, current_blocks
+from ._blocks import RequestSettings, Resolved, current_blocks
 from ._cache import ENTRY_BYTES, BoundedCache, size_of
 from ._compat import ask_for_framing_announcement, instruction_id
 from ._encoding import encode_baseline, encode_change
@@ -31,7 +31,7 @@ from ._kept import conversation_window
 from ._lookalikes import with_notes
 from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
-from ._window import CurrentBlock, Window, WindowPlan, plan_request
+from ._window import Window, WindowPlan, plan_request
 
 
 def is_inline(model: Model) -> bool:
@@ -201,9 +201,7 @@ def outgoing(messages: list[ModelMessage], window: Window, *, continues: bool, n
     return sent_messages
 
 
-def _prefix(
-    plan: WindowPlan, ordered: list[tuple[CurrentBlock | None, InstructionPart | None]]
-) -> list[InstructionPart]:
+def _prefix(plan: WindowPlan, ordered: Resolved) -> list[InstructionPart]:
     """The instruction parts sent: literal, the window's blocks and the sentence, native, rewrite-mode."""
     sources = {block.id: part for block, part in ordered if block and block.mode == 'append'}
     prefix = [part for block, part in ordered if block and block.mode == 'literal' and part]

@@ -29,8 +29,7 @@ from ._request import append, is_inline, outgoing, prefix_part, record_changes
 from ._window import fold
 
 Resumed: TypeAlias = 'tuple[InstructionBaselinePart, dict[str, str | None]]'
-"""The baseline of a suspended turn's window as the run's history had it when the run began, and the value the model
-held of each block."""
+"""A suspended turn's window baseline as the run's history had it, and each block's value the model held."""
 
 
 def resumed_window(
