@@ -15,7 +15,9 @@ static agent, the append history, and a capability that only leaves out the base
 what Pydantic AI itself charges for the extra parts; the distance from it to `append` is the plugin's own cost. An
 `injected` variant is the lower bound of any design that sends the changes' text: the static history, with no
 records in it at all, and a capability that adds each change's text to the request it belongs to, just before the
-request is sent. The timed runs reuse one history's objects, as one process running a conversation does;
+request is sent. A `reader-loaded` variant is the floor of any hook that reads the plugin's records exactly: a
+capability that reads only what such a reader must (`_Reader`), on the append history loaded afresh, and does
+nothing else; its hooks are timed like the plugin's. The timed runs reuse one history's objects, as one process running a conversation does;
 `append-loaded` gets the history freshly loaded from JSON before each run (outside the clock), as a server that
 stores history between requests does, and `static-loaded` does the same with the static history: what a fresh load
 costs Pydantic AI itself.
@@ -28,8 +30,10 @@ history's length.
 
 from __future__ import annotations
 
+import collections
 import gc
 import itertools
+import operator
 import statistics
 import time
 from collections.abc import Sequence
@@ -56,7 +60,7 @@ from pydantic_ai_append._history import RECORD_KEY, scan
 from pydantic_ai_append._request import record_changes
 from pydantic_ai_append._window import fold
 
-from .measure import HookTimer, Spread, least_squares_slope, paired_ratios, rotated
+from .measure import HookTimer, Spread, least_squares_slope, paired_ratios, rotated, time_hooks
 from .scenario import (
     BLOCKS,
     CLOCK_CHANGE_TURN,
@@ -158,6 +162,32 @@ class _Floor(AbstractCapability[Any]):
 
 def _is_empty_carrier(part: ModelRequestPart) -> bool:
     return isinstance(part, SystemPromptPart) and not part.content and bool(part.metadata)
+
+
+class _Reader(AbstractCapability[Any]):
+    """Reads what any exact reader of the plugin's records must, as fast as Python can, and changes nothing.
+
+    That is each part's type, each system prompt's metadata and the record in it with the two fields that link it
+    to the one before, and each user prompt's text (the lookalike check).
+    """
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        requests = [message for message in request_context.messages if type(message) is ModelRequest]
+        parts = list(itertools.chain.from_iterable(map(_PARTS, requests)))
+        metadata = [part.metadata for part in parts if type(part) is SystemPromptPart]
+        records = [cast('dict[str, Any]', held[RECORD_KEY]) for held in metadata if held and RECORD_KEY in held]
+        texts = [part.content for part in parts if type(part) is UserPromptPart]
+        collections.deque(map(_CHECK, records), maxlen=0)
+        collections.deque(map(_PREV, records), maxlen=0)
+        collections.deque(map(str.isascii, cast('list[str]', texts)), maxlen=0)
+        return request_context
+
+
+_CHECK = operator.itemgetter('check')
+_PREV = operator.methodcaller('get', 'prev')
+_PARTS = operator.attrgetter('parts')
 
 
 class _Injected(AbstractCapability[Any]):
@@ -272,7 +302,7 @@ class Timing:
     seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     """The CPU seconds of each variant's runs, in round order."""
     hook_seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
-    """For `append` and `append-loaded`: the CPU seconds spent in the plugin's hooks in each of those runs."""
+    """For `append`, `append-loaded` and `reader-loaded`: the CPU seconds spent in their hooks in each run."""
     history_bytes: dict[str, int] = field(default_factory=dict[str, int])
     """The serialized size of each policy's history."""
     by_hook: dict[str, list[dict[str, float]]] = field(default_factory=dict[str, list[dict[str, float]]])
@@ -328,6 +358,11 @@ async def time_runs(profile: Profile, turns: int, histories: dict[Policy, list[M
         assert isinstance(first, ModelRequest)
         floor = Agent(model, deps_type=int, instructions=first.instructions, capabilities=[_Floor()])
         variants['floor'] = Variant(floor, append_history, turns + 1)
+        reader_hooks = HookTimer()
+        reader = Agent(
+            model, deps_type=int, instructions=first.instructions, capabilities=[time_hooks(_Reader(), reader_hooks)]
+        )
+        variants['reader-loaded'] = Variant(reader, append_history, turns + 1, loaded=True, hooks=reader_hooks)
         if 'static' in histories:
             # The static history has the same requests at the same indexes, without records.
             injected = Agent(

@@ -258,10 +258,20 @@ def _piece_verdicts(results: Results) -> list[Verdict]:
     return found
 
 
-VARIANTS = ('static', 'static-loaded', 'rewrite', 'append', 'append-loaded', 'floor', 'injected', 'native')
+VARIANTS = (
+    'static',
+    'static-loaded',
+    'rewrite',
+    'append',
+    'append-loaded',
+    'floor',
+    'reader-loaded',
+    'injected',
+    'native',
+)
 """Every variant timed, in the order tables show them."""
 
-HOOKED = ('append', 'append-loaded')
+HOOKED = ('append', 'append-loaded', 'reader-loaded')
 """The variants whose hooks are timed, in the order tables show them."""
 
 
@@ -302,7 +312,8 @@ def _timing_sections(results: Results) -> list[str]:
     ]
     sections.append(
         "The plugin's share, per round (median, p25-p75): its hooks' CPU time inside the run and that time as a share "
-        "of the static variant's run in the same round; append over floor; what a fresh load adds to append over what "
+        "of the static variant's run in the same round, beside a hook that only reads every part's type on loaded "
+        'history (the floor of any exact reader); append over floor; what a fresh load adds to append over what '
         'it adds to static; stored history size over static'
         '\n\n'
         + table(
@@ -311,6 +322,7 @@ def _timing_sections(results: Results) -> list[str]:
                 'N',
                 'hooks in append',
                 'hooks in append-loaded',
+                'hooks in reader-loaded',
                 'append / floor',
                 '(append-loaded / append) / (static-loaded / static)',
                 'history size',

@@ -129,7 +129,7 @@ def test_smoke_run_writes_tables_json_and_plot(
     # Three numbers of changes, each run by the plugin, on history kept in process and loaded from JSON.
     assert all(len(row['changes']) == 6 for row in report['changes'])
     assert all(set(row['slope_per_1000_changes']) == {'append', 'append-loaded'} for row in report['changes'])
-    assert all(set(row['hook_share']) == {'append', 'append-loaded'} for row in report['overhead'])
+    assert all(set(row['hook_share']) == {'append', 'append-loaded', 'reader-loaded'} for row in report['overhead'])
     assert [(row['profile'], len(row['hook_seconds'])) for row in report['huge']] == [('inline', 3), ('wrapped', 3)]
     targets = {row['target']: (row['verdict'], row['spread']) for row in report['targets']}
     assert targets['verify a 1 MB prefix in under 1 ms'][0] in ('PASS', 'MISS')
