@@ -17,6 +17,7 @@ import base64
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -31,6 +32,8 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from pydantic_ai_append.testing import API_PATHS, Api
+
+from .caching import CacheUse, PromptCache
 
 __all__ = [
     'FakeProvider',
@@ -170,13 +173,16 @@ class FakeProvider:
         ```
     """
 
-    def __init__(self, script: Script = ()) -> None:
+    def __init__(self, script: Script = (), *, clock: Callable[[], float] = time.monotonic) -> None:
         """Prepare a server; it starts on `__enter__`.
 
         Args:
             script: The replies, in order across all APIs, or a function choosing each reply.
+            clock: The time in seconds, which the prompt cache's retention is counted in.
         """
         self._script = script
+        self.cache = PromptCache(clock)
+        """The prompt cache its usage reports follow (`fake_provider.caching`)."""
         self._next_turn = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -253,7 +259,17 @@ class FakeProvider:
             summary = _compaction_summary(api, index, request_json)
             if summary is not None:
                 self.compactions.append(index)
-            reply_id, reply = _render(api, index, request_json, turn, summary)
+            prompt = b''
+            if api == 'anthropic':
+                try:
+                    use = self.cache.anthropic(request_json)
+                except ValueError as error:
+                    return self._refuse(api, HTTPStatus.BAD_REQUEST, str(error))
+            else:
+                prompt, use = self.cache.openai(request_json, responses=api == 'openai-responses')
+            reply_id, reply = _render(api, index, request_json, turn, summary, use)
+            if api == 'openai-responses':
+                self.cache.remember(reply_id, prompt, _responses_output(reply))
             response_body = b''.join(reply.events) if reply.events is not None else reply.body
             self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
             return reply
@@ -410,10 +426,10 @@ def _compaction_item(index: int, summary: str) -> dict[str, Any]:
     }
 
 
-def _responses_usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+def _responses_usage(input_tokens: int, output_tokens: int, cached: int = 0) -> dict[str, Any]:
     return {
         'input_tokens': input_tokens,
-        'input_tokens_details': {'cached_tokens': 0},
+        'input_tokens_details': {'cached_tokens': cached},
         'output_tokens': output_tokens,
         'output_tokens_details': {'reasoning_tokens': 0},
         'total_tokens': input_tokens + output_tokens,
@@ -447,27 +463,46 @@ def _compacted_response(index: int, body_json: Mapping[str, Any]) -> dict[str, A
     }
 
 
-def _render(api: Api, index: int, body_json: Mapping[str, Any], turn: Turn, summary: str | None) -> tuple[str, _Reply]:
+def _render(
+    api: Api, index: int, body_json: Mapping[str, Any], turn: Turn, summary: str | None, use: CacheUse
+) -> tuple[str, _Reply]:
     stream = bool(body_json.get('stream'))
     if api == 'openai-chat':
-        return _render_chat(index, body_json, turn, stream)
+        return _render_chat(index, body_json, turn, stream, use)
     if api == 'openai-responses':
-        return _render_responses(index, body_json, turn, stream, summary)
-    return _render_anthropic(index, body_json, turn, stream, summary)
+        return _render_responses(index, body_json, turn, stream, summary, use)
+    return _render_anthropic(index, body_json, turn, stream, summary, use)
+
+
+def _responses_output(reply: _Reply) -> list[object]:
+    """The output items of a Responses reply, streamed or not."""
+    if reply.events is None:
+        return cast('list[object]', json.loads(reply.body)['output'])
+    last = reply.events[-1].decode().split('data: ', 1)[1]
+    return cast('list[object]', json.loads(last)['response']['output'])
 
 
 def _tool_arguments(arguments: Mapping[str, Any]) -> str:
     return json.dumps(dict(arguments), separators=(',', ':'))
 
 
-def _render_chat(index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool) -> tuple[str, _Reply]:
+def _render_chat(
+    index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, use: CacheUse
+) -> tuple[str, _Reply]:
     completion_id = f'chatcmpl-fake-{index}'
     model = str(body_json.get('model', 'fake'))
-    prompt_tokens, completion_tokens = _usage_tokens(body_json, turn)
+    prompt_tokens, completion_tokens = use.prompt, _usage_tokens(body_json, turn)[1]
     usage = {
         'prompt_tokens': prompt_tokens,
         'completion_tokens': completion_tokens,
         'total_tokens': prompt_tokens + completion_tokens,
+        'prompt_tokens_details': {'cached_tokens': use.read, 'audio_tokens': 0},
+        'completion_tokens_details': {
+            'reasoning_tokens': 0,
+            'audio_tokens': 0,
+            'accepted_prediction_tokens': 0,
+            'rejected_prediction_tokens': 0,
+        },
     }
     calls = [
         (f'call_fake_{index}_{position}', name, _tool_arguments(arguments))
@@ -514,10 +549,10 @@ def _render_chat(index: int, body_json: Mapping[str, Any], turn: Turn, stream: b
 
 
 def _render_responses(
-    index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, summary: str | None
+    index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, summary: str | None, use: CacheUse
 ) -> tuple[str, _Reply]:
     response_id = f'resp_fake_{index:04d}'
-    input_tokens, output_tokens = _usage_tokens(body_json, turn)
+    input_tokens, output_tokens = use.prompt, _usage_tokens(body_json, turn)[1]
     if isinstance(turn, Text):
         output: list[dict[str, Any]] = [
             {
@@ -565,7 +600,7 @@ def _render_responses(
             'tools': [],
             'top_p': 1.0,
             'truncation': 'disabled',
-            'usage': _responses_usage(input_tokens, output_tokens) if status == 'completed' else None,
+            'usage': _responses_usage(input_tokens, output_tokens, use.read) if status == 'completed' else None,
         }
 
     if not stream:
@@ -576,7 +611,10 @@ def _render_responses(
     def event(kind: str, **data: Any) -> bytes:
         return _sse(kind, {'type': kind, 'sequence_number': next(sequence), **data})
 
-    events = [event('response.created', response=response('in_progress', []))]
+    events = [
+        event('response.created', response=response('in_progress', [])),
+        event('response.in_progress', response=response('in_progress', [])),
+    ]
     for position, item in enumerate(output):
         item_id = item['id']
         if item['type'] == 'message':
@@ -649,6 +687,17 @@ def _render_responses(
 _NO_CACHE = {'cache_creation_input_tokens': 0, 'cache_read_input_tokens': 0}
 
 
+def _anthropic_usage(use: CacheUse) -> dict[str, Any]:
+    """The input side of an Anthropic reply's usage: what the prompt cache read, wrote and left."""
+    return {
+        'input_tokens': use.uncached,
+        'cache_creation_input_tokens': use.written_5m + use.written_1h,
+        'cache_read_input_tokens': use.read,
+        'cache_creation': {'ephemeral_5m_input_tokens': use.written_5m, 'ephemeral_1h_input_tokens': use.written_1h},
+        'service_tier': 'standard',
+    }
+
+
 def _anthropic_compaction_usage(
     body_json: Mapping[str, Any], live_context: Mapping[str, Any], compaction: Mapping[str, Any], output_tokens: int
 ) -> tuple[int, list[dict[str, Any]]]:
@@ -669,7 +718,7 @@ def _anthropic_compaction_usage(
 
 
 def _render_anthropic(
-    index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, summary: str | None
+    index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, summary: str | None, use: CacheUse
 ) -> tuple[str, _Reply]:
     message_id = f'msg_fake_{index:04d}'
     live_context = _anthropic_live_context(body_json)
@@ -688,9 +737,12 @@ def _render_anthropic(
         compaction = {'type': 'compaction', 'content': summary}
         content.insert(0, compaction)
         input_tokens, iterations = _anthropic_compaction_usage(body_json, live_context, compaction, output_tokens)
-    usage: dict[str, Any] = {'input_tokens': input_tokens, 'output_tokens': output_tokens, **_NO_CACHE}
+    usage: dict[str, Any] = {'input_tokens': input_tokens, **_NO_CACHE}
     if iterations:
         usage['iterations'] = iterations
+    else:
+        usage = _anthropic_usage(use)
+    usage['output_tokens'] = output_tokens
     message = {
         'id': message_id,
         'type': 'message',
@@ -709,7 +761,7 @@ def _render_anthropic(
 
     opening_usage = {key: value for key, value in usage.items() if key != 'iterations'} | {'output_tokens': 1}
     opening = {**message, 'content': [], 'stop_reason': None, 'usage': opening_usage}
-    events = [event('message_start', message=opening)]
+    events = [event('message_start', message=opening), event('ping')]
     for position, block in enumerate(content):
         if block['type'] == 'compaction':
             # The summary comes whole in one delta, after a start event that has none.
@@ -726,7 +778,8 @@ def _render_anthropic(
             ]
         events += [event('content_block_delta', index=position, delta=delta) for delta in deltas]
         events.append(event('content_block_stop', index=position))
-    final_usage: dict[str, Any] = {'output_tokens': output_tokens}
+    # A real stream's last usage repeats the input and cache counts, and Pydantic AI reads them from there.
+    final_usage = {key: usage[key] for key in (*_NO_CACHE, 'input_tokens', 'output_tokens')}
     if iterations:
         final_usage['iterations'] = iterations
     events.append(event('message_delta', delta={'stop_reason': stop_reason, 'stop_sequence': None}, usage=final_usage))

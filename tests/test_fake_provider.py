@@ -95,9 +95,11 @@ async def test_fake_provider_anthropic_json_reply():
             'stop_sequence': None,
             'usage': {
                 'input_tokens': IsPositiveInt(),
-                'output_tokens': IsPositiveInt(),
                 'cache_creation_input_tokens': 0,
                 'cache_read_input_tokens': 0,
+                'cache_creation': {'ephemeral_5m_input_tokens': 0, 'ephemeral_1h_input_tokens': 0},
+                'service_tier': 'standard',
+                'output_tokens': IsPositiveInt(),
             },
         }
     )

@@ -1,0 +1,174 @@
+"""The fake provider's prompt cache (`fake_provider.caching`): each documented rule on a hand-computed case, and the
+usage it reports read back by Pydantic AI's own model classes.
+
+Sizes are chosen so the counts are easy to check: a block of `n` bytes of compact JSON is `ceil(n / 4)` tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.models.anthropic import AnthropicModelSettings
+
+from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model, openai_responses_model
+from fake_provider.caching import CacheUse, PromptCache
+
+from .fake_models import live_loopback
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def chat(system_bytes: int, tail: str = '') -> dict[str, Any]:
+    # `{"role":"system","content":""}` is 30 bytes, so the system message is `system_bytes` bytes in all.
+    messages: list[dict[str, Any]] = [{'role': 'system', 'content': 'x' * (system_bytes - 30)}]
+    if tail:
+        messages.append({'role': 'user', 'content': tail})
+    return {'model': 'gpt-5.2', 'messages': messages}
+
+
+def test_openai_caches_from_1024_tokens_in_128_token_steps_for_5_minutes():
+    clock = Clock()
+    cache = PromptCache(clock)
+    # 8,000 bytes: 2,000 tokens, 15 whole steps of 128 tokens (512 bytes).
+    assert cache.openai(chat(8_000), responses=False)[1] == CacheUse(2_000, 0)
+    assert cache.openai(chat(8_000), responses=False)[1] == CacheUse(2_000, 1_920)
+    clock.now = 299.0
+    # A use keeps it 5 minutes more.
+    assert cache.openai(chat(8_000, tail='next'), responses=False)[1].read == 1_920
+    clock.now = 299.0 + 301.0
+    assert cache.openai(chat(8_000), responses=False)[1] == CacheUse(2_000, 0)
+
+
+def test_openai_reads_only_the_steps_before_the_first_changed_byte_and_nothing_below_1024_tokens():
+    cache = PromptCache(Clock())
+    cache.openai(chat(8_000), responses=False)
+    # A byte changed at offset 4,498 (the content starts at 28): 8 whole steps before it, exactly the minimum.
+    changed = chat(8_000)
+    content = changed['messages'][0]['content']
+    changed['messages'][0]['content'] = content[:4_470] + 'y' + content[4_471:]
+    assert cache.openai(changed, responses=False)[1] == CacheUse(2_000, 1_024)
+    # A byte changed at offset 28: no whole step before it.
+    early = chat(8_000)
+    early['messages'][0]['content'] = 'y' + content[1:]
+    assert cache.openai(early, responses=False)[1].read == 0
+    short = PromptCache(Clock())
+    short.openai(chat(4_000), responses=False)
+    assert short.openai(chat(4_000), responses=False)[1] == CacheUse(1_000, 0)
+
+
+def test_responses_previous_response_id_continues_the_stored_prompt():
+    cache = PromptCache(Clock())
+    first = {'model': 'gpt-5.2', 'instructions': 'i' * 6_000, 'input': 'Hi'}
+    prompt, use = cache.openai(first, responses=True)
+    assert use.read == 0
+    cache.remember('resp_1', prompt, [{'type': 'message', 'content': 'Hello'}])
+    later = {'model': 'gpt-5.2', 'previous_response_id': 'resp_1', 'input': [{'role': 'user', 'content': 'More'}]}
+    again, use = cache.openai(later, responses=True)
+    assert again.startswith(prompt)
+    assert use.read == len(prompt) // 512 * 128
+
+
+def anthropic(system_bytes: int, *, ttl: str | None = '5m', model: str = 'claude-sonnet-4-6', **more: Any):
+    # `system` + `{"type":"text","text":""}` is 31 bytes, so the system block is `system_bytes` bytes in all.
+    block: dict[str, Any] = {'type': 'text', 'text': 's' * (system_bytes - 31)}
+    if ttl is not None:
+        block['cache_control'] = {'type': 'ephemeral', **({'ttl': ttl} if ttl == '1h' else {})}
+    # `user"Hi"`: 8 bytes, 2 tokens.
+    return {'model': model, 'system': [block], 'messages': [{'role': 'user', 'content': 'Hi'}], **more}
+
+
+def test_anthropic_writes_at_a_breakpoint_then_reads_it_and_leaves_the_rest_uncached():
+    cache = PromptCache(Clock())
+    # 4,400 bytes: 1,100 tokens, over claude-sonnet-4-6's 1,024.
+    assert cache.anthropic(anthropic(4_400)) == CacheUse(1_102, 0, written_5m=1_100)
+    assert cache.anthropic(anthropic(4_400)) == CacheUse(1_102, 1_100)
+    # No breakpoint: nothing read or written, though the prefix is cached.
+    assert cache.anthropic(anthropic(4_400, ttl=None)) == CacheUse(1_102, 0)
+
+
+def test_anthropic_caches_nothing_below_the_models_minimum():
+    cache = PromptCache(Clock())
+    # 4,000 bytes: 1,000 tokens.
+    cache.anthropic(anthropic(4_000))
+    assert cache.anthropic(anthropic(4_000)) == CacheUse(1_002, 0)
+    # claude-haiku-4-5 needs 4,096: 1,100 tokens is not enough for it.
+    cache.anthropic(anthropic(4_400, model='claude-haiku-4-5'))
+    assert cache.anthropic(anthropic(4_400, model='claude-haiku-4-5')) == CacheUse(1_102, 0)
+
+
+def test_anthropic_retention_5_minutes_refreshed_by_a_read_or_1_hour():
+    clock = Clock()
+    cache = PromptCache(clock)
+    cache.anthropic(anthropic(4_400))
+    clock.now = 290.0
+    assert cache.anthropic(anthropic(4_400)).read == 1_100
+    clock.now = 290.0 + 290.0
+    assert cache.anthropic(anthropic(4_400)).read == 1_100
+    clock.now = 580.0 + 301.0
+    assert cache.anthropic(anthropic(4_400)) == CacheUse(1_102, 0, written_5m=1_100)
+    assert cache.anthropic(anthropic(4_400, ttl='1h')) == CacheUse(1_102, 1_100)
+    hourly = PromptCache(clock)
+    assert hourly.anthropic(anthropic(4_400, ttl='1h')) == CacheUse(1_102, 0, written_1h=1_100)
+    clock.now += 3_000.0
+    assert hourly.anthropic(anthropic(4_400, ttl='1h')).read == 1_100
+
+
+def conversation(turns: int) -> dict[str, Any]:
+    # A 1,100-token system block, then `turns` user blocks of 8 bytes; the breakpoint is the request's own.
+    messages = [{'role': 'user', 'content': f'Hi{turn:02d}'} for turn in range(turns)]
+    request = anthropic(4_400, ttl=None)
+    return {**request, 'messages': messages, 'cache_control': {'type': 'ephemeral'}}
+
+
+def test_anthropic_automatic_breakpoint_found_again_within_20_blocks():
+    cache = PromptCache(Clock())
+    # Each user block is `user"HiNN"`, 10 bytes, 3 tokens.
+    assert cache.anthropic(conversation(1)) == CacheUse(1_103, 0, written_5m=1_103)
+    # 20 blocks later, the last breakpoint's prefix is the 20th boundary looked back at.
+    assert cache.anthropic(conversation(20)) == CacheUse(1_160, 1_103, written_5m=57)
+    # 21 blocks after that one, it is out of reach, and the one before it too.
+    assert cache.anthropic(conversation(41)) == CacheUse(1_223, 0, written_5m=1_223)
+
+
+def test_anthropic_refuses_a_fifth_breakpoint():
+    control = {'type': 'ephemeral'}
+    blocks = [{'type': 'text', 'text': 'a', 'cache_control': control}] * 4
+    request = anthropic(4_400, messages=[{'role': 'user', 'content': blocks}])
+    with pytest.raises(ValueError, match='A maximum of 4 blocks with cache_control may be provided. Found 5.'):
+        PromptCache(Clock()).anthropic(request)
+
+
+LONG = 'Follow the house style. ' * 400
+"""About 9,600 bytes of instructions: well over every minimum."""
+
+
+@live_loopback
+@pytest.mark.anyio
+async def test_pydantic_ai_reads_the_reported_cache_usage_on_every_api():
+    settings = AnthropicModelSettings(anthropic_cache_instructions=True)
+    with FakeProvider(script=lambda request: Text('Done.')) as server:
+        runs = [
+            (Agent(anthropic_model(server.url), instructions=LONG, model_settings=settings), 'anthropic'),
+            (Agent(openai_chat_model(server.url), instructions=LONG), 'openai-chat'),
+            (Agent(openai_responses_model(server.url), instructions=LONG), 'openai-responses'),
+        ]
+        usages = {}
+        for agent, api in runs:
+            first, second = await agent.run('Hello'), await agent.run('Hello')
+            usages[api] = (first.response.usage, second.response.usage)
+    assert server.errors == []
+    for api, (first, second) in usages.items():
+        assert (first.cache_read_tokens, second.cache_read_tokens > 0) == (0, True), api
+        # Pydantic AI counts what was read and written in the input tokens, on every API.
+        assert second.input_tokens == first.input_tokens, api
+    first, second = usages['anthropic']
+    assert (first.cache_write_tokens > 0, second.cache_write_tokens) == (True, 0)
+    assert second.cache_read_tokens == first.cache_write_tokens
