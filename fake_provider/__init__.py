@@ -761,21 +761,13 @@ def _render_anthropic(
 
     opening_usage = {key: value for key, value in usage.items() if key != 'iterations'} | {'output_tokens': 1}
     opening = {**message, 'content': [], 'stop_reason': None, 'usage': opening_usage}
-    events = [event('message_start', message=opening), event('ping')]
+    events = [event('message_start', message=opening)]
     for position, block in enumerate(content):
-        if block['type'] == 'compaction':
-            # The summary comes whole in one delta, after a start event that has none.
-            events.append(event('content_block_start', index=position, content_block={**block, 'content': None}))
-            deltas = [{'type': 'compaction_delta', 'content': block['content']}]
-        elif block['type'] == 'text':
-            events.append(event('content_block_start', index=position, content_block={'type': 'text', 'text': ''}))
-            deltas = [{'type': 'text_delta', 'text': piece} for piece in _halves(block['text'])]
-        else:
-            events.append(event('content_block_start', index=position, content_block={**block, 'input': {}}))
-            deltas = [
-                {'type': 'input_json_delta', 'partial_json': piece}
-                for piece in _halves(_tool_arguments(block['input']))
-            ]
+        start, deltas = _block_stream(block)
+        events.append(event('content_block_start', index=position, content_block=start))
+        if position == 0:
+            # As real streams do, right after the first block starts.
+            events.append(event('ping'))
         events += [event('content_block_delta', index=position, delta=delta) for delta in deltas]
         events.append(event('content_block_stop', index=position))
     # A real stream's last usage repeats the input and cache counts, and Pydantic AI reads them from there.
@@ -785,6 +777,17 @@ def _render_anthropic(
     events.append(event('message_delta', delta={'stop_reason': stop_reason, 'stop_sequence': None}, usage=final_usage))
     events.append(event('message_stop'))
     return message_id, _Reply(200, events=events)
+
+
+def _block_stream(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """How an Anthropic stream sends one content block: the block it starts with, and its deltas."""
+    if block['type'] == 'compaction':
+        # The summary comes whole in one delta, after a start event that has none.
+        return {**block, 'content': None}, [{'type': 'compaction_delta', 'content': block['content']}]
+    if block['type'] == 'text':
+        return {'type': 'text', 'text': ''}, [{'type': 'text_delta', 'text': piece} for piece in _halves(block['text'])]
+    pieces = _halves(_tool_arguments(block['input']))
+    return {**block, 'input': {}}, [{'type': 'input_json_delta', 'partial_json': piece} for piece in pieces]
 
 
 def _api_base(base_url: str) -> str:

@@ -13,15 +13,18 @@ from its last use. The prompt is the request's tools, then its instructions and 
 (a Responses request naming `previous_response_id` continues the prompt of that response and its output). A byte
 changed anywhere ends the prefix there.
 
-**Anthropic** Messages, per https://docs.claude.com/en/docs/build-with-claude/prompt-caching: a prompt is cached
-in the order tools, `system`, `messages`, and only up to a cache breakpoint: a block with `cache_control` (at most
-4 a request), or the request's top-level `cache_control`, which marks its last block. A request reads the longest
-cached prefix that ends at a breakpoint or at one of the 20 block boundaries before it, and writes the prefix at
-each breakpoint after that, if it is at least the model's minimum cacheable length. An entry lives for its `ttl`
-(`5m` by default, or `1h`), refreshed at no cost each time it is read. Usage reports `input_tokens` after the last
-breakpoint written or read, `cache_read_input_tokens`, and `cache_creation_input_tokens` split by retention in
-`cache_creation`. A block here is a tool, a system block, or one content block of a message (a string content is
-one block); a message's role is part of its blocks.
+**Anthropic** Messages, per https://platform.claude.com/docs/en/build-with-claude/prompt-caching: a prompt is
+cached per model in the order tools, `system`, `messages`, and only up to a cache breakpoint: a block with
+`cache_control`, or the request's top-level `cache_control` (automatic caching), which marks its last block; at
+most 4 in all. A request reads the longest prefix an earlier request wrote that ends at a breakpoint or at one of
+the 19 blocks before it (a lookback of 20 blocks, the breakpoint's own included), and writes the prefix at each
+breakpoint after that, if it is at least the model's minimum cacheable length. An entry lives for its `ttl` (`5m`
+by default, or `1h`), refreshed at no cost each time it is read. Changing `tool_choice` or the thinking settings
+invalidates the messages (not the tools or the system prompt); a tool with `defer_loading` is outside the prefix
+(https://platform.claude.com/docs/en/agents-and-tools/tool-use/tool-use-with-prompt-caching). Usage reports
+`input_tokens` after the prefix read or written, `cache_read_input_tokens`, and `cache_creation_input_tokens`,
+split by retention in `cache_creation`. A block here is a tool, a system block, or one content block of a message
+(a string content is one block); a message's role is part of its blocks.
 """
 
 from __future__ import annotations
@@ -49,12 +52,15 @@ ANTHROPIC_TTL_SECONDS: Mapping[str, float] = {'5m': 5 * 60, '1h': 60 * 60}
 ANTHROPIC_MINIMUM_TOKENS: Mapping[str, int] = {
     'claude-opus-4-6': 4_096,
     'claude-opus-4-5': 4_096,
-    'claude-opus-4-1': 1_024,
-    'claude-sonnet-4-6': 1_024,
-    'claude-sonnet-4-5': 1_024,
     'claude-haiku-4-5': 4_096,
+    'claude-sonnet-4-6': 2_048,
+    'claude-3-5-haiku': 2_048,
+    'claude-3-haiku': 2_048,
+    'claude-sonnet-4-5': 1_024,
+    'claude-opus-4-1': 1_024,
 }
-"""The minimum cacheable prompt of each model the docs name, by model name prefix; 1,024 for any other."""
+"""The minimum cacheable prompt of the models the docs name, by model name prefix; 1,024 for any other (Claude
+Opus 4 and Sonnet 4, 3.7)."""
 
 
 def tokens(data: bytes) -> int:
@@ -90,6 +96,8 @@ class _Block:
     data: bytes
     ttl: Literal['5m', '1h'] | None
     """The retention of a breakpoint on this block, `None` if it isn't one."""
+    messages_start: bool = False
+    """Whether the messages start here, where a change of `tool_choice` or thinking settings ends the prefix."""
 
 
 class PromptCache:
@@ -163,8 +171,11 @@ class PromptCache:
         now = self._clock()
         digests: list[bytes] = []
         ends: list[int] = []
-        digest = hashlib.sha256()
+        digest = hashlib.sha256(str(request.get('model')).encode())
+        salt = _compact([request.get('tool_choice'), request.get('thinking')])
         for block in blocks:
+            if block.messages_start:
+                digest.update(salt)
             digest.update(hashlib.sha256(block.data).digest())
             digests.append(digest.copy().digest())
             ends.append((ends[-1] if ends else 0) + tokens(block.data))
@@ -209,19 +220,31 @@ def _without_control(block: object) -> object:
 
 
 def _anthropic_blocks(request: Mapping[str, Any]) -> list[_Block]:
-    """The request's blocks in cache order, each with the retention of a breakpoint on it."""
-    tools = cast('list[object]', request.get('tools') or [])
-    blocks = [_Block(b'tool' + _compact(_without_control(tool)), _ttl(tool)) for tool in tools]
+    """The request's blocks in cache order, each with the retention of a breakpoint on it; `ValueError` for what
+    the API refuses.
+    """
+    blocks: list[_Block] = []
+    for tool in cast('list[Mapping[str, Any]]', request.get('tools') or []):
+        if tool.get('defer_loading'):
+            if 'cache_control' in tool:
+                raise ValueError(
+                    f"Tool '{tool.get('name')}' cannot have both defer_loading=true and cache_control set."
+                )
+            continue
+        blocks.append(_Block(b'tool' + _compact(_without_control(tool)), _ttl(tool)))
     system = request.get('system')
     for block in [system] if isinstance(system, str) else list(system or []):
         blocks.append(_Block(b'system' + _compact(_without_control(block)), _ttl(block)))
+    first_message = len(blocks)
     for message in cast('list[Mapping[str, Any]]', request.get('messages') or []):
         role = str(message.get('role')).encode()
         content = message.get('content')
         for block in [content] if isinstance(content, str) else list(content or []):
-            blocks.append(_Block(role + _compact(_without_control(block)), _ttl(block)))
-    automatic = request.get('cache_control')
-    if isinstance(automatic, dict) and blocks and blocks[-1].ttl is None:
-        ttl = '1h' if cast('Mapping[str, Any]', automatic).get('ttl') == '1h' else '5m'
-        blocks[-1] = _Block(blocks[-1].data, ttl)
+            blocks.append(_Block(role + _compact(_without_control(block)), _ttl(block), len(blocks) == first_message))
+    automatic = _ttl(request)
+    if automatic is not None and blocks:
+        last = blocks[-1]
+        if last.ttl is not None and last.ttl != automatic:
+            raise ValueError(f'the last block has a cache_control ttl of {last.ttl!r}, the request {automatic!r}')
+        blocks[-1] = _Block(last.data, automatic, last.messages_start)
     return blocks

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.models.anthropic import AnthropicModelSettings
+from pydantic_ai.usage import RequestUsage
 
 from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model, openai_responses_model
 from fake_provider.caching import CacheUse, PromptCache
@@ -76,7 +77,7 @@ def test_responses_previous_response_id_continues_the_stored_prompt():
     assert use.read == len(prompt) // 512 * 128
 
 
-def anthropic(system_bytes: int, *, ttl: str | None = '5m', model: str = 'claude-sonnet-4-6', **more: Any):
+def anthropic(system_bytes: int, *, ttl: str | None = '5m', model: str = 'claude-sonnet-4-5', **more: Any):
     # `system` + `{"type":"text","text":""}` is 31 bytes, so the system block is `system_bytes` bytes in all.
     block: dict[str, Any] = {'type': 'text', 'text': 's' * (system_bytes - 31)}
     if ttl is not None:
@@ -87,7 +88,7 @@ def anthropic(system_bytes: int, *, ttl: str | None = '5m', model: str = 'claude
 
 def test_anthropic_writes_at_a_breakpoint_then_reads_it_and_leaves_the_rest_uncached():
     cache = PromptCache(Clock())
-    # 4,400 bytes: 1,100 tokens, over claude-sonnet-4-6's 1,024.
+    # 4,400 bytes: 1,100 tokens, over claude-sonnet-4-5's 1,024.
     assert cache.anthropic(anthropic(4_400)) == CacheUse(1_102, 0, written_5m=1_100)
     assert cache.anthropic(anthropic(4_400)) == CacheUse(1_102, 1_100)
     # No breakpoint: nothing read or written, though the prefix is cached.
@@ -99,9 +100,38 @@ def test_anthropic_caches_nothing_below_the_models_minimum():
     # 4,000 bytes: 1,000 tokens.
     cache.anthropic(anthropic(4_000))
     assert cache.anthropic(anthropic(4_000)) == CacheUse(1_002, 0)
-    # claude-haiku-4-5 needs 4,096: 1,100 tokens is not enough for it.
-    cache.anthropic(anthropic(4_400, model='claude-haiku-4-5'))
-    assert cache.anthropic(anthropic(4_400, model='claude-haiku-4-5')) == CacheUse(1_102, 0)
+    # claude-sonnet-4-6 needs 2,048 and claude-haiku-4-5 4,096: 1,100 tokens is not enough for either.
+    for model in ('claude-sonnet-4-6', 'claude-haiku-4-5'):
+        cache.anthropic(anthropic(4_400, model=model))
+        assert cache.anthropic(anthropic(4_400, model=model)) == CacheUse(1_102, 0), model
+    assert cache.anthropic(anthropic(8_400, model='claude-sonnet-4-6')).written_5m == 2_100
+
+
+def test_anthropic_caches_per_model_and_tool_choice_or_thinking_end_it_at_the_messages():
+    cache = PromptCache(Clock())
+    cache.anthropic(anthropic(4_400))
+    assert cache.anthropic(anthropic(4_400, model='claude-opus-4-1')).read == 0
+    # A breakpoint on the last message: the system block's prefix is read, the messages' isn't.
+    messages = [{'role': 'user', 'content': [{'type': 'text', 'text': 'Hi', 'cache_control': {'type': 'ephemeral'}}]}]
+    cache.anthropic(anthropic(4_400, messages=messages))
+    changes: list[dict[str, Any]] = [
+        {'tool_choice': {'type': 'any'}},
+        {'thinking': {'type': 'enabled', 'budget_tokens': 2_048}},
+    ]
+    for changed in changes:
+        # `user{"type":"text","text":"Hi"}`: 31 bytes, 8 tokens.
+        assert cache.anthropic({**anthropic(4_400, messages=messages), **changed}) == CacheUse(
+            1_108, 1_100, written_5m=8
+        ), changed
+
+
+def test_anthropic_deferred_tools_are_outside_the_prefix():
+    cache = PromptCache(Clock())
+    cache.anthropic(anthropic(4_400))
+    deferred = {'name': 'search_files', 'input_schema': {'type': 'object'}, 'defer_loading': True}
+    assert cache.anthropic(anthropic(4_400, tools=[deferred])) == CacheUse(1_102, 1_100)
+    with pytest.raises(ValueError, match="Tool 'search_files' cannot have both defer_loading=true and cache_control"):
+        cache.anthropic(anthropic(4_400, tools=[{**deferred, 'cache_control': {'type': 'ephemeral'}}]))
 
 
 def test_anthropic_retention_5_minutes_refreshed_by_a_read_or_1_hour():
@@ -138,7 +168,11 @@ def test_anthropic_automatic_breakpoint_found_again_within_20_blocks():
     assert cache.anthropic(conversation(41)) == CacheUse(1_223, 0, written_5m=1_223)
 
 
-def test_anthropic_refuses_a_fifth_breakpoint():
+def test_anthropic_refuses_a_fifth_breakpoint_and_an_automatic_one_of_another_ttl():
+    with pytest.raises(ValueError, match="the last block has a cache_control ttl of '5m', the request '1h'"):
+        PromptCache(Clock()).anthropic(
+            {**anthropic(4_400), 'messages': [], 'cache_control': {'type': 'ephemeral', 'ttl': '1h'}}
+        )
     control = {'type': 'ephemeral'}
     blocks = [{'type': 'text', 'text': 'a', 'cache_control': control}] * 4
     request = anthropic(4_400, messages=[{'role': 'user', 'content': blocks}])
@@ -160,7 +194,7 @@ async def test_pydantic_ai_reads_the_reported_cache_usage_on_every_api():
             (Agent(openai_chat_model(server.url), instructions=LONG), 'openai-chat'),
             (Agent(openai_responses_model(server.url), instructions=LONG), 'openai-responses'),
         ]
-        usages = {}
+        usages: dict[str, tuple[RequestUsage, RequestUsage]] = {}
         for agent, api in runs:
             first, second = await agent.run('Hello'), await agent.run('Hello')
             usages[api] = (first.response.usage, second.response.usage)
