@@ -18,7 +18,7 @@ from .pieces import PieceTiming, time_pieces
 from .report import Results, machine, render_svg, render_text, to_json, verdicts
 from .scenario import POLICIES, Policy, native_available
 from .servers import ManyConversations, time_instrumented, time_many_conversations
-from .wire import PATHS, WireResult, run_conversation
+from .wire import PATHS, Variant, WireResult, run_conversation
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,11 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _wire(turns: int, policies: Sequence[Policy]) -> list[WireResult]:
     results: list[WireResult] = []
+    variants: list[Variant] = [*policies, *(['native-always'] if 'native' in policies else [])]
     for path in PATHS:
-        for policy in policies:
-            print(f'  wire: {path} / {policy}', file=sys.stderr)
-            results.append(await run_conversation(path, policy, turns))
+        for variant in variants:
+            print(f'  wire: {path} / {variant}', file=sys.stderr)
+            results.append(await run_conversation(path, variant, turns))
     return results
 
 

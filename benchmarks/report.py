@@ -20,6 +20,7 @@ from .pieces import PieceTiming
 from .server_tables import instrumented_json, instrumented_section, many_json, many_section, many_verdicts
 from .servers import ManyConversations
 from .tables import Verdict, percent, ratio_cell, spread_json, table, times
+from .tokens import token_result, token_summary
 from .wire import PathName, WireResult, summary
 
 __all__ = ('Results', 'Verdict', 'machine', 'render_svg', 'render_text', 'to_json', 'verdicts')
@@ -40,6 +41,8 @@ HISTORY_SIZE_LIMIT = 1.10
 """Append mode's stored history at most this many times the static history's size, at the largest target size."""
 CHANGE_SLOPE_LIMIT = 0.0025
 """The hooks' CPU time grows by at most this share of the run per 1,000 past changes in the window."""
+LIMIT_RATIO = 1.05
+"""With the recommended cache settings, append mode's input cost is at most this multiple of the limit."""
 HUGE_SECONDS_LIMIT = 0.5
 """A one-line edit to the huge block is delivered in at most this many CPU seconds of the plugin's hooks."""
 HUGE_GROWTH_LIMIT = 0.10
@@ -126,14 +129,18 @@ def _wire_verdicts(results: Results) -> list[Verdict]:
                 append.min_reuse == 100.0 and not append.moves,
             )
         )
-        native = policies.get('native')
+        natives = [policies[name] for name in ('native', 'native-always') if name in policies]
+        native = min(natives, key=lambda result: result.uncached, default=None)
         found.append(
             Verdict(
-                f"{path}: uncached bytes no more than the native peer's",
-                f'{append.uncached:,} vs {native.uncached:,}' if native else 'no native peer on this release',
+                f"{path}: uncached bytes no more than the native peer's at its best",
+                f'{append.uncached:,} vs {native.uncached:,} ({native.policy})'
+                if native
+                else 'no native peer on this release',
                 append.uncached <= native.uncached if native else None,
             )
         )
+        found.extend(_token_verdicts(path, append, natives))
         rewrite = policies.get('rewrite')
         if rewrite is not None:
             factor = rewrite.uncached / append.uncached if append.uncached else float('inf')
@@ -154,6 +161,69 @@ def _wire_verdicts(results: Results) -> list[Verdict]:
                 )
             )
     return found
+
+
+def _token_verdicts(path: str, append: WireResult, natives: Sequence[WireResult]) -> list[Verdict]:
+    tokens = token_result(append)
+    found = [
+        Verdict(
+            f"{path}: append mode's input cost at most {LIMIT_RATIO:g}x the limit, with the recommended settings",
+            f'{tokens.over_limit:.3f}x (${tokens.cost:.4f} vs ${tokens.limit:.4f})',
+            tokens.over_limit <= LIMIT_RATIO,
+        )
+    ]
+    if natives:
+        best = min(natives, key=lambda result: token_result(result).cost)
+        cost = token_result(best).cost
+        found.append(
+            Verdict(
+                f"{path}: append mode's input cost no more than the native peer's at its best",
+                f'${tokens.cost:.4f} vs ${cost:.4f} ({best.policy})',
+                tokens.cost <= cost,
+            )
+        )
+    return found
+
+
+def _tokens_section(results: Results) -> str:
+    rows: list[list[str]] = []
+    for result in results.wire:
+        tokens = token_result(result)
+        rows.append(
+            [
+                result.path,
+                result.policy,
+                result.model,
+                f'{tokens.input:,}',
+                f'{tokens.read:,}',
+                f'{tokens.written:,}',
+                f'{tokens.uncached:,}',
+                f'${tokens.cost:.4f}',
+                f'${tokens.limit:.4f}',
+                f'{tokens.over_limit:.3f}x',
+            ]
+        )
+    return (
+        f"Input tokens and dollars over the same {results.turns} turns, as the fake provider's simulated caches "
+        'report them (4 bytes of compact JSON a token), priced with genai-prices for the model sent; the limit reads '
+        'every token the previous request sent at the cache read price, and pays the input price (Anthropic: the '
+        'cache write price) for the rest\n\n'
+        + table(
+            [
+                'path',
+                'variant',
+                'model',
+                'input tokens',
+                'read',
+                'written',
+                'uncached',
+                'input cost',
+                'limit',
+                'cost / limit',
+            ],
+            rows,
+        )
+    )
 
 
 def _overhead_verdicts(results: Results) -> list[Verdict]:
@@ -445,6 +515,7 @@ def render_text(results: Results) -> str:
     sections: list[str] = []
     if results.wire:
         sections.append(_wire_section(results))
+        sections.append(_tokens_section(results))
     if results.timings:
         sections.extend(_timing_sections(results))
     if results.changes:
@@ -479,7 +550,7 @@ def to_json(results: Results) -> dict[str, Any]:
     return {
         'turns': results.turns,
         'machine': results.machine,
-        'wire': [summary(result) for result in results.wire],
+        'wire': [summary(result) | token_summary(result) for result in results.wire],
         'overhead': [
             {
                 'profile': timing.profile,

@@ -26,6 +26,7 @@ from typing import Literal, TypeAlias
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
 
 from pydantic_ai_append import AppendInstructions
 
@@ -151,23 +152,39 @@ def native_available() -> bool:
     return 'on_change' in inspect.signature(Agent.instructions).parameters
 
 
-def build_agent(policy: Policy, model: Model, hooks: HookTimer | None = None) -> Agent[int, str]:
-    """An agent for `policy` whose deps are the turn number; with `hooks`, append mode's hooks are timed into it.
+def build_agent(
+    policy: Policy, model: Model, hooks: HookTimer | None = None, settings: ModelSettings | None = None
+) -> Agent[int, str]:
+    """An agent for `policy` whose deps are the turn number, sending `settings`; with `hooks`, append mode's hooks
+    are timed into it.
 
     Raises:
         RuntimeError: For `'native'` on a release without `on_change='append'`.
     """
     if policy == 'static':
         frozen = '\n\n'.join(function(1) for _, function in BLOCKS)
-        return Agent(model, deps_type=int, instructions=f'{STATIC_INSTRUCTIONS}\n\n{frozen}', tools=[lookup])
+        return Agent(
+            model,
+            deps_type=int,
+            instructions=f'{STATIC_INSTRUCTIONS}\n\n{frozen}',
+            tools=[lookup],
+            model_settings=settings,
+        )
     if policy == 'append':
         context = AppendInstructions[int](id='scenario')
         for name, function in BLOCKS:
             context.instructions(_at_turn(function), name=name)
         if hooks is not None:
             time_hooks(context, hooks)
-        return Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=[lookup], capabilities=[context])
-    agent = Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=[lookup])
+        return Agent(
+            model,
+            deps_type=int,
+            instructions=STATIC_INSTRUCTIONS,
+            tools=[lookup],
+            capabilities=[context],
+            model_settings=settings,
+        )
+    agent = Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=[lookup], model_settings=settings)
     if policy == 'native' and not native_available():
         raise RuntimeError("this Pydantic AI release has no `on_change='append'`")
     for name, function in BLOCKS:

@@ -6,7 +6,8 @@ round trip. What was sent is measured with the package's own wire tools
 ([`WireConversation`][pydantic_ai_append.testing.WireConversation] and
 [`prefix_reuse`][pydantic_ai_append.testing.prefix_reuse]): per request, the bytes of the cache-order segments
 it shares with the previous request (reused) and the rest (uncached), where the prefix moved, and the delivered
-change elements.
+change elements. Each conversation sends the cache settings the docs recommend for its provider
+(`RECOMMENDED_SETTINGS`), and keeps the usage the fake provider's simulated cache reported for each request.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, cast
 
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RequestUsage
 
 from fake_provider import (
     FakeProvider,
@@ -37,8 +40,10 @@ from .scenario import BLOCKS, Policy, build_agent, prompt, tool_turn
 
 __all__ = (
     'PATHS',
+    'RECOMMENDED_SETTINGS',
     'PathName',
     'RequestBytes',
+    'Variant',
     'WireResult',
     'change_elements',
     'conversation',
@@ -55,6 +60,22 @@ PATHS: dict[PathName, tuple[Api, str]] = {
     'anthropic-wrapped': ('anthropic', 'claude-sonnet-4-5'),
 }
 """Each path's provider API and model name. `claude-sonnet-4-5` has no inline system messages."""
+
+Variant: TypeAlias = Literal['static', 'rewrite', 'append', 'native', 'native-always']
+"""A policy, or `native-always`: Pydantic AI's own append mode announcing the `<system>` framing from the first
+request (`framing_announcement='always'`), its best configuration on models without inline system messages."""
+
+RECOMMENDED_SETTINGS: dict[Api, ModelSettings] = {
+    # A breakpoint after the instructions (and the tools), and the automatic one at the end of the conversation.
+    'anthropic': cast(
+        'ModelSettings',
+        {'anthropic_cache': True, 'anthropic_cache_instructions': True, 'anthropic_cache_tool_definitions': True},
+    ),
+    # OpenAI caches every prefix of 1,024 tokens or more by itself.
+    'openai-chat': ModelSettings(),
+    'openai-responses': ModelSettings(),
+}
+"""The cache settings each conversation sends, as `docs/performance.md` recommends them."""
 
 _CHANGE = re.compile(r'<(pyai:)?(context-diff|context_diff|context)\b[^>]*>.*?</\1?\2>', re.DOTALL)
 """A delivered change element: this package's, or Pydantic AI's own (`pyai:` prefixed, `context_diff`)."""
@@ -89,7 +110,7 @@ class WireResult:
     """One conversation's measurements."""
 
     path: PathName
-    policy: Policy
+    policy: Variant
     delivery: str
     """`'inline'` or `'wrapped'`: how the model takes mid-conversation system messages."""
     body_bytes: int = 0
@@ -101,6 +122,10 @@ class WireResult:
     """Each block's full text size at the end of the scenario, to compare its changes with."""
     largest_diff: dict[str, int] = field(default_factory=dict[str, int])
     """Each block's largest `<context-diff>` element, in bytes."""
+    model: str = ''
+    """The model name sent, which prices the usage."""
+    usages: list[RequestUsage] = field(default_factory=list[RequestUsage])
+    """What the provider reported for each request, as Pydantic AI reads it."""
 
     @property
     def total(self) -> int:
@@ -174,15 +199,19 @@ def _model(path: PathName, url: str) -> Model:
     return anthropic_model(url, name)
 
 
-async def run_conversation(path: PathName, policy: Policy, turns: int) -> WireResult:
-    """Run the scenario for `turns` turns on one path and policy, and measure what was sent."""
-    api = PATHS[path][0]
+async def run_conversation(path: PathName, variant: Variant, turns: int) -> WireResult:
+    """Run the scenario for `turns` turns on one path and variant, and measure what was sent."""
+    api, name = PATHS[path]
+    policy: Policy = 'native' if variant == 'native-always' else variant
+    settings = RECOMMENDED_SETTINGS[api]
+    if variant == 'native-always':
+        settings = cast('ModelSettings', {**settings, 'framing_announcement': 'always'})
     script = _script()
     with FakeProvider(script=lambda _: next(script)) as server, warnings.catch_warnings():
         # The SDK warns that this model is near its end of life; it is the path without inline system messages.
         warnings.filterwarnings('ignore', message="The model 'claude-sonnet-4-5' is deprecated")
         model = _model(path, server.url)
-        agent = build_agent(policy, model)
+        agent = build_agent(policy, model, settings=settings)
         history: list[ModelMessage] = []
         for turn in range(1, turns + 1):
             result = await agent.run(prompt(turn), deps=turn, message_history=history)
@@ -191,7 +220,8 @@ async def run_conversation(path: PathName, policy: Policy, turns: int) -> WireRe
             raise RuntimeError(f'the fake provider refused requests: {server.errors}')
         exchanges = list(server.exchanges)
     conversation = WireConversation.from_exchanges(api, exchanges)
-    result = WireResult(path, policy, 'inline' if is_inline(model) else 'wrapped')
+    result = WireResult(path, variant, 'inline' if is_inline(model) else 'wrapped', model=name)
+    result.usages = [message.usage for message in history if isinstance(message, ModelResponse)]
     result.body_bytes = sum(len(exchange.request_body) for exchange in exchanges)
     result.block_bytes = {name: len(function(turns).encode()) for name, function in BLOCKS}
     _measure(result, conversation.requests)

@@ -108,7 +108,7 @@ def test_smoke_run_writes_tables_json_and_plot(
     printed = capsys.readouterr().out
     assert 'Targets' in printed and 'Wire bytes over 4 turns' in printed
     report = cast('dict[str, Any]', json.loads(json_path.read_text()))
-    policies = ['static', 'rewrite', 'append', *(['native'] if native_available() else [])]
+    policies = ['static', 'rewrite', 'append', *(['native', 'native-always'] if native_available() else [])]
     wire = cast('list[dict[str, Any]]', report['wire'])
     assert [(row['path'], row['policy']) for row in wire] == [
         (path, policy)
@@ -122,6 +122,10 @@ def test_smoke_run_writes_tables_json_and_plot(
     assert all(row['change_bytes_unique'] > 0 and row['largest_diff_bytes']['memory'] < 800 for row in appended)
     rewritten = [row for row in wire if row['policy'] == 'rewrite']
     assert all(row['prefix_moves'] and row['uncached_bytes'] > 2 * appended[0]['uncached_bytes'] for row in rewritten)
+    # With the recommended settings every path caches; rewrite mode moves its prefix and pays for it.
+    assert all(row['cache_read_tokens'] > 0 and row['over_limit'] <= 1.05 for row in appended)
+    assert all(row['over_limit'] > 2 for row in rewritten)
+    assert 'Input tokens and dollars over the same 4 turns' in printed
     assert {(row['profile'], row['turns']) for row in report['overhead']} == {
         (profile, turns) for profile in ('inline', 'wrapped') for turns in (2, 5)
     }
