@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic_ai.messages import ModelMessage
 
+from .breakpoints import BreakpointResult, run_breakpoints
 from .huge import HugeResult, run_huge
 from .overhead import ChangeTiming, Profile, Timing, build_history, real_history, time_change_counts, time_runs
 from .pieces import PieceTiming, time_pieces
@@ -55,9 +56,9 @@ SIZES = {
     'default': Size(20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3, 100, 300, 10, (100, 300)),
     'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,)),
 }
-PARTS = ('wire', 'overhead', 'changes', 'huge', 'many', 'instrumented', 'pieces')
+PARTS = ('wire', 'breakpoints', 'overhead', 'changes', 'huge', 'many', 'instrumented', 'pieces')
 """The parts of the benchmark `--only` can choose from, in the order they run."""
-TIMED_PARTS = frozenset(PARTS) - {'wire', 'pieces'}
+TIMED_PARTS = frozenset(PARTS) - {'wire', 'breakpoints', 'pieces'}
 """The parts `--skip-overhead` leaves out: the in-process timings."""
 NATIVE_MAX_TURNS = 300
 """Pydantic AI's own append mechanism is timed up to this history size: its histories are built by real runs,
@@ -173,6 +174,11 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
     parts = set(only) - (set() if overhead else TIMED_PARTS)
     policies: list[Policy] = [policy for policy in POLICIES if policy != 'native' or native_available()]
     wire = await _wire(chosen.turns, policies) if 'wire' in parts else []
+    breakpoints: list[BreakpointResult] = []
+    if 'breakpoints' in parts:
+        print("  breakpoints: the Anthropic paths under each of Pydantic AI's cache settings", file=sys.stderr)
+        variants: list[Variant] = ['static', 'rewrite', 'append', *(['native-always'] if native_available() else [])]
+        breakpoints = await run_breakpoints(chosen.turns, variants)
     timings = await _overhead(chosen.histories, chosen.rounds, policies) if 'overhead' in parts else []
     changes = await _changes(chosen.change_turns, chosen.rounds) if 'changes' in parts else []
     huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if 'huge' in parts else []
@@ -193,6 +199,7 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
         huge=huge,
         many=many,
         instrumented=instrumented,
+        breakpoints=breakpoints,
     )
 
 

@@ -14,6 +14,7 @@ from html import escape
 from importlib.metadata import version
 from typing import Any
 
+from .breakpoints import BreakpointResult, breakpoints_json, breakpoints_section
 from .huge import HugeResult
 from .overhead import ChangeTiming, Timing
 from .pieces import PieceTiming
@@ -67,6 +68,8 @@ class Results:
     """Many conversations served in turn by one agent, one per model profile."""
     instrumented: Sequence[Timing] = ()
     """The instrumented tool-loop runs, with their uninstrumented peers."""
+    breakpoints: Sequence[BreakpointResult] = ()
+    """The wire scenario on the Anthropic paths under each of Pydantic AI's cache settings."""
 
 
 def machine() -> dict[str, str]:
@@ -516,6 +519,8 @@ def render_text(results: Results) -> str:
     if results.wire:
         sections.append(_wire_section(results))
         sections.append(_tokens_section(results))
+    if results.breakpoints:
+        sections.append(breakpoints_section(results.breakpoints, results.turns))
     if results.timings:
         sections.extend(_timing_sections(results))
     if results.changes:
@@ -589,6 +594,7 @@ def to_json(results: Results) -> dict[str, Any]:
             }
             for huge in results.huge
         ],
+        'breakpoints': breakpoints_json(results.breakpoints),
         'many_conversations': [many_json(many) for many in results.many],
         'instrumented': [instrumented_json(timing) for timing in results.instrumented],
         'pieces': [

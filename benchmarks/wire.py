@@ -199,11 +199,15 @@ def _model(path: PathName, url: str) -> Model:
     return anthropic_model(url, name)
 
 
-async def run_conversation(path: PathName, variant: Variant, turns: int) -> WireResult:
-    """Run the scenario for `turns` turns on one path and variant, and measure what was sent."""
+async def run_conversation(
+    path: PathName, variant: Variant, turns: int, cache_settings: ModelSettings | None = None
+) -> WireResult:
+    """Run the scenario for `turns` turns on one path and variant, and measure what was sent; `cache_settings`
+    replaces the recommended ones.
+    """
     api, name = PATHS[path]
     policy: Policy = 'native' if variant == 'native-always' else variant
-    settings = RECOMMENDED_SETTINGS[api]
+    settings = RECOMMENDED_SETTINGS[api] if cache_settings is None else cache_settings
     if variant == 'native-always':
         settings = cast('ModelSettings', {**settings, 'framing_announcement': 'always'})
     script = _script()

@@ -126,6 +126,12 @@ def test_smoke_run_writes_tables_json_and_plot(
     assert all(row['cache_read_tokens'] > 0 and row['over_limit'] <= 1.05 for row in appended)
     assert all(row['over_limit'] > 2 for row in rewritten)
     assert 'Input tokens and dollars over the same 4 turns' in printed
+    # No breakpoint, no cache on Anthropic; the automatic one at the tail reaches the limit in append mode.
+    costs = {(row['path'], row['variant'], row['setting']): row for row in report['breakpoints']}
+    for path in ('anthropic-inline', 'anthropic-wrapped'):
+        assert costs[path, 'append', 'none']['cache_read_tokens'] == 0
+        tail = costs[path, 'append', 'tail']
+        assert tail['input_cost_usd'] == pytest.approx(tail['limit_usd'])
     assert {(row['profile'], row['turns']) for row in report['overhead']} == {
         (profile, turns) for profile in ('inline', 'wrapped') for turns in (2, 5)
     }
