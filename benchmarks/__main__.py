@@ -97,9 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _wire(turns: int, policies: Sequence[Policy]) -> list[WireResult]:
+async def _wire(turns: int, variants: Sequence[Variant]) -> list[WireResult]:
     results: list[WireResult] = []
-    variants: list[Variant] = [*policies, *(['native-always'] if 'native' in policies else [])]
     for path in PATHS:
         for variant in variants:
             print(f'  wire: {path} / {variant}', file=sys.stderr)
@@ -173,12 +172,13 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
     chosen = SIZES[size]
     parts = set(only) - (set() if overhead else TIMED_PARTS)
     policies: list[Policy] = [policy for policy in POLICIES if policy != 'native' or native_available()]
-    wire = await _wire(chosen.turns, policies) if 'wire' in parts else []
+    variants: list[Variant] = [*policies, *(['native-always'] if 'native' in policies else [])]
+    wire = await _wire(chosen.turns, variants) if 'wire' in parts else []
     breakpoints: list[BreakpointResult] = []
     if 'breakpoints' in parts:
         print("  breakpoints: the Anthropic paths under each of Pydantic AI's cache settings", file=sys.stderr)
-        variants: list[Variant] = ['static', 'rewrite', 'append', *(['native-always'] if native_available() else [])]
-        breakpoints = await run_breakpoints(chosen.turns, variants)
+        # Native append mode at its best only: its default differs from it on the wrapped path alone.
+        breakpoints = await run_breakpoints(chosen.turns, [variant for variant in variants if variant != 'native'])
     timings = await _overhead(chosen.histories, chosen.rounds, policies) if 'overhead' in parts else []
     changes = await _changes(chosen.change_turns, chosen.rounds) if 'changes' in parts else []
     huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if 'huge' in parts else []

@@ -33,7 +33,7 @@ SETTINGS: dict[str, ModelSettings] = {
 }
 """Each setting compared, by name."""
 
-PATHS: tuple[PathName, ...] = ('anthropic-inline', 'anthropic-wrapped')
+ANTHROPIC_PATHS: tuple[PathName, ...] = ('anthropic-inline', 'anthropic-wrapped')
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class BreakpointResult:
 async def run_breakpoints(turns: int, variants: Sequence[Variant]) -> list[BreakpointResult]:
     """Run the scenario on each Anthropic path, for each variant under each setting."""
     results: list[BreakpointResult] = []
-    for path in PATHS:
+    for path in ANTHROPIC_PATHS:
         for variant in variants:
             for name, settings in SETTINGS.items():
                 result = await run_conversation(path, variant, turns, settings)
@@ -60,15 +60,14 @@ async def run_breakpoints(turns: int, variants: Sequence[Variant]) -> list[Break
 def breakpoints_section(results: Sequence[BreakpointResult], turns: int) -> str:
     """The input cost of each variant under each setting, and its multiple of the limit."""
     variants = list(dict.fromkeys(result.variant for result in results))
+    tokens = {(result.path, result.variant, result.setting): result.tokens for result in results}
     rows = [
         [
             path,
             name,
             *(
-                f'${found.tokens.cost:.4f} ({found.tokens.over_limit:.2f}x)'
-                for variant in variants
-                for found in results
-                if (found.path, found.variant, found.setting) == (path, variant, name)
+                f'${found.cost:.4f} ({found.over_limit:.2f}x)'
+                for found in (tokens[path, variant, name] for variant in variants)
             ),
         ]
         for path in dict.fromkeys(result.path for result in results)

@@ -176,12 +176,11 @@ def _token_verdicts(path: str, append: WireResult, natives: Sequence[WireResult]
         )
     ]
     if natives:
-        best = min(natives, key=lambda result: token_result(result).cost)
-        cost = token_result(best).cost
+        cost, best = min((token_result(result).cost, result.policy) for result in natives)
         found.append(
             Verdict(
                 f"{path}: append mode's input cost no more than the native peer's at its best",
-                f'${tokens.cost:.4f} vs ${cost:.4f} ({best.policy})',
+                f'${tokens.cost:.4f} vs ${cost:.4f} ({best})',
                 tokens.cost <= cost,
             )
         )

@@ -205,7 +205,7 @@ async def run_conversation(
     """Run the scenario for `turns` turns on one path and variant, and measure what was sent; `cache_settings`
     replaces the recommended ones.
     """
-    api, name = PATHS[path]
+    api, model_name = PATHS[path]
     policy: Policy = 'native' if variant == 'native-always' else variant
     settings = RECOMMENDED_SETTINGS[api] if cache_settings is None else cache_settings
     if variant == 'native-always':
@@ -224,7 +224,7 @@ async def run_conversation(
             raise RuntimeError(f'the fake provider refused requests: {server.errors}')
         exchanges = list(server.exchanges)
     conversation = WireConversation.from_exchanges(api, exchanges)
-    result = WireResult(path, variant, 'inline' if is_inline(model) else 'wrapped', model=name)
+    result = WireResult(path, variant, 'inline' if is_inline(model) else 'wrapped', model=model_name)
     result.usages = [message.usage for message in history if isinstance(message, ModelResponse)]
     result.body_bytes = sum(len(exchange.request_body) for exchange in exchanges)
     result.block_bytes = {name: len(function(turns).encode()) for name, function in BLOCKS}

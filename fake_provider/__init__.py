@@ -144,8 +144,9 @@ class FakeProvider:
     isn't JSON, that finds the script exhausted or makes a script function raise gets a 404 or 400 reply,
     which the SDK raises as an error (a 400 is not retried), and the reason is added to `errors`.
 
-    Compaction follows the real APIs, with input tokens counted as 4 bytes of the request's compact JSON each
-    (the estimate its usage reports too, not a tokenizer):
+    Usage follows a prompt cache kept by each provider's published rules (`fake_provider.caching`, which says how it
+    counts tokens). Compaction follows the real APIs, with input tokens counted as 4 bytes of the request's compact
+    JSON each (the estimate a compacting reply's usage reports too, not a tokenizer):
 
     - Anthropic Messages: a request whose `context_management.edits` holds a `compact_20260112` edit, and whose
       input counted from its latest `compaction` block on (the API ignores what comes before one) exceeds the
@@ -368,9 +369,9 @@ def _input_tokens(body_json: Mapping[str, Any]) -> int:
     return max(1, len(_encode(body_json)) // 4)
 
 
-def _usage_tokens(body_json: Mapping[str, Any], turn: Turn) -> tuple[int, int]:
+def _output_tokens(turn: Turn) -> int:
     output = turn.text if isinstance(turn, Text) else _encode([list(call) for call in turn.calls]).decode()
-    return _input_tokens(body_json), max(1, len(output) // 4)
+    return max(1, len(output) // 4)
 
 
 def _anthropic_compaction_edit(body_json: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -491,7 +492,7 @@ def _render_chat(
 ) -> tuple[str, _Reply]:
     completion_id = f'chatcmpl-fake-{index}'
     model = str(body_json.get('model', 'fake'))
-    prompt_tokens, completion_tokens = use.prompt, _usage_tokens(body_json, turn)[1]
+    prompt_tokens, completion_tokens = use.prompt, _output_tokens(turn)
     usage = {
         'prompt_tokens': prompt_tokens,
         'completion_tokens': completion_tokens,
@@ -552,7 +553,7 @@ def _render_responses(
     index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, summary: str | None, use: CacheUse
 ) -> tuple[str, _Reply]:
     response_id = f'resp_fake_{index:04d}'
-    input_tokens, output_tokens = use.prompt, _usage_tokens(body_json, turn)[1]
+    input_tokens, output_tokens = use.prompt, _output_tokens(turn)
     if isinstance(turn, Text):
         output: list[dict[str, Any]] = [
             {
@@ -721,8 +722,7 @@ def _render_anthropic(
     index: int, body_json: Mapping[str, Any], turn: Turn, stream: bool, summary: str | None, use: CacheUse
 ) -> tuple[str, _Reply]:
     message_id = f'msg_fake_{index:04d}'
-    live_context = _anthropic_live_context(body_json)
-    input_tokens, output_tokens = _usage_tokens(live_context, turn)
+    output_tokens = _output_tokens(turn)
     if isinstance(turn, Text):
         content: list[dict[str, Any]] = [{'type': 'text', 'text': turn.text}]
         stop_reason = 'end_turn'
@@ -736,10 +736,9 @@ def _render_anthropic(
     if summary is not None:
         compaction = {'type': 'compaction', 'content': summary}
         content.insert(0, compaction)
+        live_context = _anthropic_live_context(body_json)
         input_tokens, iterations = _anthropic_compaction_usage(body_json, live_context, compaction, output_tokens)
-    usage: dict[str, Any] = {'input_tokens': input_tokens, **_NO_CACHE}
-    if iterations:
-        usage['iterations'] = iterations
+        usage: dict[str, Any] = {'input_tokens': input_tokens, **_NO_CACHE, 'iterations': iterations}
     else:
         usage = _anthropic_usage(use)
     usage['output_tokens'] = output_tokens
