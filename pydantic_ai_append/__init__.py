@@ -8,6 +8,7 @@ The public surface is this `__all__`, `guard` (the prefix invariant) and `testin
   `_suspended` (a resumed turn), `_window` (what the model holds, pure), `_kept` (each conversation's last scan).
 - `_records` (record types), `_encoding` (how they are stored and checked), `_history` (carriers in history).
 - `_rendering` (the text of every element), `_diff` (diff hunks), `_lookalikes` (notes beside imitations).
+- `_telemetry` (the provider's cache use in tokens and dollars, against the prefix kept and rewrite mode).
 - `_spec` (spec entries), `_compat` (release differences), `_cache` (memory across conversations).
 - `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, for `guard` and `testing`.
 - `_cassettes`, `_verdicts`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check`.
@@ -32,12 +33,14 @@ from ._records import (
     InstructionDigest,
     InstructionRecord,
 )
+from ._telemetry import CacheSummary
 
 __all__ = (
     'HARNESS_BLOCKS',
     'AppendInstructions',
     'BlockFunc',
     'BlockPreset',
+    'CacheSummary',
     'ChangePolicy',
     'InstructionBaselinePart',
     'InstructionBlock',

@@ -27,6 +27,7 @@ from ._rendering import SUPERSESSION_SENTENCE
 from ._request import handle_request, is_inline
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
 from ._suspended import Resumed, resume_turn, resumed_window
+from ._telemetry import CacheTelemetry
 from ._transport import conversation_scope
 
 _POLICIES: tuple[ChangePolicy, ...] = ('append', 'rewrite')
@@ -62,7 +63,7 @@ def _routes(append_ids: object) -> tuple[tuple[str, ...], frozenset[str]]:
 
 
 @dataclass
-class AppendInstructions(AbstractCapability[AgentDepsT]):
+class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
     r"""Instruction blocks that keep the prompt cache when they change.
 
     A block registered with `on_change='append'` keeps its first value in the prefix, as a `<context id="...">`
@@ -176,9 +177,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         )
 
     def get_ordering(self) -> CapabilityOrdering:
-        """Run inside history processing, compaction and model selection, so the window sees the history and model
-        that go out, and no processor writes the messages sent back into history.
-        """
+        """Inside history processing, compaction and model selection: it sees what is sent, and none stores that."""
         return CapabilityOrdering(position='innermost', wrapped_by=(ProcessHistory, SelectModel))
 
     @overload
@@ -258,9 +257,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         )
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractCapability[AgentDepsT]:
-        """For a run that resumes a suspended turn, a copy that knows the turn's window as the run's history had it,
-        before a history processor could trim it, so the resumed turn can tell it again.
-        """
+        """For a run resuming a suspended turn, a copy holding its window as history had it before any trimming."""
         messages = ctx.messages
         if not messages or not isinstance(last := messages[-1], ModelResponse) or last.state != 'suspended':
             return self
@@ -292,9 +289,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     async def prepare_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """Have the `<system>` framing announced from the first request for the model about to serve this attempt
-        (newer releases call this per attempt, and `ModelFallback` switches models between them).
-        """
+        """Have the `<system>` framing announced for the model serving this attempt (`FallbackModel` may switch)."""
         parts = request_context.model_request_parameters.instruction_parts or []
         if not is_inline(request_context.model) and any(part.content == SUPERSESSION_SENTENCE for part in parts):
             ask_for_framing_announcement(request_context)

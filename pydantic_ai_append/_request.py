@@ -75,9 +75,8 @@ async def handle_request(
         sent = outgoing(messages, window, continues=plan.continues, notes=bool(plan.prefix))
         append(ctx, messages, sent, _record(settings, ctx, window, plan))
         prefix = _prefix(plan, ordered)
-        # An empty list, never `None`: models read `None` as unset and fall back to the instructions history
-        # recorded on an earlier request. Some models of 2.58 fall back on an empty list too, so the requests sent
-        # carry no recorded instructions then.
+        # An empty list, never `None`, which models read as unset, sending the instructions recorded on an earlier
+        # request instead; some models of 2.58 do so for an empty list too, so the requests sent then carry none.
         unrecorded = (replace(message, instructions=None) if _recorded(message) else message for message in sent)
         request_context.messages = sent if prefix else list(unrecorded)
         request_context.model_request_parameters = replace(params, instruction_parts=prefix)

@@ -26,6 +26,7 @@ def test_the_public_names():
                 'AppendInstructions',
                 'BlockFunc',
                 'BlockPreset',
+                'CacheSummary',
                 'ChangePolicy',
                 'InstructionBaselinePart',
                 'InstructionBlock',

@@ -1,0 +1,263 @@
+"""The provider's verdict on each request, in tokens and dollars, against the prefix the window kept.
+
+After each response, [`observe`][pydantic_ai_append._telemetry.observe] reads the cache use the provider reported
+(Pydantic AI's `RequestUsage`: `cache_read_tokens`, `cache_write_tokens`, the rest of `input_tokens` uncached) and
+compares the read with the tokens the plugin expected the provider to read: the whole previous request, in the
+provider's own count (its `input_tokens`), when the same model served it and this request opened no window, as the
+window keeps that request as a prefix of this one. A shortfall gets a `pydantic_ai_append.cache.shortfall` event, with
+a reason where one can be told: `ttl_expired` (idle past the retention Pydantic AI resolves), `no_breakpoint` (a model
+that caches only up to breakpoints, with none at the tail), `below_minimum` (breakpoints set and nothing cached),
+`unexpected` (the prefix moved while the cache was warm), `unknown` (no retention known to tell those two apart): the
+reason names of core's `pydantic_ai.cache.collapse_reason` where they mean the same.
+
+The request is priced through `ModelResponse.cost()` (`genai-prices`), and so is the same request as rewrite mode
+would have sent it: where this request delivered a change, rewrite mode would have moved the prefix at the changed
+block, so it reads from cache at most the tools and the instructions before that block (estimated at 4 bytes a token,
+as no tokenizer is at hand), and writes or re-sends the rest. The figures go on a span and into the response's
+metadata, so [`summary`][pydantic_ai_append._telemetry.summary] totals a conversation from its history alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
+from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.profiles import prompt_cache_outlook
+from pydantic_ai.settings import merge_model_settings
+
+from ._history import RECORD_KEY, stored_record
+
+_TAIL_SETTINGS = ('anthropic_cache', 'anthropic_cache_messages')
+"""Settings that place a breakpoint at the tail of the request, where the next request reads the whole of it."""
+
+
+@dataclass(frozen=True)
+class CacheSummary:
+    """A conversation's prompt-cache use as its provider reported it, and its cost against rewrite mode's."""
+
+    requests: int
+    """The responses counted."""
+    cache_read_tokens: int
+    """Input tokens the provider read from its cache."""
+    cache_write_tokens: int
+    """Input tokens the provider wrote to its cache (Anthropic charges for these)."""
+    uncached_input_tokens: int
+    """Input tokens neither read nor written."""
+    expected_read_tokens: int
+    """Input tokens the plugin expected to be read: each request's previous one, where its window went on."""
+    shortfalls: int
+    """Requests that read less than expected."""
+    cost_usd: float
+    """What the priced responses cost, by `genai-prices`."""
+    rewrite_cost_usd: float
+    """What the same requests would have cost in rewrite mode (see the module docstring for the estimate)."""
+    unpriced: int
+    """Responses `genai-prices` could not price (an unknown model), left out of both costs."""
+
+    @property
+    def saving_usd(self) -> float:
+        """What append mode saved against rewrite mode."""
+        return self.rewrite_cost_usd - self.cost_usd
+
+
+class CacheTelemetry:
+    """The capability's telemetry: its `after_model_request` hook and `cache_summary`, apart from the window's logic."""
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        """Report the provider's cache use in tokens and dollars against the prefix the window kept."""
+        return observe(ctx, request_context, response)
+
+    @staticmethod
+    def cache_summary(messages: Sequence[ModelMessage]) -> CacheSummary:
+        """A conversation's cache use and cost, as its provider reported them, against rewrite mode's cost."""
+        return summary(messages)
+
+
+def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response: ModelResponse) -> ModelResponse:
+    """Put the provider's verdict on `response` on a span, and its figures in `response`'s metadata."""
+    usage = response.usage
+    history = ctx.messages
+    previous = next((message for message in reversed(history) if isinstance(message, ModelResponse)), None)
+    reported = bool(usage.cache_read_tokens or usage.cache_write_tokens)
+    if response.provider_url is None and not reported:
+        return response  # a model that serves no provider, such as `FunctionModel`: there is nothing to report
+    model = _served(request_context.model, response)
+    # A read is expected only where the cache is known to be in play, as a provider may report no cache use at all.
+    judged = (
+        reported
+        or _needs_breakpoints(model)
+        or bool(previous and (previous.usage.cache_read_tokens or previous.usage.cache_write_tokens))
+    )
+    request = history[-1] if history and isinstance(history[-1], ModelRequest) else None
+    expected = 0
+    if (
+        judged
+        and request is not None
+        and previous is not None
+        and (previous.provider_name, previous.model_name) == (response.provider_name, response.model_name)
+        and not _opens_window(request)
+    ):
+        expected = min(_expected(response, previous.usage.input_tokens), usage.input_tokens)
+    rewrite_read = min(usage.cache_read_tokens, _head_tokens(request_context, request)) if request else 0
+    figures = {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite_read}
+    metadata = dict(response.metadata or {})
+    metadata[RECORD_KEY] = figures
+    response = replace(response, metadata=metadata)
+    attributes: dict[str, Any] = {
+        'logfire.msg': f'append_instructions cache: read {usage.cache_read_tokens} of {expected} expected tokens',
+        'pydantic_ai_append.cache.read_tokens': usage.cache_read_tokens,
+        'pydantic_ai_append.cache.write_tokens': usage.cache_write_tokens,
+        'pydantic_ai_append.cache.uncached_tokens': _uncached(response),
+        'pydantic_ai_append.cache.expected_tokens': expected,
+    }
+    costs = _costs(response)
+    if costs is not None:
+        attributes['pydantic_ai_append.cost.usd'] = costs[0]
+        attributes['pydantic_ai_append.cost.rewrite_usd'] = costs[1]
+        attributes['pydantic_ai_append.cost.saving_usd'] = costs[1] - costs[0]
+    with ctx.tracer.start_as_current_span('append_instructions cache', attributes=attributes) as span:
+        missed = expected - usage.cache_read_tokens
+        if missed > 0:
+            reason = _reason(model, request_context, response)
+            span.set_attribute('pydantic_ai_append.cache.missed_tokens', missed)
+            span.set_attribute('pydantic_ai_append.cache.shortfall_reason', reason)
+            span.add_event(
+                'pydantic_ai_append.cache.shortfall',
+                {'expected_tokens': expected, 'cache_read_tokens': usage.cache_read_tokens, 'reason': reason},
+            )
+    return response
+
+
+def summary(messages: Sequence[ModelMessage]) -> CacheSummary:
+    """The cache use and cost of every response in `messages`, as the provider reported them."""
+    responses = [message for message in messages if isinstance(message, ModelResponse)]
+    figures = [_figures(response) for response in responses]
+    costs = [cost for response in responses if (cost := _costs(response)) is not None]
+    return CacheSummary(
+        requests=len(responses),
+        cache_read_tokens=sum(response.usage.cache_read_tokens for response in responses),
+        cache_write_tokens=sum(response.usage.cache_write_tokens for response in responses),
+        uncached_input_tokens=sum(map(_uncached, responses)),
+        expected_read_tokens=sum(expected for expected, _ in figures),
+        shortfalls=sum(
+            response.usage.cache_read_tokens < expected
+            for response, (expected, _) in zip(responses, figures, strict=True)
+        ),
+        cost_usd=sum(cost for cost, _ in costs),
+        rewrite_cost_usd=sum(rewrite for _, rewrite in costs),
+        unpriced=len(responses) - len(costs),
+    )
+
+
+def _figures(response: ModelResponse) -> tuple[int, int]:
+    """The tokens `observe` expected `response`'s request to read, and those rewrite mode would have read."""
+    stored = (response.metadata or {}).get(RECORD_KEY)
+    if not isinstance(stored, dict):
+        return 0, response.usage.cache_read_tokens
+    figures = cast('dict[str, object]', stored)
+    expected, rewrite = figures.get('expected_read_tokens'), figures.get('rewrite_read_tokens')
+    if not isinstance(expected, int) or not isinstance(rewrite, int):
+        return 0, response.usage.cache_read_tokens
+    return expected, rewrite
+
+
+def _uncached(response: ModelResponse) -> int:
+    usage = response.usage
+    return usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
+
+
+def _costs(response: ModelResponse) -> tuple[float, float] | None:
+    """What `response` cost, and what it would have cost in rewrite mode; `None` if it can't be priced."""
+    usage = response.usage
+    moved = usage.cache_read_tokens - _figures(response)[1]
+    # What rewrite mode can't read it writes to the cache where the provider wrote this request, or else re-sends.
+    written = usage.cache_write_tokens + moved if usage.cache_write_tokens else usage.cache_write_tokens
+    rewrite = replace(usage, cache_read_tokens=usage.cache_read_tokens - moved, cache_write_tokens=written)
+    try:
+        return float(response.cost().total_price), float(replace(response, usage=rewrite).cost().total_price)
+    except (LookupError, ValueError, AssertionError):
+        return None
+
+
+def _expected(response: ModelResponse, previous: int) -> int:
+    """What the provider reads of a previous request of `previous` tokens: OpenAI caches 1,024 tokens and up, by 128."""
+    if response.provider_name != 'openai':
+        return previous
+    return 0 if previous < 1024 else previous - (previous - 1024) % 128
+
+
+def _opens_window(request: ModelRequest) -> bool:
+    return any(
+        isinstance(stored := stored_record(part), dict) and cast('dict[str, Any]', stored).get('kind') == 'baseline'
+        for part in request.parts
+        if part.part_kind == 'system-prompt'
+    )
+
+
+def _changed(request: ModelRequest) -> list[str]:
+    """The ids of the blocks whose changes `request` delivers."""
+    stored = [stored_record(part) for part in request.parts if part.part_kind == 'system-prompt']
+    return [
+        cast('str', record['id'])
+        for record in cast('list[dict[str, Any]]', [item for item in stored if isinstance(item, dict)])
+        if record.get('kind') == 'delta'
+    ]
+
+
+def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) -> int:
+    """The tokens before the first block `request` delivers a change to, as rewrite mode would have moved it there."""
+    changed = _changed(request)
+    if not changed:
+        return 1 << 62  # no change delivered: rewrite mode reads what this request read
+    params = request_context.model_request_parameters
+    tools = [(tool.name, tool.description, tool.parameters_json_schema) for tool in params.tool_defs.values()]
+    prefix = ''.join(part.content for part in params.instruction_parts or [])
+    # A block absent from the prefix (a named route held while absent) would be added after all of it.
+    starts = [at for block_id in changed if (at := prefix.find(f'<context id="{block_id}">')) >= 0]
+    return (len(json.dumps(tools)) + min(starts, default=len(prefix))) // 4
+
+
+def _served(model: Model, response: ModelResponse) -> Model | None:
+    """The model that served `response`: `model`, or the member of a `FallbackModel` that did, if it can be told."""
+    if not isinstance(model, FallbackModel):
+        return model
+    members = [_served(member, response) for member in model.models]
+    return next((member for member in members if member and member.model_name == response.model_name), None)
+
+
+def _needs_breakpoints(model: Model | None) -> bool:
+    """Whether the model caches only where the request asks it to (Anthropic), so saying nothing is a verdict too."""
+    return model is not None and bool(model.profile.get('supports_cache', False))
+
+
+def _reason(model: Model | None, request_context: ModelRequestContext, response: ModelResponse) -> str:
+    if model is None:
+        return 'unknown'
+    settings = merge_model_settings(model.settings, request_context.model_settings) or {}
+    outlook = prompt_cache_outlook(
+        request_context.messages,
+        profile=model.profile,
+        retention=model.resolve_cache_retention(settings),
+        now=response.timestamp,
+    )
+    if outlook == 'cold':
+        return 'ttl_expired'
+    if _needs_breakpoints(model):
+        raw = cast('dict[str, object]', settings)
+        cache = raw.get('cache')
+        tail = any(raw.get(key) for key in _TAIL_SETTINGS) or (
+            bool(cache) and not (isinstance(cache, dict) and cast('dict[str, object]', cache).get('messages') is False)
+        )
+        if not tail:
+            return 'no_breakpoint'
+        if not response.usage.cache_read_tokens and not response.usage.cache_write_tokens:
+            return 'below_minimum'
+    return 'unexpected' if outlook == 'warm' else 'unknown'
