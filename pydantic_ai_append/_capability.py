@@ -16,13 +16,13 @@ from typing import Any, cast, overload
 from pydantic_ai import AgentRunResult, RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel, WrapRunHandler
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart
+from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
 from ._blocks import BlockFunc, BlockPreset, ChangePolicy, OwnBlock, RequestSettings, WindowObserver, takes_run_context
 from ._compat import ask_for_framing_announcement
-from ._history import stored_record
+from ._history import opens_window
 from ._rendering import SUPERSESSION_SENTENCE
 from ._request import handle_request, is_inline
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
@@ -243,18 +243,7 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
         """The `on_change` policy of each block registered with `instructions`, by name, in registration order."""
         return MappingProxyType({name: block.on_change for name, block in self._blocks.items()})
 
-    @staticmethod
-    def opens_window(request: ModelRequest) -> bool:
-        """Whether `request` is where a window opened (or ended), so its prefix may differ from the request before.
-
-        Its baseline is known by its kind alone (the guard holds no key), so strip client history (`strip_records`).
-        """
-        return any(
-            isinstance(part, SystemPromptPart)
-            and isinstance(stored := stored_record(part), dict)
-            and cast('dict[str, Any]', stored).get('kind') == 'baseline'
-            for part in request.parts
-        )
+    opens_window = staticmethod(opens_window)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractCapability[AgentDepsT]:
         """For a run resuming a suspended turn, a copy holding its window as history had it before any trimming."""

@@ -59,6 +59,20 @@ def stored_record(part: SystemPromptPart) -> object:
 _ELEMENTS = ('<context id="', '<context-diff id="')
 
 
+def request_records(request: ModelRequest) -> list[dict[str, Any]]:
+    """The records `request`'s carriers store, where readable as mappings: a baseline's or a change's."""
+    stored = [stored_record(part) for part in request.parts if isinstance(part, SystemPromptPart)]
+    return [cast('dict[str, Any]', item) for item in stored if isinstance(item, dict)]
+
+
+def opens_window(request: ModelRequest) -> bool:
+    """Whether `request` is where a window opened (or ended), so its prefix may differ from the request before.
+
+    Its baseline is known by its kind alone (the guard holds no key), so strip client history (`strip_records`).
+    """
+    return any(record.get('kind') == 'baseline' for record in request_records(request))
+
+
 def is_carrier(part: object) -> bool:
     """Whether `part` carries one of this plugin's records, readable or not, or is what is left of a carrier."""
     return isinstance(part, SystemPromptPart) and stored_record(part) is not _NOT_CARRIED

@@ -31,7 +31,7 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.profiles import prompt_cache_outlook
 from pydantic_ai.settings import merge_model_settings
 
-from ._history import RECORD_KEY, stored_record
+from ._history import RECORD_KEY, opens_window, request_records
 
 _TAIL_SETTINGS = ('anthropic_cache', 'anthropic_cache_messages')
 """Settings that place a breakpoint at the tail of the request, where the next request reads the whole of it."""
@@ -103,7 +103,7 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
         and request is not None
         and previous is not None
         and (previous.provider_name, previous.model_name) == (response.provider_name, response.model_name)
-        and not _opens_window(request)
+        and not opens_window(request)
     ):
         expected = min(_expected(response, previous.usage.input_tokens), usage.input_tokens)
     rewrite_read = min(usage.cache_read_tokens, _head_tokens(request_context, request)) if request else 0
@@ -194,27 +194,9 @@ def _expected(response: ModelResponse, previous: int) -> int:
     return 0 if previous < 1024 else previous - (previous - 1024) % 128
 
 
-def _opens_window(request: ModelRequest) -> bool:
-    return any(
-        isinstance(stored := stored_record(part), dict) and cast('dict[str, Any]', stored).get('kind') == 'baseline'
-        for part in request.parts
-        if part.part_kind == 'system-prompt'
-    )
-
-
-def _changed(request: ModelRequest) -> list[str]:
-    """The ids of the blocks whose changes `request` delivers."""
-    stored = [stored_record(part) for part in request.parts if part.part_kind == 'system-prompt']
-    return [
-        cast('str', record['id'])
-        for record in cast('list[dict[str, Any]]', [item for item in stored if isinstance(item, dict)])
-        if record.get('kind') == 'delta'
-    ]
-
-
 def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) -> int:
     """The tokens before the first block `request` delivers a change to, as rewrite mode would have moved it there."""
-    changed = _changed(request)
+    changed = [record['id'] for record in request_records(request) if record.get('kind') == 'delta']
     if not changed:
         return 1 << 62  # no change delivered: rewrite mode reads what this request read
     params = request_context.model_request_parameters
