@@ -62,12 +62,12 @@ async def handle_request(
         ask_for_framing_announcement(request_context)
     attributes: dict[str, str | list[str]] = {
         'logfire.msg': f'append_instructions {settings.source_id}',
-        'capability_id': settings.source_id,
-        'delivery_path': 'inline' if inline else 'wrapped',
-        'changes': [block_id for block_id, _ in plan.changes],
+        'pydantic_ai_append.capability_id': settings.source_id,
+        'pydantic_ai_append.delivery_path': 'inline' if inline else 'wrapped',
+        'pydantic_ai_append.changes': [block_id for block_id, _ in plan.changes],
     }
     if plan.opened is not None:
-        attributes['window_opened'] = plan.opened
+        attributes['pydantic_ai_append.window_opened'] = plan.opened
     # On the run's tracer, so the span follows the agent's instrumentation settings.
     with ctx.tracer.start_as_current_span('append_instructions', attributes=attributes):
         if plan.opened is not None and settings.verifier is not None:

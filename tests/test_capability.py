@@ -319,22 +319,20 @@ def test_each_request_is_a_span_on_the_runs_tracer(capfire: CaptureLogfire):
     history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
     agent.run_sync('two', deps=Deps(todos=['b']), message_history=history)
     spans = [span for span in capfire.exporter.exported_spans_as_dict() if span['name'] == 'append_instructions']
-    assert [
-        {key: span['attributes'].get(key) for key in ('capability_id', 'delivery_path', 'window_opened', 'changes')}
-        for span in spans
-    ] == snapshot(
+    keys = [f'pydantic_ai_append.{name}' for name in ('capability_id', 'delivery_path', 'window_opened', 'changes')]
+    assert [{key: span['attributes'].get(key) for key in keys} for span in spans] == snapshot(
         [
             {
-                'capability_id': 'todos',
-                'delivery_path': 'wrapped',
-                'window_opened': 'first request with an append-mode block',
-                'changes': (),
+                'pydantic_ai_append.capability_id': 'todos',
+                'pydantic_ai_append.delivery_path': 'wrapped',
+                'pydantic_ai_append.window_opened': 'first request with an append-mode block',
+                'pydantic_ai_append.changes': (),
             },
             {
-                'capability_id': 'todos',
-                'delivery_path': 'wrapped',
-                'window_opened': None,
-                'changes': ('capability:todos:state',),
+                'pydantic_ai_append.capability_id': 'todos',
+                'pydantic_ai_append.delivery_path': 'wrapped',
+                'pydantic_ai_append.window_opened': None,
+                'pydantic_ai_append.changes': ('capability:todos:state',),
             },
         ]
     )

@@ -227,11 +227,11 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self._verified = consumed.boundary
         attributes: dict[str, str | int] = {
             'logfire.msg': f'prefix_guard {decision.action}',
-            'action': decision.action,
-            'mode': self.mode,
-            'reason': decision.reason,
-            'boundary': judged.boundary,
-            'messages': len(proposed),
+            'pydantic_ai_append.guard.action': decision.action,
+            'pydantic_ai_append.guard.mode': self.mode,
+            'pydantic_ai_append.guard.reason': decision.reason,
+            'pydantic_ai_append.guard.boundary': judged.boundary,
+            'pydantic_ai_append.guard.messages': len(proposed),
         }
         # On the run's tracer, so the span follows the agent's instrumentation settings.
         with ctx.tracer.start_as_current_span('prefix_guard', attributes=attributes):

@@ -223,23 +223,23 @@ class WireVerifier:
             current = resolved if resolved is not None else segments(api, body)
             key, chain = self._chain_for(api, model, current, known=resolved is not None, request=request)
             index = chain.sent if chain is not None else 0
-            with logfire_api.span(
-                'wire prefix {api} {model} request {request_index}', api=api, model=model, request_index=index
-            ) as span:
+            # `Any`: pyright checks the values unpacked into `span` against its own keywords (`_tags`, `_links`) too.
+            attributes: dict[str, Any] = {_WIRE + 'api': api, _WIRE + 'model': model, _WIRE + 'request_index': index}
+            with logfire_api.span(_SPAN_MESSAGE, _span_name=_SPAN_NAME, **attributes) as span:
                 previous = chain.last if chain is not None and resolved is not None else []
                 reused = common_prefix_length(previous, current)
                 compared = chain is not None and resolved is not None and not chain.window_open
-                span.set_attribute('segments', len(current))
-                span.set_attribute('reused_segments', reused)
-                span.set_attribute('compared', compared)
+                span.set_attribute(_WIRE + 'segments', len(current))
+                span.set_attribute(_WIRE + 'reused_segments', reused)
+                span.set_attribute(_WIRE + 'compared', compared)
                 if resolved is None:
                     # A reply never seen or forgotten: nothing to compare with, which says nothing of the request.
-                    span.set_attribute('unknown_previous_response_id', str(request.get('previous_response_id')))
+                    span.set_attribute(_WIRE + 'unknown_previous_response_id', str(request.get('previous_response_id')))
                 if compared and reused < len(previous):
                     divergence = divergence_of(api, model, index, previous, current, reused)
                     self.divergences.append(divergence)
-                    span.set_attribute('divergent_segment', divergence.segment)
-                    span.set_attribute('divergent_kind', divergence.kind)
+                    span.set_attribute(_WIRE + 'divergent_segment', divergence.segment)
+                    span.set_attribute(_WIRE + 'divergent_kind', divergence.kind)
                     if self.mode == 'enforce':
                         raise _refusal_type(api)(f'{divergence.message}\nNot sent. {_WINDOW_HINT}')
                     span.set_level('warn')
@@ -318,6 +318,19 @@ _RESPONSE_BYTES_KEPT = 256 * 1024 * 1024
 _PENDING_REPLIES_KEPT = 256
 """How many Responses replies a verifier waits for to be read whole (an error reply never is)."""
 
+
+_WIRE = 'pydantic_ai_append.wire.'
+"""The prefix of the names of the attributes of each request's span."""
+
+_SPAN_MESSAGE = (
+    'wire prefix {pydantic_ai_append.wire.api} {pydantic_ai_append.wire.model} '
+    'request {pydantic_ai_append.wire.request_index}'
+)
+"""The template of each request's span message, e.g. `wire prefix openai-chat gpt-5.2 request 1`: Logfire fills a
+placeholder with dots in it from the attribute of that whole name."""
+
+_SPAN_NAME = 'wire prefix {api} {model} request {request_index}'
+"""The name of each request's span: the same for every request, as a template's is, in the words the docs use."""
 
 _WINDOW_HINT = 'If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.'
 

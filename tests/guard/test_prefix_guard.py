@@ -358,6 +358,9 @@ def test_an_unknown_mode_is_refused():
         PrefixGuard[None](repair=cast('Any', 'run'))
 
 
+GUARD_KEYS = tuple(f'pydantic_ai_append.guard.{name}' for name in ('action', 'mode', 'boundary', 'messages'))
+
+
 async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire):
     counter = Counter()
     guard = PrefixGuard[None]()
@@ -372,15 +375,30 @@ async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire)
     with pytest.warns(OrphanedToolPairWarning):
         await agent.run('again', message_history=history)
     spans = [
-        {key: span['attributes'][key] for key in ('action', 'mode', 'boundary', 'messages')}
+        {key: span['attributes'][key] for key in GUARD_KEYS}
         for span in capfire.exporter.exported_spans_as_dict()
         if span['name'] == 'prefix_guard'
     ]
     assert spans == snapshot(
         [
-            {'action': 'patch', 'mode': 'enforce', 'boundary': 0, 'messages': 1},
-            {'action': 'patch', 'mode': 'enforce', 'boundary': 2, 'messages': 3},
-            {'action': 'compact', 'mode': 'enforce', 'boundary': 4, 'messages': 3},
+            {
+                'pydantic_ai_append.guard.action': 'patch',
+                'pydantic_ai_append.guard.mode': 'enforce',
+                'pydantic_ai_append.guard.boundary': 0,
+                'pydantic_ai_append.guard.messages': 1,
+            },
+            {
+                'pydantic_ai_append.guard.action': 'patch',
+                'pydantic_ai_append.guard.mode': 'enforce',
+                'pydantic_ai_append.guard.boundary': 2,
+                'pydantic_ai_append.guard.messages': 3,
+            },
+            {
+                'pydantic_ai_append.guard.action': 'compact',
+                'pydantic_ai_append.guard.mode': 'enforce',
+                'pydantic_ai_append.guard.boundary': 4,
+                'pydantic_ai_append.guard.messages': 3,
+            },
         ]
     )
 

@@ -109,21 +109,21 @@ async def three_runs(
     return network
 
 
+WIRE = 'pydantic_ai_append.wire.'
+
+
+def wire_spans(capfire: CaptureLogfire) -> list[dict[str, Any]]:
+    spans = capfire.exporter.exported_spans_as_dict()
+    return [span for span in spans if span['name'] == 'wire prefix {api} {model} request {request_index}']
+
+
 def span_attributes(capfire: CaptureLogfire) -> list[dict[str, Any]]:
-    keys = (
-        'model',
-        'request_index',
-        'segments',
-        'reused_segments',
-        'compared',
-        'divergent_segment',
-        'divergent_kind',
-        'logfire.level_num',
-    )
+    # The plugin's attributes without their prefix, for the snapshots to read as the docs' list does.
+    names = ('model', 'request_index', 'segments', 'reused_segments', 'compared', 'divergent_segment', 'divergent_kind')
+    keys = {WIRE + name: name for name in names} | {'logfire.level_num': 'logfire.level_num'}
     return [
-        {key: span['attributes'][key] for key in keys if key in span['attributes']}
-        for span in capfire.exporter.exported_spans_as_dict()
-        if span['name'].startswith('wire prefix')
+        {name: span['attributes'][key] for key, name in keys.items() if key in span['attributes']}
+        for span in wire_spans(capfire)
     ]
 
 
@@ -195,6 +195,15 @@ async def test_spans_and_chains_per_model(capfire: CaptureLogfire):
                 'logfire.level_num': 13,
             },
             {'model': 'gpt-5.2', 'request_index': 2, 'segments': 8, 'reused_segments': 0, 'compared': False},
+        ]
+    )
+    assert [span['attributes']['logfire.msg'] for span in wire_spans(capfire)] == snapshot(
+        [
+            'wire prefix openai-chat gpt-5.2 request 0',
+            'wire prefix openai-chat gpt-5-mini request 0',
+            'wire prefix openai-chat gpt-5.2 request 1',
+            'wire prefix openai-chat gpt-5-mini request 1',
+            'wire prefix openai-chat gpt-5.2 request 2',
         ]
     )
 
@@ -446,9 +455,8 @@ async def test_live_chains_resolve_and_a_forgotten_reply_is_not_compared(
         with pytest.raises(WirePrefixDivergenceError, match=r'segment 0 \(instructions\)'):
             await send(client, 'conv-0', 'Brief.')
     spans = [
-        (span['attributes']['compared'], span['attributes'].get('unknown_previous_response_id'))
-        for span in capfire.exporter.exported_spans_as_dict()
-        if span['name'].startswith('wire prefix')
+        (span['attributes'][WIRE + 'compared'], span['attributes'].get(WIRE + 'unknown_previous_response_id'))
+        for span in wire_spans(capfire)
     ]
     assert spans == snapshot(
         [
