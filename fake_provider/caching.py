@@ -17,7 +17,9 @@ changed anywhere ends the prefix there.
 cached per model in the order tools, `system`, `messages`, and only up to a cache breakpoint: a block with
 `cache_control`, or the request's top-level `cache_control` (automatic caching), which marks its last block; at
 most 4 in all. A request reads the longest prefix an earlier request wrote that ends at a breakpoint or at one of
-the 19 blocks before it (a lookback of 20 blocks, the breakpoint's own included), and writes the prefix at each
+the 19 blocks before it (a lookback of 20 blocks, the breakpoint's own included; a run of tool calls or of tool
+results in one message counts as one, as Pydantic AI's Anthropic model documents of the Claude API, where it adds no
+breakpoint for a wide fan-out of parallel calls, unlike on Bedrock), and writes the prefix at each
 breakpoint after that, if it is at least the model's minimum cacheable length. An entry lives for its `ttl` (`5m`
 by default, or `1h`), refreshed at no cost each time it is read. Changing `tool_choice` or the thinking settings
 invalidates the messages (not the tools or the system prompt); a tool with `defer_loading` is outside the prefix
@@ -46,7 +48,9 @@ OPENAI_INCREMENT_TOKENS = 128
 OPENAI_RETENTION_SECONDS = 5 * 60
 
 ANTHROPIC_BREAKPOINTS = 4
-ANTHROPIC_LOOKBACK_BLOCKS = 20
+ANTHROPIC_LOOKBACK = 20
+"""The lookback, in positions: a block each, but a run of tool calls or tool results in one message takes one."""
+_TOOL_BLOCKS = ('tool_use', 'tool_result')
 ANTHROPIC_TTL_SECONDS: Mapping[str, float] = {'5m': 5 * 60, '1h': 60 * 60}
 
 ANTHROPIC_MINIMUM_TOKENS: Mapping[str, int] = {
@@ -98,6 +102,8 @@ class _Block:
     """The retention of a breakpoint on this block, `None` if it isn't one."""
     messages_start: bool = False
     """Whether the messages start here, where a change of `tool_choice` or thinking settings ends the prefix."""
+    tool_run: bool = False
+    """Whether it continues a run of tool calls or tool results in one message, which takes no lookback position."""
 
 
 class PromptCache:
@@ -159,6 +165,21 @@ class PromptCache:
         instructions = request.get('instructions')
         return b''.join(_compact(part) for part in [*tools, *([instructions] if instructions else []), *items])
 
+    def _anthropic_read(self, blocks: list[_Block], breakpoints: list[int], digests: list[bytes], now: float) -> int:
+        """The last block of the longest prefix cached before within a breakpoint's lookback, or -1 for none."""
+        positions: list[int] = []
+        for block in blocks:
+            positions.append((positions[-1] if positions else -1) + (not block.tool_run))
+        read_at = -1
+        for at in breakpoints:
+            index = at
+            while index >= 0 and positions[at] - positions[index] < ANTHROPIC_LOOKBACK:
+                if self._alive(digests[index], now):
+                    read_at = max(read_at, index)
+                    break
+                index -= 1
+        return read_at
+
     def anthropic(self, request: Mapping[str, Any]) -> CacheUse:
         """Look up and store an Anthropic Messages request's prompt; raises `ValueError` past 4 breakpoints."""
         blocks = _anthropic_blocks(request)
@@ -179,11 +200,7 @@ class PromptCache:
             digest.update(hashlib.sha256(block.data).digest())
             digests.append(digest.copy().digest())
             ends.append((ends[-1] if ends else 0) + tokens(block.data))
-        read_at = -1
-        for at in breakpoints:
-            window = range(at, max(at - ANTHROPIC_LOOKBACK_BLOCKS, -1), -1)
-            hit = next((index for index in window if self._alive(digests[index], now)), -1)
-            read_at = max(read_at, hit)
+        read_at = self._anthropic_read(blocks, breakpoints, digests, now)
         if read_at >= 0:
             self._keep(digests[read_at], self._entries[digests[read_at]][1], now)
         minimum = anthropic_minimum(str(request.get('model', '')))
@@ -239,12 +256,16 @@ def _anthropic_blocks(request: Mapping[str, Any]) -> list[_Block]:
     for message in cast('list[Mapping[str, Any]]', request.get('messages') or []):
         role = str(message.get('role')).encode()
         content = message.get('content')
+        previous: object = None
         for block in [content] if isinstance(content, str) else list(content or []):
-            blocks.append(_Block(role + _compact(_without_control(block)), _ttl(block), len(blocks) == first_message))
+            kind = cast('Mapping[str, Any]', block).get('type') if isinstance(block, dict) else None
+            run, previous = kind in _TOOL_BLOCKS and kind == previous, kind
+            data = role + _compact(_without_control(block))
+            blocks.append(_Block(data, _ttl(block), len(blocks) == first_message, run))
     automatic = _ttl(request)
     if automatic is not None and blocks:
         last = blocks[-1]
         if last.ttl is not None and last.ttl != automatic:
             raise ValueError(f'the last block has a cache_control ttl of {last.ttl!r}, the request {automatic!r}')
-        blocks[-1] = _Block(last.data, automatic, last.messages_start)
+        blocks[-1] = _Block(last.data, automatic, last.messages_start, last.tool_run)
     return blocks

@@ -168,6 +168,26 @@ def test_anthropic_automatic_breakpoint_found_again_within_20_blocks():
     assert cache.anthropic(conversation(41)) == CacheUse(1_223, 0, written_5m=1_223)
 
 
+def test_anthropic_counts_a_run_of_tool_calls_or_results_as_one_block_of_lookback():
+    cache = PromptCache(Clock())
+    first = cache.anthropic(conversation(1))
+    calls = [{'type': 'tool_use', 'id': f't{n}', 'name': 'read', 'input': {}} for n in range(12)]
+    results = [{'type': 'tool_result', 'tool_use_id': f't{n}', 'content': 'x'} for n in range(12)]
+    fan_out = conversation(1)
+    fan_out['messages'] = [
+        *fan_out['messages'],
+        {'role': 'assistant', 'content': calls},
+        {'role': 'user', 'content': results},
+    ]
+    # 24 blocks, 2 positions: the previous breakpoint is 3 positions back.
+    use = cache.anthropic(fan_out)
+    assert (use.read, use.written_5m) == (first.prompt, use.prompt - first.prompt)
+    # 21 text blocks, 21 positions: out of reach.
+    texts = conversation(1)
+    texts['messages'] = [*texts['messages'], {'role': 'assistant', 'content': [{'type': 'text', 'text': 'x'}] * 21}]
+    assert cache.anthropic(texts).read == 0
+
+
 def test_anthropic_refuses_a_fifth_breakpoint_and_an_automatic_one_of_another_ttl():
     with pytest.raises(ValueError, match="the last block has a cache_control ttl of '5m', the request '1h'"):
         PromptCache(Clock()).anthropic(
