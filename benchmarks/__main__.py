@@ -5,21 +5,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import sys
 from collections.abc import Collection, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic_ai.messages import ModelMessage
 
 from .breakpoints import BreakpointResult, run_breakpoints
+from .coding import CODING
 from .huge import HugeResult, run_huge
 from .overhead import ChangeTiming, Profile, Timing, build_history, real_history, time_change_counts, time_runs
 from .pieces import PieceTiming, time_pieces
 from .report import Results, machine, render_svg, render_text, to_json, verdicts
 from .scenario import POLICIES, Policy, native_available
 from .servers import ManyConversations, time_instrumented, time_many_conversations
-from .wire import PATHS, Variant, WireResult, run_conversation
+from .wire import PATHS, PathName, Variant, WireResult, run_conversation
 
 
 @dataclass(frozen=True)
@@ -50,15 +53,19 @@ class Size:
     """The requests to those conversations in each round, each to the next conversation in turn."""
     instrumented_turns: tuple[int, ...]
     """The history sizes (turns) the instrumented tool-loop runs are timed on."""
+    coding_turns: int
+    """Turns of the coding agent's conversation."""
+    coding_processes: int
+    """The processes its conversations run in side by side (1: in this one); they measure bytes and tokens only."""
 
 
 SIZES = {
-    'default': Size(20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3, 100, 300, 10, (100, 300)),
-    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,)),
+    'default': Size(20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3, 100, 300, 10, (100, 300), 200, 2),
+    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,), 3, 1),
 }
-PARTS = ('wire', 'breakpoints', 'overhead', 'changes', 'huge', 'many', 'instrumented', 'pieces')
+PARTS = ('wire', 'breakpoints', 'coding', 'overhead', 'changes', 'huge', 'many', 'instrumented', 'pieces')
 """The parts of the benchmark `--only` can choose from, in the order they run."""
-TIMED_PARTS = frozenset(PARTS) - {'wire', 'breakpoints', 'pieces'}
+TIMED_PARTS = frozenset(PARTS) - {'wire', 'breakpoints', 'coding', 'pieces'}
 """The parts `--skip-overhead` leaves out: the in-process timings."""
 NATIVE_MAX_TURNS = 300
 """Pydantic AI's own append mechanism is timed up to this history size: its histories are built by real runs,
@@ -104,6 +111,20 @@ async def _wire(turns: int, variants: Sequence[Variant]) -> list[WireResult]:
             print(f'  wire: {path} / {variant}', file=sys.stderr)
             results.append(await run_conversation(path, variant, turns))
     return results
+
+
+def _coding_conversation(job: tuple[PathName, Variant, int]) -> WireResult:
+    path, variant, turns = job
+    return asyncio.run(run_conversation(path, variant, turns, scenario=CODING))
+
+
+async def _coding(turns: int, variants: Sequence[Variant], processes: int) -> list[WireResult]:
+    jobs: list[tuple[PathName, Variant, int]] = [(path, variant, turns) for path in PATHS for variant in variants]
+    print(f'  coding: {len(jobs)} conversations of {turns} turns in {processes} processes', file=sys.stderr)
+    if processes == 1:
+        return [await run_conversation(path, variant, turns, scenario=CODING) for path, variant, _ in jobs]
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context('spawn')) as pool:
+        return list(pool.map(_coding_conversation, jobs))
 
 
 async def _overhead(sizes: Sequence[int], repeats: int, policies: Sequence[Policy]) -> list[Timing]:
@@ -179,6 +200,7 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
         print("  breakpoints: the Anthropic paths under each of Pydantic AI's cache settings", file=sys.stderr)
         # Native append mode at its best only: its default differs from it on the wrapped path alone.
         breakpoints = await run_breakpoints(chosen.turns, [variant for variant in variants if variant != 'native'])
+    coding = await _coding(chosen.coding_turns, variants, chosen.coding_processes) if 'coding' in parts else []
     timings = await _overhead(chosen.histories, chosen.rounds, policies) if 'overhead' in parts else []
     changes = await _changes(chosen.change_turns, chosen.rounds) if 'changes' in parts else []
     huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if 'huge' in parts else []
@@ -200,6 +222,8 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
         many=many,
         instrumented=instrumented,
         breakpoints=breakpoints,
+        coding=coding,
+        coding_turns=chosen.coding_turns,
     )
 
 

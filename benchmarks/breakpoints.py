@@ -9,6 +9,10 @@ are Pydantic AI's public `AnthropicModelSettings`:
 - `tail`: the automatic one on the conversation's last block (`anthropic_cache`), which moves with it and finds
   the previous request's within 20 blocks;
 - `recommended`: both, and one after the tool definitions (`wire.RECOMMENDED_SETTINGS`).
+
+Append mode is also run with its clock block in rewrite mode (`append, clock rewritten`): the window's blocks are
+sent as literal instruction parts and rewrite-mode ones as dynamic parts after them, so Pydantic AI's breakpoint
+after the instructions lands between the two, and is still read when the rewritten block changes.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, cast
 
 from pydantic_ai.settings import ModelSettings
 
+from .scenario import CHAT_CLOCK_REWRITTEN
 from .tables import table
 from .tokens import TokenResult, token_result
 from .wire import RECOMMENDED_SETTINGS, PathName, Variant, run_conversation
@@ -34,6 +39,7 @@ SETTINGS: dict[str, ModelSettings] = {
 """Each setting compared, by name."""
 
 ANTHROPIC_PATHS: tuple[PathName, ...] = ('anthropic-inline', 'anthropic-wrapped')
+MIXED = 'append, clock rewritten'
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,8 @@ class BreakpointResult:
     """One conversation of one variant under one setting."""
 
     path: PathName
-    variant: Variant
+    variant: str
+    """The variant, or `append, clock rewritten`."""
     setting: str
     tokens: TokenResult
 
@@ -54,6 +61,9 @@ async def run_breakpoints(turns: int, variants: Sequence[Variant]) -> list[Break
             for name, settings in SETTINGS.items():
                 result = await run_conversation(path, variant, turns, settings)
                 results.append(BreakpointResult(path, variant, name, token_result(result)))
+        for name, settings in SETTINGS.items():
+            result = await run_conversation(path, 'append', turns, settings, CHAT_CLOCK_REWRITTEN)
+            results.append(BreakpointResult(path, MIXED, name, token_result(result)))
     return results
 
 

@@ -21,7 +21,7 @@ from .pieces import PieceTiming
 from .server_tables import instrumented_json, instrumented_section, many_json, many_section, many_verdicts
 from .servers import ManyConversations
 from .tables import Verdict, percent, ratio_cell, spread_json, table, times
-from .tokens import token_result, token_summary
+from .tokens import token_summary, token_verdicts, tokens_section
 from .wire import PathName, WireResult, summary
 
 __all__ = ('Results', 'Verdict', 'machine', 'render_svg', 'render_text', 'to_json', 'verdicts')
@@ -42,8 +42,6 @@ HISTORY_SIZE_LIMIT = 1.10
 """Append mode's stored history at most this many times the static history's size, at the largest target size."""
 CHANGE_SLOPE_LIMIT = 0.0025
 """The hooks' CPU time grows by at most this share of the run per 1,000 past changes in the window."""
-LIMIT_RATIO = 1.05
-"""With the recommended cache settings, append mode's input cost is at most this multiple of the limit."""
 HUGE_SECONDS_LIMIT = 0.5
 """A one-line edit to the huge block is delivered in at most this many CPU seconds of the plugin's hooks."""
 HUGE_GROWTH_LIMIT = 0.10
@@ -70,6 +68,9 @@ class Results:
     """The instrumented tool-loop runs, with their uninstrumented peers."""
     breakpoints: Sequence[BreakpointResult] = ()
     """The wire scenario on the Anthropic paths under each of Pydantic AI's cache settings."""
+    coding: Sequence[WireResult] = ()
+    """The coding agent's long conversation (`coding`) on every path and variant."""
+    coding_turns: int = 0
 
 
 def machine() -> dict[str, str]:
@@ -86,9 +87,9 @@ def machine() -> dict[str, str]:
     }
 
 
-def _by_path(results: Results) -> dict[PathName, dict[str, WireResult]]:
+def _by_path(wire: Sequence[WireResult]) -> dict[PathName, dict[str, WireResult]]:
     grouped: dict[PathName, dict[str, WireResult]] = {}
-    for result in results.wire:
+    for result in wire:
         grouped.setdefault(result.path, {})[result.policy] = result
     return grouped
 
@@ -111,6 +112,7 @@ def verdicts(results: Results) -> list[Verdict]:
     """Judge every target against the figures of this run."""
     return [
         *_wire_verdicts(results),
+        *_coding_verdicts(results),
         *_overhead_verdicts(results),
         *_change_verdicts(results),
         *_huge_verdicts(results),
@@ -121,7 +123,7 @@ def verdicts(results: Results) -> list[Verdict]:
 
 def _wire_verdicts(results: Results) -> list[Verdict]:
     found: list[Verdict] = []
-    for path, policies in _by_path(results).items():
+    for path, policies in _by_path(results.wire).items():
         append = policies.get('append')
         if append is None:
             continue
@@ -143,7 +145,7 @@ def _wire_verdicts(results: Results) -> list[Verdict]:
                 append.uncached <= native.uncached if native else None,
             )
         )
-        found.extend(_token_verdicts(path, append, natives))
+        found.extend(token_verdicts(path, append, natives, f'{results.turns} turns'))
         rewrite = policies.get('rewrite')
         if rewrite is not None:
             factor = rewrite.uncached / append.uncached if append.uncached else float('inf')
@@ -166,66 +168,23 @@ def _wire_verdicts(results: Results) -> list[Verdict]:
     return found
 
 
-def _token_verdicts(path: str, append: WireResult, natives: Sequence[WireResult]) -> list[Verdict]:
-    tokens = token_result(append)
-    found = [
-        Verdict(
-            f"{path}: append mode's input cost at most {LIMIT_RATIO:g}x the limit, with the recommended settings",
-            f'{tokens.over_limit:.3f}x (${tokens.cost:.4f} vs ${tokens.limit:.4f})',
-            tokens.over_limit <= LIMIT_RATIO,
-        )
-    ]
-    if natives:
-        cost, best = min((token_result(result).cost, result.policy) for result in natives)
+def _coding_verdicts(results: Results) -> list[Verdict]:
+    found: list[Verdict] = []
+    scenario = f'coding agent, {results.coding_turns} turns'
+    for path, policies in _by_path(results.coding).items():
+        append = policies.get('append')
+        if append is None:
+            continue
         found.append(
             Verdict(
-                f"{path}: append mode's input cost no more than the native peer's at its best",
-                f'${tokens.cost:.4f} vs ${cost:.4f} ({best})',
-                tokens.cost <= cost,
+                f'{path}, {scenario}: every in-window request reuses 100.0% of the previous one',
+                f'lowest {append.min_reuse:.1f}%, prefix moved {len(append.moves)} times',
+                append.min_reuse == 100.0 and not append.moves,
             )
         )
+        natives = [policies[name] for name in ('native', 'native-always') if name in policies]
+        found.extend(token_verdicts(path, append, natives, scenario))
     return found
-
-
-def _tokens_section(results: Results) -> str:
-    rows: list[list[str]] = []
-    for result in results.wire:
-        tokens = token_result(result)
-        rows.append(
-            [
-                result.path,
-                result.policy,
-                result.model,
-                f'{tokens.input:,}',
-                f'{tokens.read:,}',
-                f'{tokens.written:,}',
-                f'{tokens.uncached:,}',
-                f'${tokens.cost:.4f}',
-                f'${tokens.limit:.4f}',
-                f'{tokens.over_limit:.3f}x',
-            ]
-        )
-    return (
-        f"Input tokens and dollars over the same {results.turns} turns, as the fake provider's simulated caches "
-        'report them (4 bytes of compact JSON a token), priced with genai-prices for the model sent; the limit reads '
-        'every token the previous request sent at the cache read price, and pays the input price (Anthropic: the '
-        'cache write price) for the rest\n\n'
-        + table(
-            [
-                'path',
-                'variant',
-                'model',
-                'input tokens',
-                'read',
-                'written',
-                'uncached',
-                'input cost',
-                'limit',
-                'cost / limit',
-            ],
-            rows,
-        )
-    )
 
 
 def _overhead_verdicts(results: Results) -> list[Verdict]:
@@ -517,7 +476,23 @@ def render_text(results: Results) -> str:
     sections: list[str] = []
     if results.wire:
         sections.append(_wire_section(results))
-        sections.append(_tokens_section(results))
+        sections.append(
+            tokens_section(
+                results.wire,
+                f"Input tokens and dollars over the same {results.turns} turns, as the fake provider's simulated "
+                'caches report them (4 bytes of compact JSON a token), priced with genai-prices for the model sent; '
+                'the limit reads every token the previous request sent at the cache read price, and pays the input '
+                "price (Anthropic: the cache write price) for the rest; in steps, as OpenAI's cache reads it",
+            )
+        )
+    if results.coding:
+        sections.append(
+            tokens_section(
+                results.coding,
+                f'The coding agent over {results.coding_turns} turns ({len(results.coding[0].requests)} requests: '
+                'tool loops, a memory file and a todo list), in input tokens and dollars as above',
+            )
+        )
     if results.breakpoints:
         sections.append(breakpoints_section(results.breakpoints, results.turns))
     if results.timings:
@@ -555,6 +530,8 @@ def to_json(results: Results) -> dict[str, Any]:
         'turns': results.turns,
         'machine': results.machine,
         'wire': [summary(result) | token_summary(result) for result in results.wire],
+        'coding_turns': results.coding_turns,
+        'coding': [summary(result) | token_summary(result) for result in results.coding],
         'overhead': [
             {
                 'profile': timing.profile,

@@ -18,29 +18,37 @@ reach the model:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import random
-from collections.abc import Callable, Sequence
-from typing import Literal, TypeAlias
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
+from fake_provider import Text, ToolCalls, Turn
 from pydantic_ai_append import AppendInstructions
 
 from .measure import HookTimer, time_hooks
 
 __all__ = (
     'BLOCKS',
+    'CHAT',
+    'CHAT_CLOCK_REWRITTEN',
     'POLICIES',
+    'WORDS',
     'Policy',
+    'Scenario',
     'build_agent',
     'clock',
     'memory',
     'native_available',
     'prompt',
+    'sentence',
     'state',
     'tool_turn',
 )
@@ -56,7 +64,7 @@ MEMORY_EDIT_EVERY = 4
 CLOCK_CHANGE_TURN = 10
 TOOL_EVERY = 3
 
-_WORDS = (
+WORDS = (
     'build',
     'cache',
     'token',
@@ -88,20 +96,21 @@ _WORDS = (
 )
 
 
-def _sentence(rng: random.Random, words: int) -> str:
-    return ' '.join(rng.choice(_WORDS) for _ in range(words)).capitalize() + '.'
+def sentence(rng: random.Random, words: int) -> str:
+    """A sentence of `words` words drawn by `rng`."""
+    return ' '.join(rng.choice(WORDS) for _ in range(words)).capitalize() + '.'
 
 
 def _static_instructions() -> str:
     rng = random.Random(7)
-    rules = [f'{number}. {_sentence(rng, 14)}' for number in range(1, 21)]
+    rules = [f'{number}. {sentence(rng, 14)}' for number in range(1, 21)]
     return 'You are a coding assistant for a long-running project. Follow these rules:\n' + '\n'.join(rules)
 
 
 STATIC_INSTRUCTIONS = _static_instructions()
 """About 2 KB of fixed instructions."""
 
-_MEMORY = tuple(f'- note {line:03d}: {_sentence(random.Random(line), 14)}' for line in range(MEMORY_LINES))
+_MEMORY = tuple(f'- note {line:03d}: {sentence(random.Random(line), 14)}' for line in range(MEMORY_LINES))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -119,7 +128,7 @@ def memory(turn: int) -> str:
     lines = list(_MEMORY)
     for edit in range(MEMORY_EDIT_EVERY, turn + 1, MEMORY_EDIT_EVERY):
         line = (edit * 37) % MEMORY_LINES
-        lines[line] = f'- note {line:03d}: revised at turn {edit}: {_sentence(random.Random(1000 + edit), 10)}'
+        lines[line] = f'- note {line:03d}: revised at turn {edit}: {sentence(random.Random(1000 + edit), 10)}'
     return '\n'.join(lines)
 
 
@@ -152,42 +161,80 @@ def native_available() -> bool:
     return 'on_change' in inspect.signature(Agent.instructions).parameters
 
 
+@dataclass(frozen=True)
+class Scenario:
+    """A conversation the wire benchmark runs: its changing blocks, tools, user messages and scripted replies."""
+
+    name: str
+    blocks: Sequence[tuple[str, Callable[[int], str]]]
+    """The changing blocks, by name, in prefix order; each is a function of the turn."""
+    tools: Sequence[Callable[..., Any]]
+    prompt: Callable[[int], str]
+    """The user's message at each turn."""
+    script: Callable[[], Iterator[Turn]]
+    """A new iterator over the model's replies, one per request."""
+    rewritten: frozenset[str] = frozenset()
+    """The blocks append mode keeps in rewrite mode (`on_change='rewrite'`)."""
+
+
+def _chat_script() -> Iterator[Turn]:
+    turn = 0
+    while True:
+        turn += 1
+        if tool_turn(turn):
+            yield ToolCalls([('lookup', {'topic': f'task {turn}'})])
+        yield Text(f'Answer to turn {turn}.')
+
+
+CHAT = Scenario(name='chat', blocks=BLOCKS, tools=(lookup,), prompt=prompt, script=_chat_script)
+"""This module's 20-turn conversation."""
+CHAT_CLOCK_REWRITTEN = dataclasses.replace(CHAT, name='chat, clock rewritten', rewritten=frozenset({'clock'}))
+"""The same, with the clock in rewrite mode in append mode: a block after the window's, rewritten at turn 10."""
+
+
 def build_agent(
-    policy: Policy, model: Model, hooks: HookTimer | None = None, settings: ModelSettings | None = None
+    policy: Policy,
+    model: Model,
+    hooks: HookTimer | None = None,
+    settings: ModelSettings | None = None,
+    scenario: Scenario = CHAT,
 ) -> Agent[int, str]:
-    """An agent for `policy` whose deps are the turn number, sending `settings`; with `hooks`, append mode's hooks
-    are timed into it.
+    """An agent for `policy` whose deps are the turn number, sending `settings`, with `scenario`'s blocks and tools;
+    with `hooks`, append mode's hooks are timed into it.
 
     Raises:
         RuntimeError: For `'native'` on a release without `on_change='append'`.
     """
+    blocks, tools = scenario.blocks, scenario.tools
     if policy == 'static':
-        frozen = '\n\n'.join(function(1) for _, function in BLOCKS)
+        frozen = '\n\n'.join(function(1) for _, function in blocks)
         return Agent(
             model,
             deps_type=int,
             instructions=f'{STATIC_INSTRUCTIONS}\n\n{frozen}',
-            tools=[lookup],
+            tools=tools,
             model_settings=settings,
         )
     if policy == 'append':
         context = AppendInstructions[int](id='scenario')
-        for name, function in BLOCKS:
-            context.instructions(_at_turn(function), name=name)
+        for name, function in blocks:
+            context.instructions(
+                _at_turn(function), name=name, on_change='rewrite' if name in scenario.rewritten else 'append'
+            )
         if hooks is not None:
             time_hooks(context, hooks)
         return Agent(
             model,
             deps_type=int,
             instructions=STATIC_INSTRUCTIONS,
-            tools=[lookup],
+            tools=tools,
             capabilities=[context],
             model_settings=settings,
         )
-    agent = Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=[lookup], model_settings=settings)
+    agent = Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=tools, model_settings=settings)
     if policy == 'native' and not native_available():
         raise RuntimeError("this Pydantic AI release has no `on_change='append'`")
-    for name, function in BLOCKS:
+    for name, function in blocks:
         if policy == 'native':
             agent.instructions(name=name, on_change='append')(_at_turn(function))  # pyright: ignore[reportCallIssue]
         else:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, cast
@@ -24,19 +23,11 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from fake_provider import (
-    FakeProvider,
-    Text,
-    ToolCalls,
-    Turn,
-    anthropic_model,
-    openai_chat_model,
-    openai_responses_model,
-)
+from fake_provider import FakeProvider, anthropic_model, openai_chat_model, openai_responses_model
 from pydantic_ai_append._request import is_inline
 from pydantic_ai_append.testing import Api, Segment, WireConversation, common_prefix_length, prefix_reuse
 
-from .scenario import BLOCKS, Policy, build_agent, prompt, tool_turn
+from .scenario import CHAT, Policy, Scenario, build_agent
 
 __all__ = (
     'PATHS',
@@ -57,9 +48,9 @@ PATHS: dict[PathName, tuple[Api, str]] = {
     'openai-chat': ('openai-chat', 'gpt-5.2'),
     'openai-responses': ('openai-responses', 'gpt-5.2'),
     'anthropic-inline': ('anthropic', 'claude-opus-4-8'),
-    'anthropic-wrapped': ('anthropic', 'claude-sonnet-4-5'),
+    'anthropic-wrapped': ('anthropic', 'claude-sonnet-4-6'),
 }
-"""Each path's provider API and model name. `claude-sonnet-4-5` has no inline system messages."""
+"""Each path's provider API and model name. `claude-sonnet-4-6` has no inline system messages."""
 
 Variant: TypeAlias = Literal['static', 'rewrite', 'append', 'native', 'native-always']
 """A policy, or `native-always`: Pydantic AI's own append mode announcing the `<system>` framing from the first
@@ -181,15 +172,6 @@ def change_elements(segment: Segment) -> list[str]:
     return [match[0] for text in _strings(json.loads(segment.data)) for match in _CHANGE.finditer(text)]
 
 
-def _script() -> Iterator[Turn]:
-    turn = 0
-    while True:
-        turn += 1
-        if tool_turn(turn):
-            yield ToolCalls([('lookup', {'topic': f'task {turn}'})])
-        yield Text(f'Answer to turn {turn}.')
-
-
 def _model(path: PathName, url: str) -> Model:
     api, name = PATHS[path]
     if api == 'openai-chat':
@@ -200,9 +182,13 @@ def _model(path: PathName, url: str) -> Model:
 
 
 async def run_conversation(
-    path: PathName, variant: Variant, turns: int, cache_settings: ModelSettings | None = None
+    path: PathName,
+    variant: Variant,
+    turns: int,
+    cache_settings: ModelSettings | None = None,
+    scenario: Scenario = CHAT,
 ) -> WireResult:
-    """Run the scenario for `turns` turns on one path and variant, and measure what was sent; `cache_settings`
+    """Run `scenario` for `turns` turns on one path and variant, and measure what was sent; `cache_settings`
     replaces the recommended ones.
     """
     api, model_name = PATHS[path]
@@ -210,15 +196,13 @@ async def run_conversation(
     settings = RECOMMENDED_SETTINGS[api] if cache_settings is None else cache_settings
     if variant == 'native-always':
         settings = cast('ModelSettings', {**settings, 'framing_announcement': 'always'})
-    script = _script()
-    with FakeProvider(script=lambda _: next(script)) as server, warnings.catch_warnings():
-        # The SDK warns that this model is near its end of life; it is the path without inline system messages.
-        warnings.filterwarnings('ignore', message="The model 'claude-sonnet-4-5' is deprecated")
+    script = scenario.script()
+    with FakeProvider(script=lambda _: next(script)) as server:
         model = _model(path, server.url)
-        agent = build_agent(policy, model, settings=settings)
+        agent = build_agent(policy, model, settings=settings, scenario=scenario)
         history: list[ModelMessage] = []
         for turn in range(1, turns + 1):
-            result = await agent.run(prompt(turn), deps=turn, message_history=history)
+            result = await agent.run(scenario.prompt(turn), deps=turn, message_history=history)
             history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(result.all_messages()))
         if server.errors:
             raise RuntimeError(f'the fake provider refused requests: {server.errors}')
@@ -227,7 +211,7 @@ async def run_conversation(
     result = WireResult(path, variant, 'inline' if is_inline(model) else 'wrapped', model=model_name)
     result.usages = [message.usage for message in history if isinstance(message, ModelResponse)]
     result.body_bytes = sum(len(exchange.request_body) for exchange in exchanges)
-    result.block_bytes = {name: len(function(turns).encode()) for name, function in BLOCKS}
+    result.block_bytes = {name: len(function(turns).encode()) for name, function in scenario.blocks}
     _measure(result, conversation.requests)
     return result
 

@@ -126,6 +126,13 @@ def test_smoke_run_writes_tables_json_and_plot(
     assert all(row['cache_read_tokens'] > 0 and row['over_limit'] <= 1.05 for row in appended)
     assert all(row['over_limit'] > 2 for row in rewritten)
     assert 'Input tokens and dollars over the same 4 turns' in printed
+    # The coding agent's conversation, on every path and variant: append mode keeps its prefix there too.
+    coding = cast('list[dict[str, Any]]', report['coding'])
+    assert [(row['path'], row['policy']) for row in coding] == [(row['path'], row['policy']) for row in wire]
+    assert all(
+        row['min_reuse_percent'] == 100.0 and not row['prefix_moves'] for row in coding if row['policy'] == 'append'
+    )
+    assert all(row['over_step_limit'] <= row['over_limit'] for row in coding)
     # No breakpoint, no cache on Anthropic; the automatic one at the tail reaches the limit in append mode.
     costs = {(row['path'], row['variant'], row['setting']): row for row in report['breakpoints']}
     for path in ('anthropic-inline', 'anthropic-wrapped'):
