@@ -30,24 +30,35 @@ class Exchange(Protocol):
         ...
 
 
-def _responses_reply(body: bytes) -> tuple[str, list[object]] | None:
-    """The id and output items of a Responses reply, JSON or a stream, or `None` if it carries none."""
+def reply_payloads(body: bytes) -> list[dict[str, object]]:
+    """The JSON objects a reply body holds: the body itself, or each event of a server-sent event stream.
+
+    A body that is neither (empty, cut short, an HTML error page) holds none, and an event whose data isn't a JSON
+    object (`[DONE]`) is skipped.
+    """
     try:
         parsed: object = json.loads(body)
     except ValueError:
         parsed = None
-    candidates: list[object] = [parsed]
-    if parsed is None:
-        # A streamed reply: the terminal event (`response.completed`, or `.incomplete`/`.failed`) holds the
-        # whole response, so the last event that carries one wins.
-        for line in body.decode(errors='replace').splitlines():
-            if line.startswith('data:'):
-                try:
-                    event: object = json.loads(line[5:])
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    candidates.append(cast('dict[str, object]', event).get('response'))
+    if parsed is not None:
+        return [cast('dict[str, object]', parsed)] if isinstance(parsed, dict) else []
+    payloads: list[dict[str, object]] = []
+    for line in body.decode(errors='replace').splitlines():
+        if line.startswith('data:'):
+            try:
+                event: object = json.loads(line[5:])
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                payloads.append(cast('dict[str, object]', event))
+    return payloads
+
+
+def _responses_reply(body: bytes) -> tuple[str, list[object]] | None:
+    """The id and output items of a Responses reply, JSON or a stream, or `None` if it carries none."""
+    # In a stream the terminal event (`response.completed`, or `.incomplete`/`.failed`) holds the whole response,
+    # so the last event that carries one wins.
+    candidates = [item for payload in reply_payloads(body) for item in (payload, payload.get('response'))]
     for candidate in reversed(candidates):
         if isinstance(candidate, dict):
             response = cast('dict[str, object]', candidate)

@@ -16,9 +16,11 @@ from pydantic_ai.exceptions import UserError
 
 from .._conversation import WireConversation
 from .._segments import API_PATHS, Api, Segment
+from .._telemetry import CacheSummary
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
 from ._transcript import DEFAULT_FOLD, transcript
+from ._wire_summary import wire_summary
 
 
 class PromptWire:
@@ -173,6 +175,36 @@ class PromptWire:
             One [`PrefixReuse`][pydantic_ai_append.testing.PrefixReuse] per request.
         """
         return prefix_reuse(self.requests(api))
+
+    def cache_summary(self, api: Api | None = None) -> CacheSummary:
+        """The conversation's cache use and cost as the provider reported them, against rewrite mode's cost.
+
+        It is the [`CacheSummary`][pydantic_ai_append.CacheSummary] `AppendInstructions.cache_summary` gives for
+        the same conversation's history, read from the wire alone: each reply's `usage` (streamed or not) as
+        Pydantic AI maps it, priced by `genai-prices` through `ModelResponse.cost()`, with or without the
+        capability on the agent. A request is expected to read the previous one, in the provider's count (on OpenAI
+        rounded down to its 1,024-and-128 steps), where it starts with all of that request's segments byte for byte
+        and the same model answered; one that moved the prefix is expected to read nothing (where the capability
+        would report an `unexpected` shortfall, `assert_prefix_stable` shows what moved). Where the segments it adds
+        deliver a change to a block (a replacing
+        `<context id="X">` or `<context-diff id="X">` element, or a withdrawal), rewrite mode would have moved the
+        prefix at the block's `<context id="X">` opening in the instructions, so its read is capped at the bytes of
+        the segments before that opening, at 4 bytes a token. The capability estimates the same from the
+        instructions it renders; this one counts what was sent, with the JSON around each segment and what Pydantic AI
+        puts before the blocks (on 2.68, its announcement of `<system>` blocks), so where a change was delivered the
+        two savings differ a little. Tokens and cost are the same.
+
+        An exchange whose reply holds no JSON (an empty or cut body, an HTML error page) or is an error object is
+        left out, as Pydantic AI made no response of it; a reply without usage counts as a request of no tokens.
+
+        Args:
+            api: As for `conversation`.
+
+        Returns:
+            The totals of the conversation's requests to that API.
+        """
+        name = self._api(api)
+        return wire_summary(name, [exchange for exchange in self.exchanges if exchange.path.endswith(API_PATHS[name])])
 
     def close(self) -> None:
         """Close every client `http_client` made that is still open; the fixture calls it at teardown.

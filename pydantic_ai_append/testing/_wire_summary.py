@@ -1,0 +1,189 @@
+"""A conversation's cache summary from what went over the wire, totalled the way the capability totals history.
+
+`AppendInstructions.cache_summary` reads each `ModelResponse` of a history, with the figures the capability stored in
+its metadata. This module makes the same responses from recorded exchanges alone: the usage each reply body reports,
+mapped to Pydantic AI's `RequestUsage` as its model classes and `genai-prices` map it, and the figures taken from
+the request bodies. The responses then go through the capability's own `summary`, so there is one pricing path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import fields, replace
+from typing import cast
+
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.usage import RequestUsage
+
+from .._conversation import Exchange, WireConversation, reply_payloads
+from .._history import RECORD_KEY
+from .._segments import Api, Segment, common_prefix_length
+from .._telemetry import CacheSummary, summary
+from .._telemetry import _expected as expected_read  # pyright: ignore[reportPrivateUsage]
+
+_PROVIDERS: Mapping[Api, str] = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
+"""The provider name Pydantic AI gives a response from each API."""
+
+_USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[tuple[str, ...], ...]]] = {
+    'openai-chat': {
+        'input_tokens': (('prompt_tokens',),),
+        'cache_read_tokens': (('prompt_tokens_details', 'cached_tokens'),),
+        'cache_write_tokens': (('prompt_tokens_details', 'cache_write_tokens'),),
+        'input_audio_tokens': (('prompt_tokens_details', 'audio_tokens'),),
+        'output_tokens': (('completion_tokens',),),
+        'output_audio_tokens': (('completion_tokens_details', 'audio_tokens'),),
+    },
+    'openai-responses': {
+        'input_tokens': (('input_tokens',),),
+        'cache_read_tokens': (('input_tokens_details', 'cached_tokens'),),
+        'cache_write_tokens': (('input_tokens_details', 'cache_write_tokens'),),
+        'output_tokens': (('output_tokens',),),
+    },
+    'anthropic': {
+        # Anthropic's `input_tokens` leaves out what the cache read and wrote; Pydantic AI's is the sum of the three.
+        'input_tokens': (('input_tokens',), ('cache_creation_input_tokens',), ('cache_read_input_tokens',)),
+        'cache_read_tokens': (('cache_read_input_tokens',),),
+        'cache_write_tokens': (('cache_creation_input_tokens',),),
+        'cache_write_1h_tokens': (('cache_creation', 'ephemeral_1h_input_tokens'),),
+        'output_tokens': (('output_tokens',),),
+    },
+}
+"""Where each `RequestUsage` field is in a reply's `usage`, per API: the sum of the paths, as `genai-prices` reads it."""
+
+_CHANGE = re.compile(r'(?:^|\n|<system[^>]*>)<context(?:-diff)? id="([^"]*)"(?: withdrawn="true")?>')
+"""An element delivering a change to a block (a replacement, a diff, a withdrawal), where system-voice text starts."""
+
+_NO_CAP = 1 << 62
+
+_MARKS_OMITTED_USAGE = 'unmeasured_requests' in {field.name for field in fields(RequestUsage)}
+"""Whether this release of Pydantic AI marks a response whose reply reported no usage, and then can't price it; 2.58
+counts it as a response of no tokens, priced at nothing."""
+
+
+def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
+    """The `CacheSummary` of the exchanges of one conversation with one API, in the order they were sent.
+
+    An exchange whose reply holds no JSON object (an empty or cut body, an HTML error page) or is an error object is
+    left out, as it is from history: Pydantic AI made no response of it. A reply without usage counts as a request
+    of no tokens, as Pydantic AI counts one.
+    """
+    conversation = WireConversation(api)
+    responses: list[ModelResponse] = []
+    previous: tuple[list[Segment], ModelResponse] | None = None
+    for exchange in exchanges:
+        request = conversation.add(exchange.request_body, exchange.response_body)
+        holders = [holder for payload in reply_payloads(exchange.response_body) for holder in _holders(payload)]
+        if not holders or any(holder.get('error') or holder.get('type') == 'error' for holder in holders):
+            continue
+        response = _response(api, holders)
+        expected, rewrite = _figures(api, request, previous, response)
+        response.metadata = {RECORD_KEY: {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite}}
+        responses.append(response)
+        previous = (request, response)
+    return summary(responses)
+
+
+def _holders(payload: dict[str, object]) -> Iterator[dict[str, object]]:
+    """The objects of one reply payload that may carry the model and usage: the payload, and the response or message
+    a stream event wraps (Responses' `response.completed`, Anthropic's `message_start`).
+    """
+    yield payload
+    for key in ('response', 'message'):
+        if isinstance(inner := payload.get(key), dict):
+            yield cast('dict[str, object]', inner)
+
+
+def _response(api: Api, holders: list[dict[str, object]]) -> ModelResponse:
+    """The `ModelResponse` Pydantic AI makes of a reply, as far as pricing it goes."""
+    model = next((name for holder in reversed(holders) if isinstance(name := holder.get('model'), str)), None)
+    tier = next((tier for holder in reversed(holders) if isinstance(tier := holder.get('service_tier'), str)), None)
+    # A stream's later usage repeats or updates the earlier (Anthropic's `message_delta` after `message_start`).
+    reported: dict[str, object] = {}
+    for holder in holders:
+        if isinstance(usage := holder.get('usage'), dict):
+            reported |= {key: value for key, value in cast('dict[str, object]', usage).items() if value is not None}
+    if reported:
+        counts = {name: sum(_number(reported, path) for path in paths) for name, paths in _USAGE_FIELDS[api].items()}
+        counts['cache_write_1h_tokens'] = min(counts.get('cache_write_1h_tokens', 0), counts['cache_write_tokens'])
+        usage = replace(RequestUsage(), **counts)
+    else:
+        # As Pydantic AI records a reply without usage on this release.
+        usage = replace(RequestUsage(), **({'unmeasured_requests': 1} if _MARKS_OMITTED_USAGE else {}))
+    return ModelResponse(
+        parts=[],
+        usage=usage,
+        model_name=model,
+        provider_name=_PROVIDERS[api],
+        provider_details={'service_tier': tier} if tier else None,
+    )
+
+
+def _number(usage: object, path: tuple[str, ...]) -> int:
+    for key in path:
+        usage = cast('dict[str, object]', usage).get(key) if isinstance(usage, dict) else None
+    return usage if isinstance(usage, int) else 0
+
+
+def _figures(
+    api: Api, request: list[Segment], previous: tuple[list[Segment], ModelResponse] | None, response: ModelResponse
+) -> tuple[int, int]:
+    """The tokens `request` was expected to read, and those rewrite mode would have read, as the capability stores
+    them: the previous request in the provider's count where `request` starts with all of it byte for byte, and the
+    read capped before the first block whose change the added segments deliver.
+    """
+    usage = response.usage
+    if previous is None or common_prefix_length(previous[0], request) < len(previous[0]):
+        return 0, usage.cache_read_tokens  # the first request, or a moved prefix: nothing kept, nothing delivered
+    earlier, before = previous
+    # As the capability does: Anthropic caches only at breakpoints, so reading nothing is a verdict there; OpenAI
+    # reports no cache use below its minimum, so a read is expected only once the conversation shows one.
+    judged = api == 'anthropic' or any(
+        item.cache_read_tokens or item.cache_write_tokens for item in (usage, before.usage)
+    )
+    expected = 0
+    if judged and before.model_name == response.model_name:
+        expected = min(expected_read(response, before.usage.input_tokens), usage.input_tokens)
+    return expected, min(usage.cache_read_tokens, _head_tokens(api, request, request[len(earlier) :]))
+
+
+def _head_tokens(api: Api, request: list[Segment], added: list[Segment]) -> int:
+    """The tokens of `request` before the first block a change in `added` is to, at 4 bytes a token."""
+    changed = {block_id for segment in added for text in _texts(segment) for block_id in _CHANGE.findall(text)}
+    if not changed:
+        return _NO_CAP  # no change delivered: rewrite mode reads what this request read
+    head = b''.join(segment.data for segment in request[: _prefix_length(api, request)])
+    # The opening as it is in a segment: JSON-encoded, with its quotes escaped.
+    openings = [json.dumps(f'<context id="{block_id}">', ensure_ascii=False)[1:-1].encode() for block_id in changed]
+    # A block absent from the prefix (a named route held while absent) would be added after all of it.
+    return min((at for opening in openings if (at := head.find(opening)) >= 0), default=len(head)) // 4
+
+
+def _prefix_length(api: Api, request: list[Segment]) -> int:
+    """How many segments of `request` are its tools and instructions (on OpenAI Chat, its leading system messages)."""
+    return next((index for index, segment in enumerate(request) if not _in_prefix(api, segment)), len(request))
+
+
+def _in_prefix(api: Api, segment: Segment) -> bool:
+    if segment.kind in ('tool', 'system', 'instructions'):
+        return True
+    return api == 'openai-chat' and _role(segment) in ('system', 'developer')
+
+
+def _role(segment: Segment) -> object:
+    item: object = json.loads(segment.data)
+    return cast('dict[str, object]', item).get('role') if isinstance(item, dict) else None
+
+
+def _texts(segment: Segment) -> Iterator[str]:
+    """Every string in a segment, at any depth."""
+    pending: list[object] = [json.loads(segment.data)]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            pending.extend(cast('dict[str, object]', value).values())
+        elif isinstance(value, list):
+            pending.extend(cast('list[object]', value))
