@@ -105,7 +105,7 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
         and (previous.provider_name, previous.model_name) == (response.provider_name, response.model_name)
         and not opens_window(request)
     ):
-        expected = min(_expected(response, previous.usage.input_tokens), usage.input_tokens)
+        expected = min(expected_read(response, previous.usage.input_tokens), usage.input_tokens)
     rewrite_read = min(usage.cache_read_tokens, _head_tokens(request_context, request)) if request else 0
     figures = {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite_read}
     metadata = dict(response.metadata or {})
@@ -187,7 +187,7 @@ def _costs(response: ModelResponse) -> tuple[float, float] | None:
         return None
 
 
-def _expected(response: ModelResponse, previous: int) -> int:
+def expected_read(response: ModelResponse, previous: int) -> int:
     """What the provider reads of a previous request of `previous` tokens: OpenAI caches 1,024 tokens and up, by 128."""
     if response.provider_name != 'openai':
         return previous

@@ -20,8 +20,7 @@ from pydantic_ai.usage import RequestUsage
 from .._conversation import Exchange, WireConversation, reply_payloads
 from .._history import RECORD_KEY
 from .._segments import Api, Segment, common_prefix_length
-from .._telemetry import CacheSummary, summary
-from .._telemetry import _expected as expected_read  # pyright: ignore[reportPrivateUsage]
+from .._telemetry import CacheSummary, expected_read, summary
 
 _PROVIDERS: Mapping[Api, str] = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
 """The provider name Pydantic AI gives a response from each API."""
