@@ -223,6 +223,10 @@ def anthropic_minimum(model: str) -> int:
     return next((size for name, size in ANTHROPIC_MINIMUM_TOKENS.items() if model.startswith(name)), 1_024)
 
 
+def _block_type(block: object) -> object:
+    return cast('Mapping[str, Any]', block).get('type') if isinstance(block, dict) else None
+
+
 def _ttl(block: object) -> Literal['5m', '1h'] | None:
     control = cast('Mapping[str, Any]', block).get('cache_control') if isinstance(block, dict) else None
     if not isinstance(control, dict):
@@ -258,7 +262,7 @@ def _anthropic_blocks(request: Mapping[str, Any]) -> list[_Block]:
         content = message.get('content')
         previous: object = None
         for block in [content] if isinstance(content, str) else list(content or []):
-            kind = cast('Mapping[str, Any]', block).get('type') if isinstance(block, dict) else None
+            kind = _block_type(block)
             run, previous = kind in _TOOL_BLOCKS and kind == previous, kind
             data = role + _compact(_without_control(block))
             blocks.append(_Block(data, _ttl(block), len(blocks) == first_message, run))

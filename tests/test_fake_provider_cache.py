@@ -171,7 +171,9 @@ def test_anthropic_automatic_breakpoint_found_again_within_20_blocks():
 def test_anthropic_counts_a_run_of_tool_calls_or_results_as_one_block_of_lookback():
     cache = PromptCache(Clock())
     first = cache.anthropic(conversation(1))
-    calls = [{'type': 'tool_use', 'id': f't{n}', 'name': 'read', 'input': {}} for n in range(12)]
+    calls: list[dict[str, object]] = [
+        {'type': 'tool_use', 'id': f't{n}', 'name': 'read', 'input': {}} for n in range(12)
+    ]
     results = [{'type': 'tool_result', 'tool_use_id': f't{n}', 'content': 'x'} for n in range(12)]
     fan_out = conversation(1)
     fan_out['messages'] = [
