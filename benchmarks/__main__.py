@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessage
 
 from .breakpoints import BreakpointResult, run_breakpoints
-from .coding import CODING
+from .coding import CODING, run_coding_conversation
 from .huge import HugeResult, run_huge
 from .overhead import ChangeTiming, Profile, Timing, build_history, real_history, time_change_counts, time_runs
 from .pieces import PieceTiming, time_pieces
@@ -113,18 +113,13 @@ async def _wire(turns: int, variants: Sequence[Variant]) -> list[WireResult]:
     return results
 
 
-def _coding_conversation(job: tuple[PathName, Variant, int]) -> WireResult:
-    path, variant, turns = job
-    return asyncio.run(run_conversation(path, variant, turns, scenario=CODING))
-
-
 async def _coding(turns: int, variants: Sequence[Variant], processes: int) -> list[WireResult]:
     jobs: list[tuple[PathName, Variant, int]] = [(path, variant, turns) for path in PATHS for variant in variants]
     print(f'  coding: {len(jobs)} conversations of {turns} turns in {processes} processes', file=sys.stderr)
     if processes == 1:
         return [await run_conversation(path, variant, turns, scenario=CODING) for path, variant, _ in jobs]
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context('spawn')) as pool:
-        return list(pool.map(_coding_conversation, jobs))
+        return list(pool.map(run_coding_conversation, jobs))
 
 
 async def _overhead(sizes: Sequence[int], repeats: int, policies: Sequence[Policy]) -> list[Timing]:

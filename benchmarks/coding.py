@@ -15,6 +15,7 @@ results), past Anthropic's 20-block lookback, which is where a breakpoint earlie
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import random
 from collections.abc import Iterator
@@ -22,8 +23,9 @@ from collections.abc import Iterator
 from fake_provider import Text, ToolCalls, Turn
 
 from .scenario import WORDS, Scenario, sentence
+from .wire import PathName, Variant, WireResult, run_conversation
 
-__all__ = ('CODING', 'coding_memory', 'coding_prompt', 'coding_script', 'todo')
+__all__ = ('CODING', 'coding_memory', 'coding_prompt', 'coding_script', 'run_coding_conversation', 'todo')
 
 OPEN_TASKS = 8
 TODO_EVERY = 5
@@ -111,3 +113,9 @@ CODING = Scenario(
     script=coding_script,
 )
 """The 200-turn coding agent."""
+
+
+def run_coding_conversation(job: tuple[PathName, Variant, int]) -> WireResult:
+    """Run the coding agent's conversation on one path and variant for some turns, in a process of its own."""
+    path, variant, turns = job
+    return asyncio.run(run_conversation(path, variant, turns, scenario=CODING))
