@@ -73,7 +73,7 @@ async def handle_request(
         if plan.opened is not None and settings.verifier is not None:
             settings.verifier.open_window()
         sent = outgoing(messages, window, continues=plan.continues, notes=bool(plan.prefix))
-        append(ctx, messages, sent, _record(settings, ctx, window, plan))
+        append(ctx, messages, sent, plan_records(window, plan, key=settings.key, conversation_id=ctx.conversation_id))
         prefix = _prefix(plan, ordered)
         # An empty list, never `None`, which models read as unset, sending the instructions recorded on an earlier
         # request instead; some models of 2.58 do so for an empty list too, so the requests sent then carry none.
@@ -95,17 +95,19 @@ def _remember(conversation_id: str | None, text: str, digest: str | None = None)
     _TEXTS.put(key, text, size=ENTRY_BYTES + size_of([text]))
 
 
-def _record(
-    settings: RequestSettings[Any], ctx: RunContext[Any], window: Window, plan: WindowPlan
+def plan_records(
+    window: Window, plan: WindowPlan, *, key: bytes | None, conversation_id: str | None
 ) -> list[SystemPromptPart]:
-    """The carriers of the plan's records: its baseline, or each change with the element it sends."""
-    if plan.baseline is not None:
-        for block in plan.baseline.blocks:
-            if block.content is not None:
-                _remember(ctx.conversation_id, block.content)
-        stored = encode_baseline(plan.baseline, key=settings.key, conversation_id=ctx.conversation_id)
-        return [carrier('', stored)]
-    return record_changes(window, plan.changes, key=settings.key, conversation_id=ctx.conversation_id)
+    """The carriers of the plan's records: its baseline and the changes it delivers at once, or each change."""
+    if plan.baseline is None:
+        return record_changes(window, plan.changes, key=key, conversation_id=conversation_id)
+    for block in plan.baseline.blocks:
+        if block.content is not None:
+            _remember(conversation_id, block.content)
+    stored = encode_baseline(plan.baseline, key=key, conversation_id=conversation_id)
+    state = {block.id: block.content_hash for block in plan.baseline.blocks}
+    opened = Window(baseline=plan.baseline, state=state, last_check=str(stored['check']))
+    return [carrier('', stored), *record_changes(opened, plan.changes, key=key, conversation_id=conversation_id)]
 
 
 def record_changes(

@@ -2,8 +2,10 @@
 
 A window opens on the first request that has an append-mode block. Its baseline fixes the prefix; while it lasts,
 each request records one change per append-mode block whose value differs from what the model holds. A new window
-opens with the current values only when the prefix must move anyway: a literal or rewrite-mode block changed or
-moved, a block's policy or owner changed, history was compacted, or the baseline is gone or can't be read.
+opens only when the prefix must move anyway: a literal or rewrite-mode block changed or moved, a block's policy or
+owner changed, history was compacted, or the baseline is gone or can't be read. It states the current values, unless
+only rewrite-mode blocks moved the prefix: they come after the window's blocks, so it keeps the old values, and the
+prefix before them, and its first request records the changes since.
 
 What the model holds is read from the last change's record, which names the digest of every block after it, as long
 as each change of the window names the check of the one before it (`_linked`): a whole chain is checked without
@@ -213,11 +215,20 @@ def plan_request(window: Window, current: Sequence[CurrentBlock]) -> WindowPlan:
             if baseline is not None
             else window.broken or 'first request with an append-mode block'
         )
+        literal = [_baseline_entry(block) for block in current if block.mode == 'literal']
+        # Where only rewrite-mode blocks (sent after the window's) moved the prefix, the new one keeps the old values.
+        keeps = baseline is not None and not moved and [d for d in baseline.digests if not d.dynamic] == literal
+        kept = {block.id: block.content for block in baseline.blocks} if baseline is not None and keeps else None
         new = InstructionBaselinePart(
-            instructions=tuple(_baseline_entry(block) for block in current if block.mode != 'native'),
+            instructions=tuple(_baseline_entry(block, kept) for block in current if block.mode != 'native'),
             native=tuple(block.id for block in current if block.mode == 'native' and block.id is not None),
         )
-        return WindowPlan(new, new.blocks, (), continues=False, opened=opened)
+        changes = tuple(
+            (block_id, value)
+            for block_id, value in appending.items()
+            if kept is not None and kept.get(block_id) != value
+        )
+        return WindowPlan(new, new.blocks, changes, continues=False, opened=opened)
     # Nothing appends any more: an open window is ended, so its changes stop applying.
     ending = InstructionBaselinePart(instructions=()) if baseline is not None else None
     return WindowPlan(ending, (), (), continues=False, opened=None)
@@ -238,8 +249,8 @@ def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock
     return len(digests) == len(others) and all(map(lambda d, b: d == _baseline_entry(b), digests, others))
 
 
-def _baseline_entry(block: CurrentBlock) -> InstructionBlock | InstructionDigest:
+def _baseline_entry(block: CurrentBlock, kept: dict[str, Any] | None = None) -> InstructionBlock | InstructionDigest:
     if block.mode == 'append':
         assert block.id is not None, 'append-mode blocks always have an id'
-        return InstructionBlock(id=block.id, content=block.content)
+        return InstructionBlock(id=block.id, content=block.content if kept is None else kept.get(block.id))
     return InstructionDigest.of(id=block.id, dynamic=block.mode == 'rewrite', content=block.content or '')

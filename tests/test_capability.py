@@ -165,7 +165,7 @@ user: <system><context id="capability:todos:state">
     assert chat.seen[1].instructions == chat.seen[0].instructions
 
 
-def test_a_rewrite_mode_change_opens_a_new_window():
+def test_a_rewrite_mode_change_opens_a_new_window_that_keeps_the_prefix_before_it():
     chat = ScriptedModel()
     agent = make_agent(chat)
     history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
@@ -176,17 +176,31 @@ Be brief.
 
 <context id="capability:todos:state">
 - [ ] a
-- [ ] b
 </context>
 
 Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
 
 Mode: act\
 """)
-    # The change delivered in the old window is superseded by the new prefix, so it is no longer sent.
-    assert chat.last.messages == snapshot(['user: one', 'assistant: ok', 'user: two', 'assistant: ok', 'user: three'])
+    # The rewrite-mode block comes after the window's, so the new window keeps their values in its prefix, which a
+    # provider still reads from cache up to the rewritten block; the old window's change is sent again, once.
+    assert chat.last.messages == snapshot(
+        [
+            'user: one',
+            'assistant: ok',
+            'user: two',
+            'assistant: ok',
+            'user: three',
+            """\
+user: <system><context id="capability:todos:state">
+- [ ] a
+- [ ] b
+</context></system>\
+""",
+        ]
+    )
     assert [type(record).__name__ for record in instruction_records(history)] == snapshot(
-        ['InstructionBaselinePart', 'InstructionDeltaPart', 'InstructionBaselinePart']
+        ['InstructionBaselinePart', 'InstructionDeltaPart', 'InstructionBaselinePart', 'InstructionDeltaPart']
     )
 
 

@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
 
 from pydantic_ai_append import InstructionBaselinePart, InstructionBlock, InstructionDigest
-from pydantic_ai_append._encoding import encode_baseline
-from pydantic_ai_append._history import carrier, scan
+from pydantic_ai_append._history import scan
 from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE, change_value, context_element
-from pydantic_ai_append._request import outgoing, record_changes
+from pydantic_ai_append._request import outgoing, plan_records
 from pydantic_ai_append._suspended import split_recorded_prefix
 from pydantic_ai_append._window import CurrentBlock, Window, fold, plan_request
 
@@ -41,11 +40,7 @@ def current(request: dict[str, str | None]) -> list[CurrentBlock]:
 def request(history: list[ModelMessage], blocks: list[CurrentBlock]) -> tuple[Window, list[ModelMessage]]:
     """One request as the capability makes it: the window it reads, and the history after it."""
     window = fold(scan(history), key=None, conversation_id=None)
-    plan = plan_request(window, blocks)
-    if plan.baseline is not None:
-        carriers = [carrier('', encode_baseline(plan.baseline))]
-    else:
-        carriers = record_changes(window, plan.changes, key=None, conversation_id='c')
+    carriers = plan_records(window, plan_request(window, blocks), key=None, conversation_id='c')
     return window, [*history, ModelRequest(parts=[UserPromptPart('next'), *carriers])]
 
 

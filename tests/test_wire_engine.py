@@ -153,6 +153,10 @@ def is_framework_text(text: str) -> bool:
     return text.startswith('Mid-conversation system messages')
 
 
+def is_reply(item: object) -> bool:
+    return isinstance(item, dict) and cast('dict[str, object]', item).get('role') == 'assistant'
+
+
 def transcript(requests: list[list[Segment]]) -> str:
     """The prefix of the first request and of the new window, then the changes each request delivered."""
     lines: list[str] = []
@@ -164,6 +168,11 @@ def transcript(requests: list[list[Segment]]) -> str:
             prefix += itertools.takewhile(lambda segment: json.loads(segment.data).get('role') == 'system', messages)
             lines.append(f'=== request {index} opens a window; prefix: ===')
             lines += [text for segment in prefix for text in texts(segment) if not is_framework_text(text)]
+            # What it delivers at once, after the last reply: the changes since the prefix it keeps.
+            replies = [at for at, segment in enumerate(request) if is_reply(json.loads(segment.data))]
+            tail = request[replies[-1] + 1 :] if replies else []
+            lines.append(f'=== request {index} delivers: ===')
+            lines += [text for segment in tail for text in texts(segment) if text.startswith(('<context', '<system'))]
         else:
             lines.append(f'=== request {index} delivers: ===')
             lines += [
