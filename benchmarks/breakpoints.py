@@ -8,7 +8,8 @@ are Pydantic AI's public `AnthropicModelSettings`:
 - `instructions`: one after the system prompt (`anthropic_cache_instructions`), which append mode keeps stable;
 - `tail`: the automatic one on the conversation's last block (`anthropic_cache`), which moves with it and finds
   the previous request's within 20 blocks;
-- `recommended`: both, and one after the tool definitions (`wire.RECOMMENDED_SETTINGS`).
+- `recommended`: both, and one after the tool definitions (`wire.RECOMMENDED_SETTINGS`);
+- `unified`: Pydantic AI's provider-neutral `cache=True`, which places its breakpoints itself.
 
 Append mode is also run with its clock block in rewrite mode (`append, clock rewritten`): the window's blocks are
 sent as literal instruction parts and rewrite-mode ones as dynamic parts after them, so Pydantic AI's breakpoint
@@ -35,6 +36,7 @@ SETTINGS: dict[str, ModelSettings] = {
     'instructions': cast('ModelSettings', {'anthropic_cache_instructions': True}),
     'tail': cast('ModelSettings', {'anthropic_cache': True}),
     'recommended': RECOMMENDED_SETTINGS['anthropic'],
+    'unified': cast('ModelSettings', {'cache': True}),
 }
 """Each setting compared, by name."""
 
