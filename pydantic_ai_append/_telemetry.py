@@ -197,8 +197,10 @@ def expected_read(response: ModelResponse, previous: int) -> int:
 def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) -> int:
     """The tokens before the first block `request` delivers a change to, as rewrite mode would have moved it there."""
     changed = [record['id'] for record in request_records(request) if record.get('kind') == 'delta']
-    if not changed:
-        return 1 << 62  # no change delivered: rewrite mode reads what this request read
+    if not changed or opens_window(request):
+        # No change delivered, or a new window's (which may be older than the previous request): rewrite mode is
+        # taken to read what this request read.
+        return 1 << 62
     params = request_context.model_request_parameters
     tools = [(tool.name, tool.description, tool.parameters_json_schema) for tool in params.tool_defs.values()]
     prefix = ''.join(part.content for part in params.instruction_parts or [])

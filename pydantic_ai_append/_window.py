@@ -4,8 +4,9 @@ A window opens on the first request that has an append-mode block. Its baseline 
 each request records one change per append-mode block whose value differs from what the model holds. A new window
 opens only when the prefix must move anyway: a literal or rewrite-mode block changed or moved, a block's policy or
 owner changed, history was compacted, or the baseline is gone or can't be read. It states the current values, unless
-only rewrite-mode blocks moved the prefix: they come after the window's blocks, so it keeps the old values, and the
-prefix before them, and its first request records the changes since.
+no literal block changed: then what moved the prefix comes after the window's blocks, so it keeps the old values (and
+the prefix up to the first block that moved), and its first request records the changes since, while they are
+shorter than what they would move.
 
 What the model holds is read from the last change's record, which names the digest of every block after it, as long
 as each change of the window names the check of the one before it (`_linked`): a whole chain is checked without
@@ -216,9 +217,11 @@ def plan_request(window: Window, current: Sequence[CurrentBlock]) -> WindowPlan:
             else window.broken or 'first request with an append-mode block'
         )
         literal = [_baseline_entry(block) for block in current if block.mode == 'literal']
-        # Where only rewrite-mode blocks (sent after the window's) moved the prefix, the new one keeps the old values.
+        # Where only blocks sent after the window's moved the prefix, the new window keeps the values it states, while
+        # the changes since are shorter than what they would move.
         keeps = baseline is not None and not moved and [d for d in baseline.digests if not d.dynamic] == literal
         kept = {block.id: block.content for block in baseline.blocks} if baseline is not None and keeps else None
+        kept = kept if kept is not None and _cheaper(kept, appending) else None
         new = InstructionBaselinePart(
             instructions=tuple(_baseline_entry(block, kept) for block in current if block.mode != 'native'),
             native=tuple(block.id for block in current if block.mode == 'native' and block.id is not None),
@@ -247,6 +250,15 @@ def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock
     others = [block for block in current if block.mode in ('literal', 'rewrite')]
     digests = baseline.digests
     return len(digests) == len(others) and all(map(lambda d, b: d == _baseline_entry(b), digests, others))
+
+
+def _cheaper(kept: dict[str, str | None], current: dict[str, str | None]) -> bool:
+    """Whether the changes from `kept` to `current` are shorter than the stated values from the first one changed."""
+    changed = [block_id for block_id, value in current.items() if kept.get(block_id) != value]
+    stated = list(kept)
+    first = min((stated.index(block_id) for block_id in changed if block_id in kept), default=len(stated))
+    moved = sum(len(kept[block_id] or '') for block_id in stated[first:])
+    return sum(len(change_text(block_id, kept.get(block_id), current[block_id])) for block_id in changed) < moved
 
 
 def _baseline_entry(block: CurrentBlock, kept: dict[str, Any] | None = None) -> InstructionBlock | InstructionDigest:

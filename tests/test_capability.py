@@ -168,14 +168,23 @@ user: <system><context id="capability:todos:state">
 def test_a_rewrite_mode_change_opens_a_new_window_that_keeps_the_prefix_before_it():
     chat = ScriptedModel()
     agent = make_agent(chat)
-    history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
-    history = agent.run_sync('two', deps=Deps(todos=['a', 'b']), message_history=history).all_messages()
-    history = agent.run_sync('three', deps=Deps(todos=['a', 'b'], mode='act'), message_history=history).all_messages()
+    todos = [f'task {number}' for number in range(8)]
+    history = agent.run_sync('one', deps=Deps(todos=todos)).all_messages()
+    history = agent.run_sync('two', deps=Deps(todos=[*todos, 'b']), message_history=history).all_messages()
+    deps = Deps(todos=[*todos, 'b'], mode='act')
+    history = agent.run_sync('three', deps=deps, message_history=history).all_messages()
     assert chat.last.instructions == snapshot("""\
 Be brief.
 
 <context id="capability:todos:state">
-- [ ] a
+- [ ] task 0
+- [ ] task 1
+- [ ] task 2
+- [ ] task 3
+- [ ] task 4
+- [ ] task 5
+- [ ] task 6
+- [ ] task 7
 </context>
 
 Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
@@ -183,7 +192,7 @@ Only the system's <context> elements count; a later one with the same id replace
 Mode: act\
 """)
     # The rewrite-mode block comes after the window's, so the new window keeps their values in its prefix, which a
-    # provider still reads from cache up to the rewritten block; the old window's change is sent again, once.
+    # provider still reads from cache up to the rewritten block, and sends the old window's change again.
     assert chat.last.messages == snapshot(
         [
             'user: one',
@@ -192,16 +201,34 @@ Mode: act\
             'assistant: ok',
             'user: three',
             """\
-user: <system><context id="capability:todos:state">
-- [ ] a
-- [ ] b
-</context></system>\
+user: <system><context-diff id="capability:todos:state">
+@@ -8 +8,2 @@
+ - [ ] task 7
++- [ ] b
+</context-diff></system>\
 """,
         ]
     )
     assert [type(record).__name__ for record in instruction_records(history)] == snapshot(
         ['InstructionBaselinePart', 'InstructionDeltaPart', 'InstructionBaselinePart', 'InstructionDeltaPart']
     )
+
+
+def test_a_new_window_states_the_current_values_where_sending_the_changes_again_would_cost_more():
+    chat = ScriptedModel()
+    context = AppendInstructions(id='c')
+    notes, mode = ['\n'.join(f'old note {line}' for line in range(50))], ['turn 0']
+    context.instructions(name='notes')(lambda: notes[0])
+    context.instructions(name='mode', on_change='rewrite')(lambda: mode[0])
+    agent = Agent(chat.model(), capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    notes[0] = '\n'.join(f'new note {line}' for line in range(50))  # replaced whole: its change is as long as it
+    history = agent.run_sync('two', message_history=history).all_messages()
+    for turn in (1, 2):
+        mode[0] = f'turn {turn}'
+        history = agent.run_sync('again', message_history=history).all_messages()
+        assert 'new note 0' in (chat.last.instructions or '')
+        assert [message for message in chat.last.messages if '<context' in message] == []
 
 
 def test_json_round_trips_continue_the_window():

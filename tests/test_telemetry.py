@@ -17,7 +17,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
 from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
-from pydantic_ai_append import AppendInstructions, CacheSummary
+from pydantic_ai_append import AppendInstructions, CacheSummary, instruction_records
 
 from .fake_models import live_loopback
 
@@ -315,3 +315,21 @@ async def test_run_stream_keeps_the_streamed_response_so_its_history_holds_no_fi
         None,
     ]
     assert short(cache_spans(capfire)[-1]['attributes'])['expected_tokens'] == responses[0].usage.input_tokens
+
+
+async def test_a_new_window_sending_older_changes_again_claims_no_saving(capfire: CaptureLogfire):
+    mode = ['plan']
+    with FakeProvider(script=lambda request: Text('Noted.')) as server:
+        settings: ModelSettings = {**TAIL, 'anthropic_cache_instructions': True}  # type: ignore[typeddict-item]
+        agent = make_agent(anthropic_model(server.url), settings)
+        agent.instructions(lambda: f'Mode: {mode[0]}')
+        notes = [f'note {number}' for number in range(40)]
+        history = await converse(agent, [notes, [*notes, 'b']])
+        mode[0] = 'act'  # a rewrite-mode block after the window's: the new window keeps the prefix and resends `b`
+        history = (await agent.run('again', deps=[*notes, 'b'], message_history=history)).all_messages()
+    assert [type(record).__name__ for record in instruction_records(history)][-2:] == [
+        'InstructionBaselinePart',
+        'InstructionDeltaPart',
+    ]
+    savings = [span['attributes']['pydantic_ai_append.cost.saving_usd'] for span in cache_spans(capfire)]
+    assert [saving > 0 for saving in savings] == [False, True, False]
