@@ -531,7 +531,8 @@ def to_json(results: Results) -> dict[str, Any]:
         'machine': results.machine,
         'wire': [summary(result) | token_summary(result) for result in results.wire],
         'coding_turns': results.coding_turns,
-        'coding': [summary(result) | token_summary(result) for result in results.coding],
+        # Without each request's bytes: 528 requests a conversation would make the file a megabyte.
+        'coding': [summary(result, per_request=False) | token_summary(result) for result in results.coding],
         'overhead': [
             {
                 'profile': timing.profile,

@@ -255,9 +255,9 @@ def _note_diff(result: WireResult, element: str, size: int) -> None:
     result.largest_diff[name] = max(result.largest_diff.get(name, 0), size)
 
 
-def summary(result: WireResult) -> dict[str, Any]:
-    """The conversation's figures as JSON-able data."""
-    return {
+def summary(result: WireResult, *, per_request: bool = True) -> dict[str, Any]:
+    """The conversation's figures as JSON-able data, with each request's bytes unless `per_request` is false."""
+    figures = {
         'path': result.path,
         'policy': result.policy,
         'delivery': result.delivery,
@@ -271,5 +271,9 @@ def summary(result: WireResult) -> dict[str, Any]:
         'change_bytes_unique': result.unique_change_bytes,
         'change_bytes_carried': result.carried_change_bytes,
         'largest_diff_bytes': result.largest_diff,
-        'per_request': [{'total': r.total, 'reused': r.reused, 'uncached': r.uncached} for r in result.requests],
     }
+    if per_request:
+        figures['per_request'] = [
+            {'total': r.total, 'reused': r.reused, 'uncached': r.uncached} for r in result.requests
+        ]
+    return figures
