@@ -12,28 +12,35 @@ The public surface is this `__all__`, `guard` (the prefix invariant) and `testin
 - `_spec` (spec entries), `_compat` (release differences), `_cache` (memory across conversations).
 - `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, for `guard` and `testing`.
 - `_cassettes`, `_verdicts`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check`.
+
+The names are imported when first used, so `pydantic-ai-append check`, which needs none of them, starts without
+importing Pydantic AI.
 """
 
-from ._blocks import (
-    HARNESS_BLOCKS,
-    BlockFunc,
-    BlockPreset,
-    ChangePolicy,
-    UnaddressableBlockWarning,
-    UnmatchedRouteWarning,
-    WindowObserver,
-)
-from ._cache import set_memory_limit
-from ._capability import AppendInstructions
-from ._history import instruction_records, strip_records
-from ._records import (
-    InstructionBaselinePart,
-    InstructionBlock,
-    InstructionDeltaPart,
-    InstructionDigest,
-    InstructionRecord,
-)
-from ._telemetry import CacheSummary
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from ._blocks import (
+        HARNESS_BLOCKS,
+        BlockFunc,
+        BlockPreset,
+        ChangePolicy,
+        UnaddressableBlockWarning,
+        UnmatchedRouteWarning,
+        WindowObserver,
+    )
+    from ._cache import set_memory_limit
+    from ._capability import AppendInstructions
+    from ._history import instruction_records, strip_records
+    from ._records import (
+        InstructionBaselinePart,
+        InstructionBlock,
+        InstructionDeltaPart,
+        InstructionDigest,
+        InstructionRecord,
+    )
+    from ._telemetry import CacheSummary
 
 __all__ = (
     'HARNESS_BLOCKS',
@@ -54,3 +61,40 @@ __all__ = (
     'set_memory_limit',
     'strip_records',
 )
+
+_HOMES = {
+    '_blocks': (
+        'HARNESS_BLOCKS',
+        'BlockFunc',
+        'BlockPreset',
+        'ChangePolicy',
+        'UnaddressableBlockWarning',
+        'UnmatchedRouteWarning',
+        'WindowObserver',
+    ),
+    '_cache': ('set_memory_limit',),
+    '_capability': ('AppendInstructions',),
+    '_history': ('instruction_records', 'strip_records'),
+    '_records': (
+        'InstructionBaselinePart',
+        'InstructionBlock',
+        'InstructionDeltaPart',
+        'InstructionDigest',
+        'InstructionRecord',
+    ),
+    '_telemetry': ('CacheSummary',),
+}
+_MODULES = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(_importlib.import_module(f'.{module}', __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

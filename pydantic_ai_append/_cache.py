@@ -17,8 +17,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-from pydantic_ai.exceptions import UserError
-
 KeyT = TypeVar('KeyT')
 ValueT = TypeVar('ValueT')
 
@@ -52,6 +50,8 @@ def set_memory_limit(max_bytes: int) -> None:
     """
     global _limit
     if type(max_bytes) is not int or max_bytes <= 0:
+        from pydantic_ai.exceptions import UserError  # here: the cassette checker imports this module, not Pydantic AI
+
         raise UserError(f'`set_memory_limit` takes a positive number of bytes, not {max_bytes!r}.')
     with _LOCK:
         _limit = max_bytes

@@ -434,3 +434,17 @@ def test_a_huge_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     assert (status, len(reports), {report['requests'] for report in reports}) == (0, conversations, {turns})
     print(f'huge cassette: {size / 1e6:.1f} MB, {conversations * turns} interactions, checked in {elapsed:.1f} s')
     assert size > 20e6
+
+
+def test_the_checker_starts_and_checks_a_cassette_without_pydantic_ai(tmp_path: Path):
+    # Its start-up is what `check --help` costs: importing Pydantic AI alone is seconds of CPU on a loaded machine.
+    cassette = write_cassette(tmp_path / 'one.yaml', chat_turns(['Be brief.'] * 3, [[]] * 3))
+    script = (
+        'import contextlib, io, sys\n'
+        'from pydantic_ai_append._check import main\n'
+        'with contextlib.redirect_stdout(io.StringIO()):\n'
+        f'    codes = [main(["--help"]), main(["check", {str(cassette)!r}])]\n'
+        'print(*codes, "pydantic_ai" in sys.modules)\n'
+    )
+    ran = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, check=True)
+    assert ran.stdout.split() == ['0', '0', 'False']

@@ -1,8 +1,9 @@
 """The package's size, held to its limits: a module over 400 lines or a function over 60 is doing several jobs.
 
-The append feature (everything but the guard, the testing helpers, the cassette checker, the wire modules they
-share and the telemetry) is held to 2,530 lines, docstrings included; test files to 600. (It was 2,500 until a new
-window kept the prefix before a rewritten block, which the benchmark's breakpoints part measures.)
+The append feature (everything but the package's surface, the guard, the testing helpers, the cassette checker, the
+wire modules they share and the telemetry) is held to 2,480 lines, docstrings included; test files to 600. The
+surface, `__init__`, is left out since it holds no logic: its names are listed for type checkers and for the import
+on first use. (With it, the limit was 2,500, until a new window kept the prefix before a rewritten block.)
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / 'pydantic_ai_append'
+SURFACE = {'__init__.py'}
+"""The package's public names, imported on first use."""
 CHECKER = {'__main__.py', '_cassettes.py', '_check.py', '_verdicts.py'}
 """The cassette checker's modules."""
 WIRE = {'_segments.py', '_conversation.py', '_transport.py'}
@@ -24,9 +27,9 @@ def lines(path: Path) -> int:
     return len(path.read_text().splitlines())
 
 
-def test_the_append_feature_is_at_most_2530_lines():
-    modules = [path for path in PACKAGE.glob('*.py') if path.name not in CHECKER | WIRE | TELEMETRY]
-    assert sum(map(lines, modules)) <= 2_530
+def test_the_append_feature_is_at_most_2480_lines():
+    modules = [path for path in PACKAGE.glob('*.py') if path.name not in SURFACE | CHECKER | WIRE | TELEMETRY]
+    assert sum(map(lines, modules)) <= 2_480
 
 
 def test_no_module_is_over_400_lines_and_no_function_over_60():

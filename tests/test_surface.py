@@ -113,3 +113,10 @@ def test_nothing_public_outside_all(module: ModuleType):
         if not name.startswith('_') and name not in module.__all__ and not is_submodule(name, value)
     ]
     assert unlisted == [], f'{module.__name__} has public names that are not in its `__all__`: {unlisted}'
+
+
+def test_the_package_imports_its_names_when_first_used():
+    # So that `pydantic-ai-append check` starts without Pydantic AI (`test_check`); `dir` lists them all the same.
+    assert set(pydantic_ai_append.__all__) <= set(dir(pydantic_ai_append))
+    with pytest.raises(AttributeError, match="module 'pydantic_ai_append' has no attribute 'Missing'"):
+        pydantic_ai_append.Missing  # noqa: B018  # pyright: ignore[reportAttributeAccessIssue]
