@@ -22,6 +22,7 @@ from .pieces import PieceTiming, time_pieces
 from .report import Results, machine, render_svg, render_text, to_json, verdicts
 from .scenario import POLICIES, Policy, native_available
 from .servers import ManyConversations, time_instrumented, time_many_conversations
+from .startup import time_startup
 from .wire import PATHS, PathName, Variant, WireResult, run_conversation
 
 
@@ -63,7 +64,7 @@ SIZES = {
     'default': Size(20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3, 100, 300, 10, (100, 300), 200, 2),
     'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,), 3, 1),
 }
-PARTS = ('wire', 'breakpoints', 'coding', 'overhead', 'changes', 'huge', 'many', 'instrumented', 'pieces')
+PARTS = ('wire', 'breakpoints', 'coding', 'overhead', 'changes', 'huge', 'many', 'instrumented', 'pieces', 'startup')
 """The parts of the benchmark `--only` can choose from, in the order they run."""
 TIMED_PARTS = frozenset(PARTS) - {'wire', 'breakpoints', 'coding', 'pieces'}
 """The parts `--skip-overhead` leaves out: the in-process timings."""
@@ -205,6 +206,10 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
     if 'pieces' in parts:
         print('  pieces', file=sys.stderr)
         pieces = time_pieces(chosen.piece_repeats)
+    startup = []
+    if 'startup' in parts:
+        print('  startup: the cassette checker in processes of its own', file=sys.stderr)
+        startup = time_startup(chosen.rounds)
     return Results(
         chosen.turns,
         wire,
@@ -219,6 +224,7 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
         breakpoints=breakpoints,
         coding=coding,
         coding_turns=chosen.coding_turns,
+        startup=startup,
     )
 
 

@@ -20,6 +20,7 @@ from .overhead import ChangeTiming, Timing
 from .pieces import PieceTiming
 from .server_tables import instrumented_json, instrumented_section, many_json, many_section, many_verdicts
 from .servers import ManyConversations
+from .startup import STARTUP_LIMIT_SECONDS, StartupTiming, startup_sections
 from .tables import Verdict, percent, ratio_cell, spread_json, table, times
 from .tokens import token_summary, token_verdicts, tokens_section
 from .wire import PathName, WireResult, summary
@@ -71,6 +72,8 @@ class Results:
     coding: Sequence[WireResult] = ()
     """The coding agent's long conversation (`coding`) on every path and variant."""
     coding_turns: int = 0
+    startup: Sequence[StartupTiming] = ()
+    """The cassette checker's commands, each run in a process of its own."""
 
 
 def machine() -> dict[str, str]:
@@ -118,6 +121,15 @@ def verdicts(results: Results) -> list[Verdict]:
         *_huge_verdicts(results),
         *many_verdicts(results.many),
         *_piece_verdicts(results),
+        *(
+            Verdict(
+                f'pydantic-ai-append {timing.command} in under {STARTUP_LIMIT_SECONDS:g} s of CPU, start-up included',
+                f'{timing.median:.2f} s',
+                timing.median < STARTUP_LIMIT_SECONDS,
+                f'{timing.quartiles[0]:.2f}-{timing.quartiles[1]:.2f} s',
+            )
+            for timing in results.startup
+        ),
     ]
 
 
@@ -513,6 +525,7 @@ def render_text(results: Results) -> str:
                 [[p.name, f'{p.microseconds:,.1f} us', f'{p.bytes:,} bytes'] for p in results.pieces],
             )
         )
+    sections.extend(startup_sections(results.startup))
     sections.append(
         'Targets\n\n'
         + table(
@@ -530,6 +543,7 @@ def to_json(results: Results) -> dict[str, Any]:
         'turns': results.turns,
         'machine': results.machine,
         'wire': [summary(result) | token_summary(result) for result in results.wire],
+        'startup': [{'command': t.command, 'cpu_seconds': [round(s, 4) for s in t.seconds]} for t in results.startup],
         'coding_turns': results.coding_turns,
         # Without each request's bytes: 528 requests a conversation would make the file a megabyte.
         'coding': [summary(result, per_request=False) | token_summary(result) for result in results.coding],

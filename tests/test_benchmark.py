@@ -183,6 +183,12 @@ def test_smoke_run_writes_tables_json_and_plot(
         for row in instrumented
     )
     assert set(INSTRUMENTED) == set(instrumented[0]['median_ms'])
+    # The checker's commands, each run twice in a process of its own (their CPU seconds are printed, not asserted).
+    startup = cast('list[dict[str, Any]]', report['startup'])
+    assert [(row['command'], len(row['cpu_seconds'])) for row in startup] == [
+        ('check --help', 2),
+        ('check one small cassette', 2),
+    ]
     svg = plot_path.read_text()
     # The background, two legend swatches, then a reused and an uncached bar per request (5) per policy.
     assert svg.startswith('<svg') and svg.count('<rect') == 3 + 2 * 5 * len(policies)
