@@ -32,7 +32,7 @@ OPTIONAL_IMPORTS = {('pydantic_ai_append/guard/_wire.py', 'anthropic'), ('pydant
 The verifier gives a request to the Anthropic API an error type the Anthropic SDK lets through, if that SDK is
 installed; without it, no request came from it, and the plain error is used. So `anthropic` is imported inside
 `try: ... except ImportError:`, and is not a dependency. The cassette checker reads YAML cassettes with PyYAML,
-which the `testing` extra declares (`test_pyyaml_is_the_testing_extra`); without it the checker says what to
+which the `testing` extra declares (`test_pyyaml_and_inline_snapshot_are_the_testing_extra`); without it the checker says what to
 install, and JSON cassettes still work.
 """
 
@@ -173,15 +173,16 @@ def test_every_third_party_import_is_a_declared_dependency():
     assert undeclared == [], 'the package imports what `[project].dependencies` does not declare'
 
 
-def test_pyyaml_is_the_testing_extra():
+def test_pyyaml_and_inline_snapshot_are_the_testing_extra():
     # Who records cassettes has vcrpy, which requires PyYAML; an agent in production needs neither, so PyYAML is an
-    # extra rather than a dependency, and the checker's message names the extra.
+    # extra rather than a dependency, and the checker's message names the extra. The fixture's documented test
+    # snapshots its transcript with inline-snapshot (`.ci/wheel-env` runs it where only this extra is installed).
     pyproject = tomllib.loads((ROOT / 'pyproject.toml').read_text())
     extras = {
         name: sorted(canonicalize_name(Requirement(spec).name) for spec in specs)
         for name, specs in pyproject['project']['optional-dependencies'].items()
     }
-    assert extras == snapshot({'testing': ['pyyaml']})
+    assert extras == snapshot({'testing': ['inline-snapshot', 'pyyaml']})
     assert 'pydantic-ai-append[testing]' in (PACKAGE / '_cassettes.py').read_text()
     assert pyproject['project']['scripts'] == snapshot({'pydantic-ai-append': 'pydantic_ai_append._check:main'})
 
