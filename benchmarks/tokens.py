@@ -24,6 +24,8 @@ from typing import Any
 from genai_prices import calc_price
 from pydantic_ai.usage import RequestUsage
 
+from pydantic_ai_append._telemetry import openai_steps
+
 from .tables import Verdict, table
 from .wire import PATHS, PathName, WireResult
 
@@ -74,10 +76,6 @@ def _input_price(usage: RequestUsage, model: str, provider: str) -> float:
     return float(calc_price(usage, model, provider_id=provider).input_price)
 
 
-def _stepped(tokens: int) -> int:
-    return 0 if tokens < 1024 else tokens - (tokens - 1024) % 128
-
-
 def _ideal_price(result: WireResult, total: int, kept: int) -> float:
     """The price of a request of `total` input tokens that reads `kept` from the cache and caches the rest."""
     api = PATHS[result.path][0]
@@ -95,7 +93,7 @@ def token_result(result: WireResult) -> TokenResult:
         cost += _input_price(usage, result.model, _PROVIDERS[api])
         kept = min(before, usage.input_tokens)
         limit += _ideal_price(result, usage.input_tokens, kept)
-        step_limit += _ideal_price(result, usage.input_tokens, _stepped(kept) if api in _STEPPED else kept)
+        step_limit += _ideal_price(result, usage.input_tokens, openai_steps(kept) if api in _STEPPED else kept)
         before = usage.input_tokens
     return TokenResult(
         input=sum(usage.input_tokens for usage in result.usages),

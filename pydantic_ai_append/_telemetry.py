@@ -188,10 +188,13 @@ def _costs(response: ModelResponse) -> tuple[float, float] | None:
 
 
 def expected_read(response: ModelResponse, previous: int) -> int:
-    """What the provider reads of a previous request of `previous` tokens: OpenAI caches 1,024 tokens and up, by 128."""
-    if response.provider_name != 'openai':
-        return previous
-    return 0 if previous < 1024 else previous - (previous - 1024) % 128
+    """What the provider reads of a previous request of `previous` tokens: all of it, or OpenAI's steps of it."""
+    return openai_steps(previous) if response.provider_name == 'openai' else previous
+
+
+def openai_steps(tokens: int) -> int:
+    """The part of a prefix of `tokens` OpenAI reads from its cache: 1,024 tokens and up, by 128."""
+    return 0 if tokens < 1024 else tokens - (tokens - 1024) % 128
 
 
 def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) -> int:
