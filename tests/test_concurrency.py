@@ -33,8 +33,9 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from pydantic_ai_append import AppendInstructions, InstructionDeltaPart, instruction_records, set_memory_limit
 from pydantic_ai_append._cache import BoundedCache, memory_limit, process_caches
+from pydantic_ai_append._segments import segments
 from pydantic_ai_append.guard import PrefixGuard, WireVerifier
-from pydantic_ai_append.testing import assert_prefix_stable, segments
+from pydantic_ai_append.testing import assert_prefix_stable
 
 T = TypeVar('T')
 

@@ -45,8 +45,8 @@ from pydantic_ai.profiles import ModelProfile, merge_profile
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append._segments import segments
 from pydantic_ai_append.guard import PrefixGuard, PrefixGuardWarning
-from pydantic_ai_append.testing import segments
 
 # A processor that changes the consumed prefix is applied as compaction, which the guard warns about.
 pytestmark = pytest.mark.filterwarnings(f'ignore::{PrefixGuardWarning.__module__}.{PrefixGuardWarning.__name__}')

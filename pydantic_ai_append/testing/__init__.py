@@ -12,7 +12,9 @@ In a pytest suite, the `prompt_wire` fixture (installed with the package, a `Pro
 `assert_prefix_stable()`. It is built of the pieces below, which work without pytest too. `WireCapture` records
 each request and response body through its HTTP clients or transport wrappers (all of Pydantic AI's `openai` and
 `anthropic` model classes take a client); `WireConversation` turns them into segments, `transcript` renders them
-for a snapshot, `assert_prefix_stable` checks them, and `prefix_reuse` measures the bytes each request reuses:
+for a snapshot, `assert_prefix_stable` checks them, and `prefix_reuse` measures the bytes each request reuses.
+`Api`, `Segment`, `PrefixReuse` and `WireExchange` are the types they take and return, for a test's annotations.
+A test has this shape:
 
 ```python
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -29,18 +31,15 @@ def test_my_agent(prompt_wire: PromptWire):
 ```
 """
 
-from .._conversation import Exchange, WireConversation
-from .._segments import API_PATHS, CACHE_MARKER_KEYS, Api, Segment, common_prefix_length, segments
+from .._conversation import WireConversation
+from .._segments import Api, Segment
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
 from ._prompt_wire import PromptWire
 from ._transcript import transcript
 
 __all__ = (
-    'API_PATHS',
-    'CACHE_MARKER_KEYS',
     'Api',
-    'Exchange',
     'PrefixReuse',
     'PromptWire',
     'Segment',
@@ -48,8 +47,6 @@ __all__ = (
     'WireConversation',
     'WireExchange',
     'assert_prefix_stable',
-    'common_prefix_length',
     'prefix_reuse',
-    'segments',
     'transcript',
 )

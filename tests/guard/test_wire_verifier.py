@@ -36,6 +36,7 @@ from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 
 from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
 from pydantic_ai_append._cassettes import Interaction
+from pydantic_ai_append._segments import API_PATHS
 from pydantic_ai_append._verdicts import check_cassette
 from pydantic_ai_append.guard import (
     WireDivergence,
@@ -43,7 +44,7 @@ from pydantic_ai_append.guard import (
     WirePrefixDivergenceWarning,
     WireVerifier,
 )
-from pydantic_ai_append.testing import API_PATHS, Api
+from pydantic_ai_append.testing import Api
 
 pytestmark = pytest.mark.anyio
 
