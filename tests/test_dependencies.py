@@ -26,14 +26,18 @@ ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / 'pydantic_ai_append'
 PLUGIN = ROOT / 'pytest_pydantic_ai_append'
 
-OPTIONAL_IMPORTS = {('pydantic_ai_append/guard/_wire.py', 'anthropic'), ('pydantic_ai_append/_cassettes.py', 'yaml')}
+OPTIONAL_IMPORTS = {
+    ('pydantic_ai_append/guard/_wire.py', 'anthropic'),
+    *(('pydantic_ai_append/_cassettes.py', name) for name in ('yaml', 'brotli', 'brotlicffi', 'zstandard')),
+}
 """Third-party modules the package may import without declaring them, each only where its absence is handled.
 
 The verifier gives a request to the Anthropic API an error type the Anthropic SDK lets through, if that SDK is
 installed; without it, no request came from it, and the plain error is used. So `anthropic` is imported inside
 `try: ... except ImportError:`, and is not a dependency. The cassette checker reads YAML cassettes with PyYAML,
 which the `testing` extra declares (`test_pyyaml_and_inline_snapshot_are_the_testing_extra`); without it the checker says what to
-install, and JSON cassettes still work.
+install, and JSON cassettes still work. Likewise it decodes `br` and `zstd` bodies with brotli (or brotlicffi) and
+zstandard, also in that extra, imported only when such a body is read.
 """
 
 
@@ -182,7 +186,7 @@ def test_pyyaml_and_inline_snapshot_are_the_testing_extra():
         name: sorted(canonicalize_name(Requirement(spec).name) for spec in specs)
         for name, specs in pyproject['project']['optional-dependencies'].items()
     }
-    assert extras == snapshot({'testing': ['inline-snapshot', 'pyyaml']})
+    assert extras == snapshot({'testing': ['brotli', 'brotlicffi', 'inline-snapshot', 'pyyaml', 'zstandard']})
     assert 'pydantic-ai-append[testing]' in (PACKAGE / '_cassettes.py').read_text()
     assert pyproject['project']['scripts'] == snapshot({'pydantic-ai-append': 'pydantic_ai_append._check:main'})
 
