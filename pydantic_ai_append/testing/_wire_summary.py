@@ -17,39 +17,14 @@ from typing import cast
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.usage import RequestUsage
 
-from .._conversation import Exchange, WireConversation, reply_payloads
+from .._conversation import Exchange, WireConversation
 from .._history import RECORD_KEY
 from .._segments import Api, Segment, common_prefix_length
 from .._telemetry import CacheSummary, expected_read, summary
+from .._usage import merged_usage, reply_holders, usage_counts
 
 _PROVIDERS: Mapping[Api, str] = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
 """The provider name Pydantic AI gives a response from each API."""
-
-_USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[tuple[str, ...], ...]]] = {
-    'openai-chat': {
-        'input_tokens': (('prompt_tokens',),),
-        'cache_read_tokens': (('prompt_tokens_details', 'cached_tokens'),),
-        'cache_write_tokens': (('prompt_tokens_details', 'cache_write_tokens'),),
-        'input_audio_tokens': (('prompt_tokens_details', 'audio_tokens'),),
-        'output_tokens': (('completion_tokens',),),
-        'output_audio_tokens': (('completion_tokens_details', 'audio_tokens'),),
-    },
-    'openai-responses': {
-        'input_tokens': (('input_tokens',),),
-        'cache_read_tokens': (('input_tokens_details', 'cached_tokens'),),
-        'cache_write_tokens': (('input_tokens_details', 'cache_write_tokens'),),
-        'output_tokens': (('output_tokens',),),
-    },
-    'anthropic': {
-        # Anthropic's `input_tokens` leaves out what the cache read and wrote; Pydantic AI's is the sum of the three.
-        'input_tokens': (('input_tokens',), ('cache_creation_input_tokens',), ('cache_read_input_tokens',)),
-        'cache_read_tokens': (('cache_read_input_tokens',),),
-        'cache_write_tokens': (('cache_creation_input_tokens',),),
-        'cache_write_1h_tokens': (('cache_creation', 'ephemeral_1h_input_tokens'),),
-        'output_tokens': (('output_tokens',),),
-    },
-}
-"""Where each `RequestUsage` field is in a reply's `usage`, per API: the sum of the paths, as `genai-prices` reads it."""
 
 _CHANGE = re.compile(r'(?:^|\n|<system[^>]*>)<context(?:-diff)? id="([^"]*)"(?: withdrawn="true")?>')
 """An element delivering a change to a block (a replacement, a diff, a withdrawal), where system-voice text starts."""
@@ -73,7 +48,7 @@ def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
     previous: tuple[list[Segment], ModelResponse] | None = None
     for exchange in exchanges:
         request = conversation.add(exchange.request_body, exchange.response_body)
-        holders = [holder for payload in reply_payloads(exchange.response_body) for holder in _holders(payload)]
+        holders = reply_holders(exchange.response_body)
         if not holders or any(holder.get('error') or holder.get('type') == 'error' for holder in holders):
             continue
         response = _response(api, holders)
@@ -84,27 +59,12 @@ def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
     return summary(responses)
 
 
-def _holders(payload: dict[str, object]) -> Iterator[dict[str, object]]:
-    """The objects of one reply payload that may carry the model and usage: the payload, and the response or message
-    a stream event wraps (Responses' `response.completed`, Anthropic's `message_start`).
-    """
-    yield payload
-    for key in ('response', 'message'):
-        if isinstance(inner := payload.get(key), dict):
-            yield cast('dict[str, object]', inner)
-
-
 def _response(api: Api, holders: list[dict[str, object]]) -> ModelResponse:
     """The `ModelResponse` Pydantic AI makes of a reply, as far as pricing it goes."""
     model = next((name for holder in reversed(holders) if isinstance(name := holder.get('model'), str)), None)
     tier = next((tier for holder in reversed(holders) if isinstance(tier := holder.get('service_tier'), str)), None)
-    # A stream's later usage repeats or updates the earlier (Anthropic's `message_delta` after `message_start`).
-    reported: dict[str, object] = {}
-    for holder in holders:
-        if isinstance(usage := holder.get('usage'), dict):
-            reported |= {key: value for key, value in cast('dict[str, object]', usage).items() if value is not None}
-    if reported:
-        counts = {name: sum(_number(reported, path) for path in paths) for name, paths in _USAGE_FIELDS[api].items()}
+    if reported := merged_usage(holders):
+        counts = usage_counts(api, reported)
         counts['cache_write_1h_tokens'] = min(counts.get('cache_write_1h_tokens', 0), counts['cache_write_tokens'])
         usage = replace(RequestUsage(), **counts)
     else:
@@ -117,12 +77,6 @@ def _response(api: Api, holders: list[dict[str, object]]) -> ModelResponse:
         provider_name=_PROVIDERS[api],
         provider_details={'service_tier': tier} if tier else None,
     )
-
-
-def _number(usage: object, path: tuple[str, ...]) -> int:
-    for key in path:
-        usage = cast('dict[str, object]', usage).get(key) if isinstance(usage, dict) else None
-    return usage if isinstance(usage, int) else 0
 
 
 def _figures(
