@@ -153,10 +153,17 @@ def test_the_index_lists_every_page():
     assert [page.name for page in PAGES if page.name != 'index.md' and f'({page.name})' not in index] == []
 
 
-def test_the_readme_is_short_and_starts_with_the_commands_ci_runs():
+def test_the_readme_is_short_and_starts_with_the_install_and_the_commands_ci_runs():
     readme = README.read_text()
     assert len(readme.split()) <= README_WORD_LIMIT
-    first_block = fenced_blocks(README)[0][2]
-    assert 'pip install pydantic-ai-append\n' in first_block
-    assert 'pip install uv && uv run python examples/todo_state.py' in first_block
-    assert re.search(r'^uv run pytest\b', first_block, re.MULTILINE)
+    install, commands = (code for _, _, code in fenced_blocks(README)[:2])
+    # Until the package is on the index, a clone or a wheel built from it is how it installs.
+    for command in (
+        'pip install . ',
+        "pip install '.[testing]'",
+        'uv build && pip install dist/',
+        'pip install pydantic-ai-append ',
+    ):
+        assert re.search(f'^{re.escape(command)}', install, re.MULTILINE), command
+    assert 'pip install uv && uv run python examples/todo_state.py' in commands
+    assert re.search(r'^uv run pytest\b', commands, re.MULTILINE)
