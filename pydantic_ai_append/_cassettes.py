@@ -1,13 +1,25 @@
-"""Reading the cassettes pytest-recording and vcrpy write, for the cassette checker (`python -m pydantic_ai_append`).
+"""Reading recorded HTTP cassettes, for the cassette checker (`python -m pydantic_ai_append`).
 
-A cassette is a YAML document (vcrpy's default serializer) or a JSON one (its `json` serializer) of the same
-shape: `interactions`, each a `request` (`method`, `uri`, `body`, `headers`) and a `response` (`status`,
-`headers`, `body: {string: ...}`). A body is text, or bytes (YAML `!!binary`) where it isn't UTF-8, such as a
-gzip-compressed one; its `content-encoding` header says how it was compressed. YAML is read with PyYAML's safe
-loader, which builds nothing but plain data, so a cassette can't run code when it is checked.
+Three recorders' files are read, all YAML (`.json`: vcrpy's JSON serializer) with an `interactions` list, each a
+`request` (`method`, `uri`, `headers`, a body) and a `response` (`status`, `headers`, a body):
 
-Everything that makes a file unreadable is a `CassetteError` naming the file and what is wrong, so the command can
-say it in one line.
+- vcrpy / pytest-recording: a request body is text, or bytes (YAML `!!binary`) where it isn't UTF-8, such as a
+  gzip-compressed one; a response body is `{string: ...}` (or `content`, in cassettes of vcrpy's old httpx stubs).
+  Its `content-encoding` header says how a body was compressed: gzip, deflate, `br` (brotli) and `zstd` are decoded,
+  the last two with the libraries httpx uses for them, `brotli` (or `brotlicffi`) and `zstandard`, imported only when a
+  body needs them.
+- Pydantic AI's older vcrpy serializer (its test suite's `json_body_serializer.py`): the same, except that a request or
+  response whose `content-type` is `application/json` keeps no `body` but the parsed JSON, under `parsed_body`.
+- cassetter, Pydantic AI's current recorder: every body is typed, `{type: json, content: <structure>}`,
+  `{type: text, content: '...'}`, `{type: binary, content: '<hex>'}` or `{type: none}`, stored decompressed.
+
+A body kept as structure (`parsed_body`, or cassetter's `json`) is read as that structure written out as compact JSON,
+with its keys in the order the file has them. Both Pydantic AI formats write keys sorted, so the checker compares
+those requests in sorted key order: a change that only reorders a request's keys can't be seen in such a cassette.
+
+YAML is read with PyYAML's safe loader, which builds nothing but plain data, so a cassette can't run code when it is
+checked. Everything that makes a file unreadable is a `CassetteError`, whose `cause` says what is wrong without the
+file's name, so that the command says one cause once for all the files it applies to.
 """
 
 from __future__ import annotations
@@ -22,32 +34,100 @@ from typing import Any, cast
 CASSETTE_SUFFIXES = ('.yaml', '.yml', '.json')
 """The file name endings of cassettes: a directory is searched for these."""
 
-_MISSING_YAML = (
-    'reading a YAML cassette needs PyYAML, which is not installed: '
-    "install it with `pip install 'pydantic-ai-append[testing]'`"
-)
+_INSTALL = "install it with `pip install 'pydantic-ai-append[testing]'`"
+_MISSING_YAML = f'reading a YAML cassette needs PyYAML, which is not installed: {_INSTALL}'
 
 
 class CassetteError(Exception):
-    """A file the checker can't read as a cassette; the message names the file and says what is wrong."""
+    """A file the checker can't read as a cassette, or a body in one it can't decode.
+
+    Attributes:
+        cause: What is wrong, without the file's name: the same cause in several files is said once.
+        file: The file, or `None` where the raiser didn't know it (`of` adds it).
+    """
+
+    def __init__(self, cause: str, file: Path | None = None) -> None:
+        super().__init__(cause if file is None else f'{file}: {cause}')
+        self.cause = cause
+        self.file = file
+
+    def of(self, file: Path) -> CassetteError:
+        """This error, said of `file`.
+
+        A cause raised without a file but naming it first (`file: ...`) loses that name, so that it groups with the
+        same cause in other files.
+        """
+        if self.file is not None:
+            return self
+        return CassetteError(self.cause.removeprefix(f'{file}: '), file)
+
+
+class _NotCompressed(Exception):
+    """The body doesn't decompress with the encoding its header names."""
+
+
+class _MissingLibrary(Exception):
+    """The library that decodes an encoding is not installed; the argument names the package."""
 
 
 def _decompress_gzip(data: bytes) -> bytes:
-    return zlib.decompress(data, zlib.MAX_WBITS | 16)
+    try:
+        return zlib.decompress(data, zlib.MAX_WBITS | 16)
+    except zlib.error:
+        raise _NotCompressed from None
 
 
 def _decompress_deflate(data: bytes) -> bytes:
     try:
         return zlib.decompress(data)
     except zlib.error:
+        pass
+    try:
         # Some servers send raw deflate, without the zlib header the standard asks for.
         return zlib.decompress(data, -zlib.MAX_WBITS)
+    except zlib.error:
+        raise _NotCompressed from None
+
+
+def _decompress_brotli(data: bytes) -> bytes:
+    # Imported here: neither is in the standard library, and only a `br` body needs one. httpx takes either.
+    try:
+        import brotli  # pyright: ignore[reportMissingTypeStubs]
+    except ImportError:
+        try:
+            import brotlicffi as brotli  # pyright: ignore[reportMissingImports]
+        except ImportError:
+            raise _MissingLibrary('brotli') from None
+    library: Any = brotli
+    try:
+        return library.decompress(data)
+    except library.error:
+        raise _NotCompressed from None
+
+
+def _decompress_zstd(data: bytes) -> bytes:
+    try:
+        import zstandard
+    except ImportError:
+        raise _MissingLibrary('zstandard') from None
+    frames: list[bytes] = []
+    try:
+        # A body may be several frames, one after another; a decompressor object reads one and keeps the rest.
+        while data:
+            decompressor = zstandard.ZstdDecompressor().decompressobj()
+            frames.append(decompressor.decompress(data))
+            data = decompressor.unused_data
+    except zstandard.ZstdError:
+        raise _NotCompressed from None
+    return b''.join(frames)
 
 
 _DECODERS: Mapping[str, Callable[[bytes], bytes]] = {
     'gzip': _decompress_gzip,
     'x-gzip': _decompress_gzip,
     'deflate': _decompress_deflate,
+    'br': _decompress_brotli,
+    'zstd': _decompress_zstd,
     'identity': lambda data: data,
 }
 
@@ -65,7 +145,7 @@ def _header(headers: object, name: str) -> str | None:
 
 @dataclass(frozen=True)
 class Interaction:
-    """One recorded request and its response, with the bodies as recorded (still compressed, if they were)."""
+    """One recorded request and its response, as recorded (a body still compressed, or kept as structure)."""
 
     file: Path
     """The cassette it was read from."""
@@ -80,10 +160,37 @@ class Interaction:
     response: Mapping[str, Any]
     """The recorded response."""
 
-    def _where(self) -> str:
-        return f'{self.file}: interaction {self.index} ({self.method} {self.uri})'
+    def _error(self, message: str) -> CassetteError:
+        return CassetteError(f'interaction {self.index} ({self.method} {self.uri}): {message}', self.file)
 
-    def _decode(self, what: str, body: object, headers: object) -> bytes | None:
+    def _json(self, what: str, content: object) -> bytes:
+        try:
+            return json.dumps(content, ensure_ascii=False, separators=(',', ':')).encode()
+        except (TypeError, ValueError) as error:
+            # YAML has values JSON hasn't, such as an unquoted date or `!!binary`.
+            raise self._error(
+                f'the {what} body is kept as structure that JSON cannot hold ({error}): write each value as JSON has '
+                'it (a date, for one, as a quoted string)'
+            ) from None
+
+    def _typed(self, what: str, body: Mapping[str, object]) -> bytes | None:
+        kind, content = body.get('type'), body.get('content')
+        if kind == 'none':
+            return None
+        if kind == 'json':
+            return self._json(what, content)
+        if kind in ('text', 'binary') and not isinstance(content, str):
+            raise self._error(f'the {what} body of type {kind} has {type(content).__name__} content, not a string')
+        if kind == 'text':
+            return cast('str', content).encode()
+        if kind == 'binary':
+            try:
+                return bytes.fromhex(cast('str', content))
+            except ValueError:
+                raise self._error(f'the {what} body of type binary is not hex: {cast("str", content)[:40]!r}') from None
+        raise self._error(f'the {what} body has type {kind!r}, not json, text, binary or none (as cassetter writes)')
+
+    def _decode(self, what: str, recorded: Mapping[str, Any], body: object) -> bytes | None:
         if body is None:
             return None
         if isinstance(body, str):
@@ -91,79 +198,91 @@ class Interaction:
         elif isinstance(body, bytes):
             data = body
         else:
-            raise CassetteError(f'{self._where()}: the {what} body is a {type(body).__name__}, not text or bytes')
-        encoding = _header(headers, 'content-encoding')
+            raise self._error(f'the {what} body is a {type(body).__name__}, not text or bytes')
+        encoding = _header(recorded.get('headers'), 'content-encoding')
         for name in reversed([part.strip().lower() for part in (encoding or '').split(',') if part.strip()]):
             decoder = _DECODERS.get(name)
             if decoder is None:
-                raise CassetteError(
-                    f'{self._where()}: the {what} body has content-encoding {name!r}, which the checker cannot decode'
-                )
+                raise self._error(f'the {what} body has content-encoding {name!r}, which the checker cannot decode')
             try:
                 data = decoder(data)
-            except zlib.error:
+            except _MissingLibrary as missing:
+                # Not the interaction's fault: said without it, so that the cause is said once for every file.
+                raise CassetteError(
+                    f'decoding a body with content-encoding {name!r} needs {missing.args[0]}, which is not installed: '
+                    f'{_INSTALL}',
+                    self.file,
+                ) from None
+            except _NotCompressed:
                 # vcrpy's `decode_compressed_response` decompresses bodies but some recorders keep the header; as
                 # vcrpy does, a body that doesn't decompress is taken as already decompressed.
                 break
         return data
 
+    def _body(self, what: str, recorded: Mapping[str, Any], body: object) -> bytes | None:
+        if 'parsed_body' in recorded:
+            return self._json(what, recorded['parsed_body'])
+        if isinstance(body, dict) and 'type' in body:
+            return self._typed(what, cast('dict[str, object]', body))
+        return self._decode(what, recorded, cast('object', body))
+
     def request_body(self) -> bytes:
-        """The request body, decompressed.
+        """The request body, decompressed, or written out as JSON where the cassette keeps it as structure.
 
         Raises:
             CassetteError: If the request has no body or one that can't be decoded.
         """
-        body = self._decode('request', self.request.get('body'), self.request.get('headers'))
+        body = self._body('request', self.request, self.request.get('body'))
         if body is None:
-            raise CassetteError(f'{self._where()}: the request has no body')
+            raise self._error('the request has no body')
         return body
 
     def response_body(self) -> bytes | None:
-        """The response body, decompressed, or `None` if none was recorded.
+        """The response body, decompressed or written out as JSON, or `None` if none was recorded.
 
         Raises:
             CassetteError: If the body can't be decoded.
         """
-        body = self.response.get('body')
+        body: object = self.response.get('body')
         # vcrpy keeps a response body as `{string: ...}`; cassettes from vcrpy's old httpx stubs keep `content`.
-        if isinstance(body, dict):
+        if isinstance(body, dict) and 'type' not in body:
             body = cast('dict[str, object]', body).get('string')
         elif body is None:
             body = self.response.get('content')
-        return self._decode('response', body, self.response.get('headers'))
+        return self._body('response', self.response, cast('object', body))
 
 
 def _load_yaml(file: Path, text: str) -> object:
     try:
         import yaml
     except ImportError:
-        raise CassetteError(f'{file}: {_MISSING_YAML}') from None
+        raise CassetteError(_MISSING_YAML, file) from None
     # The C loader when PyYAML was built with libyaml: about ten times faster on a large cassette.
     loader: Any = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
     try:
         return yaml.load(text, Loader=loader)  # a safe loader: plain data and `!!binary`
     except yaml.constructor.ConstructorError as error:
         reason = ' '.join(str(error).split())
-        raise CassetteError(f'{file}: holds YAML the safe loader does not build: {reason}') from None
+        raise CassetteError(f'holds YAML the safe loader does not build: {reason}', file) from None
     except yaml.YAMLError as error:
         reason = ' '.join(str(error).split())
-        raise CassetteError(f'{file}: not YAML: {reason}') from None
+        raise CassetteError(f'not YAML: {reason}', file) from None
 
 
 def _load(file: Path) -> object:
     try:
         text = file.read_text(encoding='utf-8')
     except UnicodeDecodeError as error:
-        raise CassetteError(f'{file}: not a text file: {error}') from None
+        raise CassetteError(f'not a text file: {error}', file) from None
     except OSError as error:
-        raise CassetteError(f'{file}: cannot be read: {error.strerror or error}') from None
+        raise CassetteError(f'cannot be read: {error.strerror or error}', file) from None
     if not text.strip():
-        raise CassetteError(f'{file}: empty file, not a cassette')
+        raise CassetteError('empty file, not a cassette', file)
     if file.suffix.lower() == '.json':
         try:
             return json.loads(text)
         except ValueError as error:
-            raise CassetteError(f'{file}: not JSON: {error}') from None
+            raise CassetteError(f'not JSON: {error}', file) from None
     return _load_yaml(file, text)
 
 
@@ -184,16 +303,16 @@ def read_cassette(file: Path) -> list[Interaction]:
     data = _load(file)
     if not isinstance(data, dict) or not isinstance(cast('dict[str, object]', data).get('interactions'), list):
         found = 'a mapping without an `interactions` list' if isinstance(data, dict) else f'a {type(data).__name__}'
-        raise CassetteError(f'{file}: not a cassette: expected a mapping with an `interactions` list, found {found}')
+        raise CassetteError(f'not a cassette: expected a mapping with an `interactions` list, found {found}', file)
     interactions: list[Interaction] = []
     for index, item in enumerate(cast('list[object]', cast('dict[str, object]', data)['interactions'])):
         request = cast('dict[str, object]', item).get('request') if isinstance(item, dict) else None
         response = cast('dict[str, object]', item).get('response') if isinstance(item, dict) else None
         if not isinstance(request, dict) or not isinstance(response, dict):
-            raise CassetteError(f'{file}: not a cassette: interaction {index} is not a `request` and a `response`')
+            raise CassetteError(f'not a cassette: interaction {index} is not a `request` and a `response`', file)
         request = cast('dict[str, Any]', request)
         method, uri = request.get('method'), request.get('uri')
         if not isinstance(method, str) or not isinstance(uri, str):
-            raise CassetteError(f'{file}: not a cassette: the request of interaction {index} has no `method` and `uri`')
+            raise CassetteError(f'not a cassette: the request of interaction {index} has no `method` and `uri`', file)
         interactions.append(Interaction(file, index, method.upper(), uri, request, cast('dict[str, Any]', response)))
     return interactions

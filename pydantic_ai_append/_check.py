@@ -5,7 +5,10 @@ into conversations and judged (`_verdicts`), and prints the verdicts, as a repor
 told to belong to a conversation is in `_verdicts`.
 
 Exit status: 0 when every conversation keeps its prefix, 1 when one breaks it, 2 on bad usage or a file that
-isn't a readable cassette.
+isn't a readable cassette. On status 2 the report still gives the verdicts of the cassettes that were read, and its
+last line says how many files could not be read; no line claims that the check passed. Each cause of an error is said
+once (on standard error, and grouped by cause in `--json`'s `errors_by_cause`), naming the files it applies to: all of
+them, up to five, or the first three and how many more.
 """
 
 from __future__ import annotations
@@ -17,13 +20,34 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from ._cassettes import CASSETTE_SUFFIXES, CassetteError, read_cassette
 from ._verdicts import CassetteReport, NewWindow, check_cassette, same_file
 
 REPORT_FORMAT = 1
-"""The version of the `--json` document; it changes only when a key changes meaning or goes away."""
+"""The version of the `--json` document; it changes only when a key changes meaning or goes away.
+
+Format 1's keys: `format`, `ok`, `errors` (every error's message, one for each file it applies to), `cassettes` (the
+verdicts of those that were read) and, added since, `errors_by_cause` (each cause once, with the `files` it applies to,
+none for an error in the arguments).
+"""
+
+_SHOWN_FILES = 5
+"""The most files an error message names one by one; past it, it names the first three and counts the others."""
+
+
+class _Error(NamedTuple):
+    """An error of the run: a file that could not be read, or an error in the arguments."""
+
+    cause: str
+    """What is wrong, without the file's name: the same cause in several files is said once."""
+    file: Path | None
+    """The file it applies to; `None` for an error in the arguments."""
+
+    def __str__(self) -> str:
+        return self.cause if self.file is None else f'{self.file}: {self.cause}'
+
 
 _NEW_WINDOW = re.compile(r'(?:(?P<file>.+?)(?:#(?P<conversation>\d+))?:)?(?P<request>\d+)')
 
@@ -40,24 +64,25 @@ def _new_window(text: str) -> NewWindow:
     )
 
 
-def _cassettes(paths: Sequence[Path]) -> tuple[list[Path], list[str]]:
+def _cassettes(paths: Sequence[Path]) -> tuple[list[Path], list[_Error]]:
     found: list[Path] = []
-    errors: list[str] = []
+    errors: list[_Error] = []
     for path in paths:
         if path.is_dir():
             files = sorted(p for p in path.rglob('*') if p.suffix.lower() in CASSETTE_SUFFIXES and p.is_file())
             if not files:
-                errors.append(f'{path}: no cassettes (*.yaml, *.yml, *.json) in this directory')
+                # An argument in error rather than a file not read: the directory is named in the cause.
+                errors.append(_Error(f'{path}: no cassettes (*.yaml, *.yml, *.json) in this directory', None))
             found.extend(files)
         elif path.exists():
             found.append(path)
         else:
-            errors.append(f'{path}: no such file or directory')
+            errors.append(_Error('no such file or directory', path))
     unique = list(dict.fromkeys(found))
     return unique, errors
 
 
-def _human(reports: Sequence[CassetteReport], out: TextIO) -> None:
+def _human(reports: Sequence[CassetteReport], errors: Sequence[_Error], out: TextIO) -> None:
     conversations = [c for report in reports for c in report.conversations]
     for report in reports:
         if not report.conversations:
@@ -84,18 +109,54 @@ def _human(reports: Sequence[CassetteReport], out: TextIO) -> None:
     verdict = (
         'every one keeps its prefix' if not broken else f'{broken} break{"s its" if broken == 1 else " their"} prefix'
     )
-    print(f'{_count(len(conversations), "conversation")} in {_count(len(reports), "cassette")}: {verdict}', file=out)
+    checked = f'{_count(len(conversations), "conversation")} in {_count(len(reports), "cassette")}'
+    if not errors:
+        print(f'{checked}: {verdict}', file=out)
+        return
+    if reports:
+        print(f'{checked} read: {verdict}', file=out)
+    print(_incomplete(errors), file=out)
+
+
+def _incomplete(errors: Sequence[_Error]) -> str:
+    unread = len({error.file for error in errors if error.file is not None})
+    arguments = sum(error.file is None for error in errors)
+    parts = [f'{_count(unread, "file")} could not be read'] if unread else []
+    parts += [f'{_count(arguments, "error")} in the arguments'] if arguments else []
+    return f'incomplete: {" and ".join(parts)} (exit status 2)'
+
+
+def _grouped(errors: Sequence[_Error]) -> dict[str, list[Path]]:
+    groups: dict[str, list[Path]] = {}
+    for error in errors:
+        files = groups.setdefault(error.cause, [])
+        if error.file is not None and error.file not in files:
+            files.append(error.file)
+    return groups
+
+
+def _print_errors(errors: Sequence[_Error], out: TextIO) -> None:
+    for cause, files in _grouped(errors).items():
+        names = [str(file) for file in files]
+        if len(names) > _SHOWN_FILES:
+            names = [*names[:3], f'{len(names) - 3} other files']
+        if len(names) > 1:
+            names = [f'{", ".join(names[:-1])} and {names[-1]}']
+        print('pydantic-ai-append check: error:', *(f'{name}:' for name in names), cause, file=out)
 
 
 def _count(number: int, noun: str) -> str:
     return f'{number} {noun}{"" if number == 1 else "s"}'
 
 
-def _document(reports: Sequence[CassetteReport], errors: Sequence[str]) -> dict[str, Any]:
+def _document(reports: Sequence[CassetteReport], errors: Sequence[_Error]) -> dict[str, Any]:
     return {
         'format': REPORT_FORMAT,
         'ok': not errors and all(c.prefix_kept for r in reports for c in r.conversations),
-        'errors': list(errors),
+        'errors': [str(error) for error in errors],
+        'errors_by_cause': [
+            {'cause': cause, 'files': [str(file) for file in files]} for cause, files in _grouped(errors).items()
+        ],
         'cassettes': [
             {
                 'file': str(report.file),
@@ -161,18 +222,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _unknown_windows(windows: Sequence[NewWindow], reports: Sequence[CassetteReport]) -> list[str]:
-    unknown: list[str] = []
+def _unknown_windows(windows: Sequence[NewWindow], reports: Sequence[CassetteReport]) -> list[_Error]:
+    unknown: list[_Error] = []
     for window in windows:
         if window.file is None:
             continue
         matches = [r for r in reports if same_file(window.file, r.file)]
         if not matches:
-            unknown.append(f'--allow-new-window names {window.file}, which is not one of the cassettes checked')
+            unknown.append(
+                _Error(f'--allow-new-window names {window.file}, which is not one of the cassettes checked', None)
+            )
         elif window.conversation is not None and window.conversation >= len(matches[0].conversations):
             unknown.append(
-                f'--allow-new-window names conversation {window.conversation} of {window.file}, which has '
-                f'{len(matches[0].conversations)}'
+                _Error(
+                    f'--allow-new-window names conversation {window.conversation} of {window.file}, which has '
+                    f'{len(matches[0].conversations)}',
+                    None,
+                )
             )
     return unknown
 
@@ -198,15 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             reports.append(check_cassette(file, read_cassette(file), new_windows))
         except CassetteError as error:
-            errors.append(str(error))
+            errors.append(_Error(error.of(file).cause, file))
     errors.extend(_unknown_windows(new_windows, reports))
     if options.json:
         json.dump(_document(reports, errors), sys.stdout, indent=2)
         print()
     else:
-        _human(reports, sys.stdout)
-    for error in errors:
-        print(f'pydantic-ai-append check: error: {error}', file=sys.stderr)
+        _human(reports, errors, sys.stdout)
+    _print_errors(errors, sys.stderr)
     if errors:
         return 2
     return 0 if all(c.prefix_kept for report in reports for c in report.conversations) else 1

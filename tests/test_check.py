@@ -239,6 +239,7 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeyp
                 'format': 1,
                 'ok': False,
                 'errors': [],
+                'errors_by_cause': [],
                 'cassettes': [
                     {
                         'file': 'tools.yaml',
@@ -448,3 +449,85 @@ def test_the_checker_starts_and_checks_a_cassette_without_pydantic_ai(tmp_path: 
     )
     ran = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, check=True)
     assert ran.stdout.split() == ['0', '0', 'False']
+
+
+# --- unreadable input, reported once per cause ---
+
+
+def test_a_cause_shared_by_many_files_is_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    for number in range(36):
+        write_cassette(Path('cassettes') / f'{number:02}.yaml', chat_turns(['x'] * 2, [[]] * 2))
+    monkeypatch.setitem(sys.modules, 'yaml', None)
+    assert run(capsys, 'cassettes') == snapshot(
+        (
+            2,
+            'incomplete: 36 files could not be read (exit status 2)\n',
+            """\
+pydantic-ai-append check: error: cassettes/00.yaml, cassettes/01.yaml, cassettes/02.yaml and 33 other files: reading a YAML cassette needs PyYAML, which is not installed: install it with `pip install 'pydantic-ai-append[testing]'`
+""",
+        )
+    )
+    status, out, _ = run(capsys, '--json', 'cassettes')
+    document = json.loads(out)
+    assert (status, document['ok'], len(document['errors']), document['cassettes']) == (2, False, 36, [])
+    [cause] = document['errors_by_cause']
+    assert (cause['cause'].startswith('reading a YAML cassette needs PyYAML'), len(cause['files'])) == (True, 36)
+    assert document['errors'][35] == f'{Path("cassettes/35.yaml")}: {cause["cause"]}'
+
+
+def test_the_verdicts_of_the_files_read_and_the_count_of_those_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    bust_tools_reordered(Path('.'))
+    # A body that isn't JSON: the same cause, at the same interaction, in two files.
+    for name in ('a.yaml', 'b.yaml'):
+        write_cassette(Path(name), [interaction(CHAT, 'Hello there')])
+    Path('empty').mkdir()
+    args = ['tools.yaml', 'a.yaml', 'b.yaml', 'missing.yaml', 'empty', '--allow-new-window', 'other.yaml:1']
+    assert run(capsys, *args) == snapshot(
+        (
+            2,
+            """\
+tools.yaml#0: openai-chat gpt-5.2, 3 requests, 234 of 939 bytes reused (25%): prefix broken at request 2
+  interaction 2: request 2 does not extend request 1 byte for byte: first divergent segment is 0 (tool in request 1, tool in request 2), at byte 39 of it
+    request 1: {"type":"function","function":{"name":"search","parameters":{"type":"object"}}}
+    request 2: {"type":"function","function":{"name":"fetch","parameters":{"type":"object"}}}
+  (if request 2 opens a new window, pass --allow-new-window 'tools.yaml#0:2')
+1 conversation in 1 cassette read: 1 breaks its prefix
+incomplete: 3 files could not be read and 2 errors in the arguments (exit status 2)
+""",
+            """\
+pydantic-ai-append check: error: missing.yaml: no such file or directory
+pydantic-ai-append check: error: empty: no cassettes (*.yaml, *.yml, *.json) in this directory
+pydantic-ai-append check: error: a.yaml and b.yaml: interaction 0 (POST https://api.openai.com/v1/chat/completions): the request body is not a JSON object: b'Hello there'
+pydantic-ai-append check: error: --allow-new-window names other.yaml, which is not one of the cassettes checked
+""",
+        )
+    )
+    status, out, _ = run(capsys, '--json', *args)
+    document = json.loads(out)
+    assert (status, document['ok'], [c['file'] for c in document['cassettes']]) == (2, False, ['tools.yaml'])
+    assert document['errors_by_cause'] == snapshot(
+        [
+            {'cause': 'no such file or directory', 'files': ['missing.yaml']},
+            {'cause': 'empty: no cassettes (*.yaml, *.yml, *.json) in this directory', 'files': []},
+            {
+                'cause': "interaction 0 (POST https://api.openai.com/v1/chat/completions): the request body is not a JSON object: b'Hello there'",
+                'files': ['a.yaml', 'b.yaml'],
+            },
+            {'cause': '--allow-new-window names other.yaml, which is not one of the cassettes checked', 'files': []},
+        ]
+    )
+    # Every file read, and only the arguments in error: still no verdict of success.
+    status, out, _ = run(capsys, 'tools.yaml', '--allow-new-window', 'other.yaml:1', '--allow-new-window', '2')
+    assert (status, out.splitlines()[-2:]) == (
+        2,
+        [
+            '1 conversation in 1 cassette read: every one keeps its prefix',
+            'incomplete: 1 error in the arguments (exit status 2)',
+        ],
+    )

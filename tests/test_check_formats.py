@@ -115,8 +115,8 @@ def test_a_file_that_is_not_a_cassette(
         (None, {}, 'the request has no body'),
         (
             '{}',
-            {'content-encoding': ['br']},
-            "the request body has content-encoding 'br', which the checker cannot decode",
+            {'content-encoding': ['compress']},
+            "the request body has content-encoding 'compress', which the checker cannot decode",
         ),
     ],
 )
@@ -133,7 +133,7 @@ def test_a_request_body_that_is_not_json(
         Path('body.yaml'), [interaction(CHAT, {'messages': []}), interaction(CHAT, body, request_headers=headers)]
     )
     status, out, err = run(capsys, 'body.yaml', 'missing.yaml')
-    assert (status, out) == (2, '0 conversations in 0 cassettes: every one keeps its prefix\n')
+    assert (status, out) == (2, 'incomplete: 2 files could not be read (exit status 2)\n')
     assert err.splitlines() == [
         'pydantic-ai-append check: error: missing.yaml: no such file or directory',
         f'pydantic-ai-append check: error: body.yaml: interaction 1 (POST {CHAT}): {message}',

@@ -1,0 +1,256 @@
+"""`pydantic-ai-append check` on the cassettes Pydantic AI's own test suite records, and on bodies compressed with
+brotli or zstd.
+
+`fixtures/recorders/` holds three conversations, written for these tests in the two shapes Pydantic AI's suite records
+them: `pydantic_ai_serializer/` as its older vcrpy serializer (`tests/json_body_serializer.py`) writes a cassette, a JSON
+body as `parsed_body` beside the headers, keys sorted; `cassetter/` as cassetter writes one, every body typed. Each is
+an Anthropic tool call and its result, an OpenAI Chat conversation streamed whose system prompt carries a clock that
+moves on the third request, and an OpenAI Responses conversation through `previous_response_id` whose first reply is
+JSON and second a server-sent event stream. Every test runs the command through `main`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import brotli as brotli_module  # pyright: ignore[reportMissingTypeStubs]
+import pytest
+import yaml
+import zstandard
+from inline_snapshot import snapshot
+
+from .check_helpers import CHAT, RESPONSES, assistant, interaction, run, user, write_cassette
+
+brotli: Any = brotli_module  # it ships no types
+
+RECORDERS = Path(__file__).parent / 'fixtures' / 'recorders'
+FORMATS = ('pydantic_ai_serializer', 'cassetter')
+
+
+def as_vcrpy(recorded: dict[str, Any], kind: str) -> dict[str, Any]:
+    """One request or response of either format as plain vcrpy records it, the JSON as compact text."""
+    plain = {key: value for key, value in recorded.items() if key not in ('body', 'parsed_body')}
+    if 'parsed_body' in recorded:
+        body = json.dumps(recorded['parsed_body'], separators=(',', ':'))
+    elif isinstance(recorded.get('body'), dict) and 'type' in recorded['body']:
+        typed = recorded['body']
+        body = {'json': lambda: json.dumps(typed['content'], separators=(',', ':')), 'text': lambda: typed['content']}[
+            typed['type']
+        ]()
+    else:
+        body = recorded['body']['string'] if kind == 'response' else recorded['body']
+    plain['body'] = {'string': body} if kind == 'response' else body
+    if isinstance(plain.get('status'), int):
+        plain['status'] = {'code': plain['status'], 'message': 'OK'}
+    return plain
+
+
+def verdicts(capsys: pytest.CaptureFixture[str], directory: Path) -> list[dict[str, Any]]:
+    status, out, err = run(capsys, '--json', str(directory))
+    assert (status, err) == (1, '')
+    return [
+        {'file': Path(cassette['file']).name, **{k: v for k, v in c.items() if k != 'name'}}
+        for cassette in json.loads(out)['cassettes']
+        for c in cassette['conversations']
+    ]
+
+
+@pytest.mark.parametrize('recorder', FORMATS)
+def test_pydantic_ais_cassettes_give_the_verdicts_of_plain_vcrpy_ones(
+    recorder: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    for file in sorted((RECORDERS / recorder).glob('*.yaml')):
+        cassette = yaml.safe_load(file.read_text())
+        plain = [
+            {'request': as_vcrpy(item['request'], 'request'), 'response': as_vcrpy(item['response'], 'response')}
+            for item in cassette['interactions']
+        ]
+        write_cassette(tmp_path / file.name, plain)
+    found = verdicts(capsys, RECORDERS / recorder)
+    assert found == verdicts(capsys, tmp_path)
+    summary = [(c['file'], c['api'], c['interactions'], [d['request'] for d in c['divergences']]) for c in found]
+    # One conversation each; the Responses one resolved through both replies; Chat's clock breaks request 2.
+    assert summary == snapshot(
+        [
+            ('anthropic_tool_call.yaml', 'anthropic', [0, 1, 2], []),
+            ('openai_chat_streamed.yaml', 'openai-chat', [0, 1, 2], [2]),
+            ('openai_responses_previous_response_id.yaml', 'openai-responses', [0, 1, 2], []),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ('recorder', 'no_reply'),
+    [('pydantic_ai_serializer', {'body': {'string': None}}), ('cassetter', {'body': {'type': 'none'}})],
+)
+def test_a_previous_response_id_resolves_through_a_structured_or_streamed_reply(
+    recorder: str, no_reply: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    name = 'openai_responses_previous_response_id.yaml'
+    cassette = yaml.safe_load((RECORDERS / recorder / name).read_text())
+    # Each later request sends only its new input, so each is whole only once the reply before it is resolved.
+    status, out, _ = run(capsys, '--json', str(RECORDERS / recorder / name))
+    [conversation] = json.loads(out)['cassettes'][0]['conversations']
+    assert (status, conversation['interactions'], conversation['prefix_kept']) == (0, [0, 1, 2], True)
+    # Negative controls: without the JSON reply (interaction 0), or the streamed one (1), the next request names a
+    # response the cassette doesn't hold, and starts a conversation of its own.
+    for missing, split in ((0, [[0], [1, 2]]), (1, [[0, 1], [2]])):
+        changed = json.loads(json.dumps(cassette, default=str))
+        response = changed['interactions'][missing]['response']
+        response.pop('parsed_body', None)
+        response.update(no_reply)
+        (tmp_path / name).write_text(yaml.safe_dump(changed))
+        status, out, _ = run(capsys, '--json', str(tmp_path / name))
+        assert (status, [c['interactions'] for c in json.loads(out)['cassettes'][0]['conversations']]) == (0, split)
+
+
+def cassetter_chat(bodies: list[dict[str, Any]]) -> str:
+    """A cassette as cassetter writes it, of a first request as JSON structure and then `bodies`."""
+    first = {'model': 'gpt-4.1', 'messages': [user('a')]}
+    cassette: dict[str, Any] = {
+        'version': 1,
+        'interactions': [
+            {
+                'request': {'method': 'POST', 'uri': CHAT, 'headers': {}, 'body': body},
+                'response': {'status': 200, 'headers': {}, 'body': {'type': 'json', 'content': {'choices': []}}},
+            }
+            for body in [{'type': 'json', 'content': first}, *bodies]
+        ],
+    }
+    # Keys as given: a structured body is compared in the key order of the file, and the bodies given as text are not.
+    return yaml.safe_dump(cassette, sort_keys=False)
+
+
+def test_cassetter_bodies_of_every_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    second = {'model': 'gpt-4.1', 'messages': [user('a'), assistant('b')]}
+    third = {'model': 'gpt-4.1', 'messages': [user('a'), assistant('b'), user('c')]}
+    bodies = [
+        {'type': 'binary', 'content': json.dumps(second).encode().hex()},
+        {'type': 'text', 'content': json.dumps(third)},
+    ]
+    (tmp_path / 'typed.yaml').write_text(cassetter_chat(bodies))
+    status, out, _ = run(capsys, str(tmp_path / 'typed.yaml'))
+    assert (status, out.splitlines()[0].split(': ', 1)[1]) == snapshot(
+        (0, 'openai-chat gpt-4.1, 3 requests, 92 of 184 bytes reused (50%): prefix kept')
+    )
+
+
+@pytest.mark.parametrize(
+    ('body', 'message'),
+    [
+        ({'type': 'none'}, 'the request has no body'),
+        ({'type': 'binary', 'content': 'zz'}, "the request body of type binary is not hex: 'zz'"),
+        ({'type': 'text', 'content': 7}, 'the request body of type text has int content, not a string'),
+        ({'type': 'form', 'content': 'a=1'}, "the request body has type 'form', not json, text, binary or none"),
+        (
+            {'type': 'json', 'content': {'model': 'm', 'sent': '2026-12-03'}},
+            'the request body is kept as structure that JSON cannot hold (Object of type date is not JSON serializable)',
+        ),
+    ],
+)
+def test_a_cassetter_body_the_checker_refuses(
+    body: dict[str, Any], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    file = tmp_path / 'typed.yaml'
+    # `safe_dump` quotes a string that looks like a date; unquoted, YAML reads it as a date, which JSON has not.
+    file.write_text(cassetter_chat([body]).replace("'2026-12-03'", '2026-12-03'))
+    status, _, err = run(capsys, str(file))
+    assert status == 2
+    assert err.startswith(f'pydantic-ai-append check: error: {file}: interaction 1 (POST {CHAT}): {message}')
+
+
+# --- brotli and zstd ---
+
+
+def compressed_turns() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    history = [message for n in range(6) for message in (user(f'question {n}'), assistant(f'answer {n}'))]
+    bodies = [{'model': 'm', 'messages': history[: 2 * n + 1]} for n in range(6)]
+    return bodies, [interaction(CHAT, json.dumps(body).encode()) for body in bodies]
+
+
+def zstd_frames(data: bytes) -> bytes:
+    # Two frames one after another, as a server flushing its stream writes them; neither states its size.
+    half = len(data) // 2
+    return b''.join(
+        zstandard.ZstdCompressor(write_content_size=False).compress(part) for part in (data[:half], data[half:])
+    )
+
+
+def test_bodies_compressed_with_brotli_or_zstd(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    bodies, turns = compressed_turns()
+    raw = [json.dumps(body).encode() for body in bodies]
+    # As a recorder that kept the compressed bytes writes them: `!!binary`, with the header that names the encoding
+    # (a body encoded twice lists both, the first applied first).
+    compressed: list[bytes] = [
+        brotli.compress(raw[0]),
+        zstd_frames(raw[1]),
+        zstandard.ZstdCompressor().compress(brotli.compress(raw[2])),
+    ]
+    # Then bodies the recorder decompressed though it kept the header, as vcrpy tolerates.
+    recorded = [*compressed, *(data.decode() for data in raw[3:])]
+    for turn, body, encoding in zip(turns, recorded, ['br', 'zstd', 'br, zstd', 'zstd', 'br', 'deflate'], strict=True):
+        turn['request'].update(headers={'content-encoding': [encoding]}, body=body)
+    reply = {'id': 'resp_1', 'output': [assistant('b')]}
+    responses = [
+        interaction(RESPONSES, {'model': 'm', 'input': [user('a')]}, zstd_frames(json.dumps(reply).encode())),
+        interaction(RESPONSES, {'model': 'm', 'previous_response_id': 'resp_1', 'input': [user('c')]}),
+    ]
+    responses[0]['response']['headers']['content-encoding'] = ['zstd']
+    file = write_cassette(tmp_path / 'compressed.yaml', [*turns, *responses])
+    assert file.read_text().count('!!binary') == 4
+    status, out, _ = run(capsys, '--json', str(file))
+    conversations = json.loads(out)['cassettes'][0]['conversations']
+    assert (status, [(c['api'], c['interactions'], c['prefix_kept']) for c in conversations]) == (
+        0,
+        [('openai-chat', [0, 1, 2, 3, 4, 5], True), ('openai-responses', [6, 7], True)],
+    )
+
+
+@pytest.mark.parametrize(
+    ('encoding', 'modules', 'package'),
+    [('br', ['brotli', 'brotlicffi'], 'brotli'), ('zstd', ['zstandard'], 'zstandard')],
+)
+def test_without_the_library_an_encoding_needs(
+    encoding: str,
+    modules: list[str],
+    package: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+):
+    _, turns = compressed_turns()
+    for number in range(2):
+        turns[0]['request']['headers'] = {'content-encoding': [encoding]}
+        write_cassette(tmp_path / f'{number}.yaml', turns)
+    for module in modules:
+        monkeypatch.setitem(sys.modules, module, None)
+    status, out, err = run(capsys, str(tmp_path))
+    # Said once, for both files: the cause is the environment's, not an interaction's.
+    assert (status, out, err) == (
+        2,
+        'incomplete: 2 files could not be read (exit status 2)\n',
+        (
+            f'pydantic-ai-append check: error: {tmp_path / "0.yaml"} and {tmp_path / "1.yaml"}: decoding a body with '
+            f"content-encoding '{encoding}' needs {package}, which is not installed: install it with "
+            "`pip install 'pydantic-ai-append[testing]'`\n"
+        ),
+    )
+
+
+def test_brotlicffi_where_it_is_the_brotli_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    # PyPy has brotlicffi in place of brotli (httpx takes either); this stands in for it with brotli's functions.
+    bodies, turns = compressed_turns()
+    turns[1]['request']['headers'] = {'content-encoding': ['br']}
+    turns[1]['request']['body'] = brotli.compress(json.dumps(bodies[1]).encode())
+    stand_in = types.ModuleType('brotlicffi')
+    stand_in.__dict__.update(decompress=brotli.decompress, error=brotli.error)
+    monkeypatch.setitem(sys.modules, 'brotli', None)
+    monkeypatch.setitem(sys.modules, 'brotlicffi', stand_in)
+    status, out, _ = run(capsys, str(write_cassette(tmp_path / 'cffi.yaml', turns)))
+    assert (status, out.splitlines()[-1]) == (0, '1 conversation in 1 cassette: every one keeps its prefix')
