@@ -1,8 +1,14 @@
-"""One conversation's requests as the provider sees them, with OpenAI Responses `previous_response_id` resolved.
+"""One conversation's requests as the provider sees them, with OpenAI Responses `previous_response_id` and
+`conversation` resolved.
 
 A Responses request that names `previous_response_id` sends only its new input; the provider puts the named
-response's input and output before it. Checking such a request's prefix needs the full input, rebuilt from the
-replies seen earlier. The test-time checker and the runtime verifier both rebuild it, so it lives here once.
+response's input and output before it. One that names a `conversation` (`"conv_..."` or `{"id": "conv_..."}`) sends
+only its new input too: the provider prepends the conversation's items, which are the items it was created with,
+then each earlier response's input and output items, added when that response completed (the `conversation`
+parameter of https://platform.openai.com/docs/api-reference/responses/create, and
+https://platform.openai.com/docs/guides/conversation-state). Checking such a request's prefix needs the full input,
+rebuilt from the replies seen earlier. The test-time checker and the runtime verifier both rebuild it, so it lives
+here once.
 """
 
 from __future__ import annotations
@@ -54,8 +60,15 @@ def reply_payloads(body: bytes) -> list[dict[str, object]]:
     return payloads
 
 
-def _responses_reply(body: bytes) -> tuple[str, list[object]] | None:
-    """The id and output items of a Responses reply, JSON or a stream, or `None` if it carries none."""
+def conversation_id(value: object) -> str | None:
+    """The id a Responses `conversation` field names, as a string or as `{"id": ...}`, or `None` if it names none."""
+    if isinstance(value, dict):
+        value = cast('dict[str, object]', value).get('id')
+    return value if isinstance(value, str) else None
+
+
+def _responses_reply(body: bytes) -> tuple[str, list[object], str | None] | None:
+    """The id, output items and conversation id of a Responses reply, JSON or a stream, or `None` if it carries none."""
     # In a stream the terminal event (`response.completed`, or `.incomplete`/`.failed`) holds the whole response,
     # so the last event that carries one wins.
     candidates = [item for payload in reply_payloads(body) for item in (payload, payload.get('response'))]
@@ -64,17 +77,20 @@ def _responses_reply(body: bytes) -> tuple[str, list[object]] | None:
             response = cast('dict[str, object]', candidate)
             response_id, output = response.get('id'), response.get('output')
             if isinstance(response_id, str) and isinstance(output, list):
-                return response_id, cast('list[object]', output)
+                return response_id, cast('list[object]', output), conversation_id(response.get('conversation'))
     return None
 
 
 class WireConversation:
-    """The segments of each request of one conversation, with `previous_response_id` resolved.
+    """The segments of each request of one conversation, with `previous_response_id` and `conversation` resolved.
 
     An OpenAI Responses request naming `previous_response_id` sends only its new input items; the provider
     puts the named response's input and output before them. So each request's full input is the full input of
-    the request that response answered, that response's output items, then this request's own input. For the
-    other APIs every request is complete already, and responses are not needed.
+    the request that response answered, that response's output items, then this request's own input. A request
+    naming a `conversation` is resolved the same way from the conversation's items: those it was created with
+    (`add_conversation_items`), then, for each response the conversation returned (a reply whose `conversation` names
+    it), the full input of its request and its output items. For the other APIs every request is complete already,
+    and responses are not needed.
 
     ```python
     from pydantic_ai_append.testing import WireConversation, assert_prefix_stable
@@ -101,6 +117,8 @@ class WireConversation:
         # Unbounded here: a test's or a cassette's conversation is short, and a reply forgotten would turn into a
         # false "no earlier response returned it". The verifier, which runs for the life of a server, bounds it.
         self._contexts = BoundedCache[str, list[Segment]](max_entries=sys.maxsize, max_bytes=sys.maxsize)
+        # Each conversation's items, by conversation id, bounded as the replies are.
+        self._conversations = BoundedCache[str, list[Segment]](max_entries=sys.maxsize, max_bytes=sys.maxsize)
 
     @classmethod
     def from_exchanges(cls, api: Api, exchanges: Iterable[Exchange]) -> WireConversation:
@@ -121,6 +139,10 @@ class WireConversation:
     def add(self, request_body: bytes, response_body: bytes | None = None) -> list[Segment]:
         """Add the next request, and the response it got if a later request may name it.
 
+        A request naming a `conversation` nothing added so far belongs to (created, and its first responses returned,
+        outside what was captured) is taken as it is: the conversation's earlier items are a prefix every later
+        request repeats too.
+
         Args:
             request_body: The raw request body.
             response_body: The raw response body, JSON or the whole event stream; only Responses uses it.
@@ -132,8 +154,10 @@ class WireConversation:
             AssertionError: If the request names a `previous_response_id` no earlier response returned.
         """
         full = self.resolve(request_body)
+        previous = parse_body(self.api, request_body).get('previous_response_id') if full is None else None
+        if full is None and previous is None:
+            full = segments(self.api, request_body)
         if full is None:
-            previous = parse_body(self.api, request_body)['previous_response_id']
             raise AssertionError(
                 f'request {len(self.requests)} names previous_response_id {previous!r}, which no earlier response '
                 f'in this conversation returned (known: {sorted(key for key, _ in self._contexts.items())}); add the '
@@ -152,15 +176,20 @@ class WireConversation:
 
         Returns:
             The full segments, or `None` if the request names a `previous_response_id` that no response given to
-            `add` or `add_response` returned.
+            `add` or `add_response` returned, or a `conversation` nothing given to them or to `add_conversation_items`
+            belongs to.
         """
         own = segments(self.api, request_body)
         if self.api != 'openai-responses':
             return own
-        previous = parse_body(self.api, request_body).get('previous_response_id')
-        if not isinstance(previous, str):
+        request = parse_body(self.api, request_body)
+        previous, conversation = request.get('previous_response_id'), conversation_id(request.get('conversation'))
+        if isinstance(previous, str):
+            context = self._contexts.get(previous)
+        elif conversation is not None:
+            context = self._conversations.get(conversation)
+        else:
             return own
-        context = self._contexts.get(previous)
         if context is None:
             return None
         head = [segment for segment in own if segment.kind in ('tool', 'instructions')]
@@ -170,7 +199,8 @@ class WireConversation:
         """Remember the response a request got, so that later requests naming it by `previous_response_id` resolve.
 
         Only Responses replies are kept; a body that carries no response id and output items (an error, a stream
-        cut short) is ignored.
+        cut short) is ignored. A reply whose `conversation` names a conversation also makes the request's full input
+        and the reply's output that conversation's items, for later requests naming it.
 
         Args:
             request: The full segments of the request the response answered, as `resolve` returned them.
@@ -181,11 +211,25 @@ class WireConversation:
         """
         if self.api != 'openai-responses' or (reply := _responses_reply(response_body)) is None:
             return False
-        response_id, output = reply
+        response_id, output, conversation = reply
         full_input = [segment for segment in request if segment.kind in ('input', 'output')]
         context = full_input + pieces('output', output, CACHE_MARKER_KEYS[self.api])
         self._contexts.put(response_id, context, size=segments_size(context))
+        if conversation is not None:
+            self._conversations.put(conversation, context, size=segments_size(context))
         return True
+
+    def add_conversation_items(self, conversation: str, items: object) -> None:
+        """Add items to a Responses conversation, as `POST /v1/conversations` (its `items`) or `.../items` does.
+
+        Args:
+            conversation: The conversation id, `conv_...`.
+            items: The items, as the request body's `items` list has them; anything else adds none.
+        """
+        kept = cast('list[object]', items) if isinstance(items, list) else []
+        added = pieces('input', kept, CACHE_MARKER_KEYS[self.api])
+        context = (self._conversations.get(conversation) or []) + added
+        self._conversations.put(conversation, context, size=segments_size(context))
 
 
 def segments_size(kept: Sequence[Segment]) -> int:
@@ -210,14 +254,15 @@ class BoundedWireConversation(WireConversation):
         """
         super().__init__(api)
         self._contexts = BoundedCache[str, list[Segment]](max_entries=max_responses, max_bytes=max_bytes)
+        self._conversations = BoundedCache[str, list[Segment]](max_entries=max_responses, max_bytes=max_bytes)
 
 
 _HISTORY_FREE_ROLES = frozenset({'user', 'system', 'developer'})
 
 
 def has_history(request: dict[str, Any]) -> bool:
-    """Whether a request carries a conversation's history: a reply, a tool call or result, a previous response."""
-    if request.get('previous_response_id') is not None:
+    """Whether a request carries history: a reply, a tool call or result, a previous response, a stored conversation."""
+    if request.get('previous_response_id') is not None or request.get('conversation') is not None:
         return True
     for key in ('messages', 'input'):
         items: object = request.get(key)

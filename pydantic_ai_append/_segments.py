@@ -2,9 +2,9 @@
 
 Providers cache a prompt by its prefix, in cache order: tools, then system instructions, then the conversation.
 Raw JSON bodies are never byte prefixes of each other (arrays close before later keys), so a body is split into
-its cache-order segments (Anthropic: each tool, each `system` block, each message; OpenAI Chat: each tool, each
-message; OpenAI Responses: each tool, `instructions`, each `input` item), each re-encoded canonically with the key
-order as sent. Both the test-time checker in `testing` and the runtime verifier in `guard` compare requests this
+its cache-order segments (Anthropic: each tool but deferred ones, each `system` block, each message; OpenAI Chat:
+each tool, each message; OpenAI Responses: each tool, `instructions`, each `input` item), each re-encoded canonically
+with the key order as sent. Both the test-time checker in `testing` and the runtime verifier in `guard` compare requests this
 way, and report a divergence the same way, so the split lives here once.
 """
 
@@ -37,7 +37,8 @@ class Segment(NamedTuple):
 
     kind: str
     """What the piece is: `tool`, `system`, `message` (Anthropic, Chat), `instructions`, `input` or `output`
-    (Responses, where `output` is a previous response's output item that `previous_response_id` brings in)."""
+    (Responses, where `output` is a previous response's output item that `previous_response_id` or `conversation`
+    brings in)."""
     data: bytes
     """The piece as canonical JSON: as sent, key order kept, cache markers dropped, no whitespace."""
 
@@ -70,12 +71,30 @@ def parse_body(api: Api, body: bytes) -> dict[str, Any]:
     return cast('dict[str, Any]', parsed)
 
 
+def cached_tools(api: Api, tools: object) -> object:
+    """The tools of a request that are part of the cached prefix: for Anthropic, those not marked `defer_loading`.
+
+    Anthropic leaves deferred tools out of the cached prefix: when tool search finds one, its definition goes into the
+    conversation as a `tool_reference` block, so adding deferred tools, or sending them in another order, keeps the
+    cache ("defer_loading and cache preservation" in
+    https://platform.claude.com/docs/en/agents-and-tools/tool-use/tool-use-with-prompt-caching).
+    """
+    if api != 'anthropic' or not isinstance(tools, list):
+        return tools
+    return [tool for tool in cast('list[object]', tools) if not _deferred(tool)]
+
+
+def _deferred(tool: object) -> bool:
+    return isinstance(tool, dict) and cast('dict[str, object]', tool).get('defer_loading') is True
+
+
 def segments(api: Api, body: bytes) -> list[Segment]:
     """Split one request body into its cache-order segments.
 
-    Anthropic: each tool, each `system` block, each message. OpenAI Chat: each tool, each message. OpenAI
-    Responses: each tool, `instructions`, each `input` item, taking the body as it is; use `WireConversation`
-    to bring in what `previous_response_id` refers to. Keys in `CACHE_MARKER_KEYS` are dropped at any depth.
+    Anthropic: each tool but those marked `defer_loading` (see `cached_tools`), each `system` block, each message.
+    OpenAI Chat: each tool, each message. OpenAI Responses: each tool, `instructions`, each `input` item, taking the
+    body as it is; use `WireConversation` to bring in what `previous_response_id` or `conversation` refers to. Keys in
+    `CACHE_MARKER_KEYS` are dropped at any depth.
 
     Args:
         api: Which provider API the body was sent to.
@@ -90,7 +109,7 @@ def segments(api: Api, body: bytes) -> list[Segment]:
     """
     request = parse_body(api, body)
     keys = CACHE_MARKER_KEYS[api]
-    tools = pieces('tool', request.get('tools'), keys)
+    tools = pieces('tool', cached_tools(api, request.get('tools')), keys)
     if api == 'anthropic':
         return tools + pieces('system', request.get('system'), keys) + pieces('message', request.get('messages'), keys)
     if api == 'openai-chat':

@@ -2,27 +2,32 @@
 
 `check_cassette` picks the requests to the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses APIs by
 their path, splits each into cache-order segments (`_segments`), resolves OpenAI Responses `previous_response_id`
-chains from the recorded replies (`_conversation`), and groups the requests into conversations: per cassette, API and
-model, in cassette order. The command line around it is `_check`.
+chains and `conversation`s from the recorded replies and `POST /v1/conversations` calls (`_conversation`), and groups
+the requests into conversations: per cassette, API and model, in cassette order. Each request is judged on its
+segments and on the settings its provider documents as part of the cache (`_cache_rules`). The command line around it
+is `_check`.
 
 One model may hold several conversations in one cassette (parametrized runs, sub-agents, a test that starts over).
 A request joins the most recent conversation of its API and model whose last request it extends byte for byte.
 If it extends none, a request with no history (no assistant turn, tool call or tool result, no
 `previous_response_id`) starts a new conversation; any other request is the next request of the conversation it
 shares the longest prefix with (the most recent on a tie), and breaks that conversation's prefix. A request whose
-`previous_response_id` names a reply the cassette doesn't hold starts a new conversation too: there is nothing to
-compare it with.
+`previous_response_id` names a reply the cassette doesn't hold, or whose `conversation` names one the cassette holds
+nothing of, starts a new conversation too: there is nothing to compare it with.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
+from ._cache_rules import setting_change
 from ._cassettes import CassetteError, Interaction
-from ._conversation import WireConversation, has_history
+from ._conversation import WireConversation, has_history, reply_payloads
 from ._segments import API_PATHS, Api, Segment, common_prefix_length, divergence_message, parse_body, segments
 
 
@@ -60,11 +65,16 @@ class Divergence:
     interaction: int
     """Its position among the cassette's interactions, from 0."""
     segment: int
-    """The first segment of the previous request it does not repeat."""
+    """The first segment of the previous request it does not repeat, or from which a changed setting invalidates the
+    cache."""
     kind: str
-    """That segment's kind: `tool`, `system`, `message`, `instructions`, `input` or `output`."""
+    """That segment's kind: `tool`, `system`, `message`, `instructions`, `input` or `output`; or `setting`, if every
+    segment up to it is repeated but a setting the provider documents as part of its cache changed."""
     message: str
-    """What `assert_prefix_stable` says of it: both sides around the first differing byte."""
+    """What `assert_prefix_stable` says of it: both sides around the first differing byte; for a `setting`, the
+    setting's values in both requests and the provider's rule."""
+    setting: str | None = None
+    """For a `setting`, the request field that changed (`tool_choice`, `text.format`)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,7 @@ class _Conversation:
     model: str
     number: int
     last: list[Segment] = field(default_factory=list[Segment])
+    last_request: dict[str, Any] = field(default_factory=dict[str, Any])
     last_update: int = -1
     interactions: list[int] = field(default_factory=list[int])
     reused_bytes: int = 0
@@ -126,19 +137,30 @@ class _Conversation:
     new_windows: list[int] = field(default_factory=list[int])
     divergences: list[Divergence] = field(default_factory=list[Divergence])
 
-    def add(self, interaction: int, current: list[Segment], new_windows: Collection[int]) -> None:
+    def add(
+        self, interaction: int, current: list[Segment], request: dict[str, Any], new_windows: Collection[int]
+    ) -> None:
         index = len(self.interactions)
         shared = common_prefix_length(self.last, current)
+        moved = setting_change(self.api, self.last_request, request, self.last) if index else None
+        # A setting's point is where the provider stops reusing the cache; a byte change before it comes first.
+        if moved is not None and moved.segment < shared:
+            shared = moved.segment
+        else:
+            moved = None
         if shared < len(self.last):
             if index in new_windows:
                 self.new_windows.append(index)
+            elif moved is not None:
+                message = moved.message(index, self.last)
+                self.divergences.append(Divergence(index, interaction, shared, 'setting', message, moved.setting.field))
             else:
                 message = divergence_message(index, self.last, current, shared)
                 self.divergences.append(Divergence(index, interaction, shared, self.last[shared].kind, message))
         self.reused_bytes += sum(len(segment.data) for segment in current[:shared])
         self.total_bytes += sum(len(segment.data) for segment in current)
         self.interactions.append(interaction)
-        self.last, self.last_update = current, interaction
+        self.last, self.last_request, self.last_update = current, request, interaction
 
     def report(self, file: Path) -> ConversationReport:
         return ConversationReport(
@@ -152,6 +174,31 @@ class _Conversation:
             tuple(self.new_windows),
             tuple(self.divergences),
         )
+
+
+_CONVERSATIONS = re.compile(r'/v1/conversations(?:/(?P<id>[^/]+)/items)?$')
+"""The paths of the calls that create an OpenAI conversation, or add items to one."""
+
+_RESPONSES: Api = 'openai-responses'
+
+
+def _add_conversation_items(interaction: Interaction, resolver: WireConversation) -> None:
+    """Note the items a `POST /v1/conversations` or `.../items` call added, if `interaction` is one that succeeded."""
+    match = _CONVERSATIONS.search(re.sub(r'[?#].*', '', interaction.uri))
+    reply = interaction.response_body() if interaction.method == 'POST' and match is not None else None
+    payloads = reply_payloads(reply) if reply is not None else []
+    # A call that succeeded replies with the conversation, or with the list of the items it added; an error added none.
+    succeeded = bool(payloads) and payloads[0].get('object') in ('conversation', 'list')
+    conversation = (match['id'] or payloads[0].get('id')) if match is not None and succeeded else None
+    if not isinstance(conversation, str):
+        return
+    try:
+        request: object = json.loads(interaction.request_body())
+    except (CassetteError, ValueError):
+        request = None  # The SDK may send no body for a conversation created empty.
+    resolver.add_conversation_items(
+        conversation, cast('dict[str, object]', request).get('items') if isinstance(request, dict) else None
+    )
 
 
 def _api(interaction: Interaction) -> Api | None:
@@ -199,6 +246,7 @@ def check_cassette(
     for interaction in interactions:
         api = _api(interaction)
         if api is None:
+            _add_conversation_items(interaction, resolvers.setdefault('openai-responses', WireConversation(_RESPONSES)))
             other += 1
             continue
         body = interaction.request_body()
@@ -221,7 +269,7 @@ def check_cassette(
             conversation = _Conversation(api, model, len(conversations))
             conversations.append(conversation)
         allowed = {w.request for w in new_windows if w.applies(file, conversation.number, w.request)}
-        conversation.add(interaction.index, current, allowed)
+        conversation.add(interaction.index, current, request, allowed)
         if api == 'openai-responses' and (reply := interaction.response_body()) is not None:
             resolver.add_response(current, reply)
     return CassetteReport(file, tuple(c.report(file) for c in conversations), other)

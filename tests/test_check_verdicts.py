@@ -1,0 +1,376 @@
+"""`pydantic-ai-append check` follows the providers' documented cache rules, on cassettes shaped like recordings of the
+real APIs (`tests/fixtures/cassettes/`, written for these tests in the shape vcrpy records them):
+
+- Anthropic leaves tools marked `defer_loading` (tool search) out of the cached prefix, so adding them, or sending them
+  in another order, keeps it;
+- an OpenAI Responses request naming a stored `conversation` sends only its new input: the conversation's items are
+  resolved from the recorded `POST /v1/conversations` call and replies, as `previous_response_id` is;
+- a request setting the provider documents as part of its cache (Anthropic's `tool_choice`, `thinking`, `speed`;
+  OpenAI's structured-output schema) moves the cache from the documented point on when it changes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from inline_snapshot import snapshot
+
+from pydantic_ai_append._cassettes import read_cassette
+from pydantic_ai_append.testing import WireConversation, assert_prefix_stable
+
+from .check_helpers import run
+
+FIXTURES = Path(__file__).parent / 'fixtures' / 'cassettes'
+
+Edit = Callable[[list[dict[str, Any]]], None]
+"""Changes the request bodies of a cassette's interactions, parsed, in place."""
+
+
+def edited(tmp_path: Path, name: str, edit: Edit, *, keep: Callable[[int], bool] = lambda _: True) -> Path:
+    """A copy of the fixture cassette `name` with its request bodies changed by `edit` and only the interactions kept."""
+    cassette = yaml.safe_load((FIXTURES / name).read_text())
+    interactions = [item for index, item in enumerate(cassette['interactions']) if keep(index)]
+    bodies = [json.loads(item['request']['body']) for item in interactions]
+    edit(bodies)
+    for item, body in zip(interactions, bodies, strict=True):
+        item['request']['body'] = json.dumps(body, separators=(',', ':'))
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({**cassette, 'interactions': interactions}))
+    return path
+
+
+def unchanged(bodies: list[dict[str, Any]]) -> None:
+    pass
+
+
+def verdicts(capsys: pytest.CaptureFixture[str], file: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:
+    """The exit status and, per conversation, its interactions, reuse and divergences (kind, segment and message)."""
+    status, out, _ = run(capsys, '--json', str(file), *args)
+    [cassette] = json.loads(out)['cassettes']
+    return status, [
+        {
+            'interactions': c['interactions'],
+            'reused': f'{c["reused_bytes"]} of {c["total_bytes"]}',
+            'divergences': [(d['request'], d['kind'], d['segment'], d['message']) for d in c['divergences']],
+        }
+        for c in cassette['conversations']
+    ]
+
+
+# --- Anthropic deferred tools ---
+
+
+def test_deferred_tools_added_and_reordered_keep_the_prefix(capsys: pytest.CaptureFixture[str]):
+    # Request 1 adds the deferred `get_tides` before the deferred `get_forecast`; request 2 sends them the other way.
+    assert verdicts(capsys, FIXTURES / 'anthropic_tool_search.yaml') == snapshot(
+        (0, [{'interactions': [0, 1, 2], 'reused': '1526 of 3138', 'divergences': []}])
+    )
+    # The test-time assertion, fed the same exchanges, agrees.
+    exchanges = read_cassette(FIXTURES / 'anthropic_tool_search.yaml')
+    conversation = WireConversation('anthropic')
+    for exchange in exchanges:
+        conversation.add(exchange.request_body())
+    assert_prefix_stable(conversation.requests)
+
+
+def test_a_change_to_a_tool_not_deferred_still_breaks_the_prefix(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    def reword(bodies: list[dict[str, Any]]) -> None:
+        bodies[2]['tools'][1]['description'] = 'Get the weather in a harbour, now.'
+
+    def undefer(bodies: list[dict[str, Any]]) -> None:
+        bodies[2]['tools'][3]['defer_loading'] = False
+
+    # A tool with `defer_loading: false` is in the prefix like any other: it comes where request 1 had its system.
+    _, [conversation] = verdicts(capsys, edited(tmp_path, 'anthropic_tool_search.yaml', undefer))
+    assert [(kind, segment) for _, kind, segment, _ in conversation['divergences']] == [('system', 2)]
+    assert verdicts(capsys, edited(tmp_path, 'anthropic_tool_search.yaml', reword)) == snapshot(
+        (
+            1,
+            [
+                {
+                    'interactions': [0, 1, 2],
+                    'reused': '543 of 3135',
+                    'divergences': [
+                        (
+                            2,
+                            'tool',
+                            1,
+                            """\
+request 2 does not extend request 1 byte for byte: first divergent segment is 1 (tool in request 1, tool in request 2), at byte 45 of it
+  request 1: …e":"get_weather","description":"Get the current weather in a harbour.","input_schema":{"additionalProperties":false,"pro…
+  request 2: …e":"get_weather","description":"Get the weather in a harbour, now.","input_schema":{"additionalProperties":false,"proper…\
+""",
+                        )
+                    ],
+                }
+            ],
+        )
+    )
+
+
+# --- OpenAI Responses conversations ---
+
+
+def test_a_stored_conversation_is_resolved_from_the_recording(capsys: pytest.CaptureFixture[str]):
+    # The conversation is created with one item; each request names it (as a string, or as `{"id": ...}`) and sends
+    # only its new input, the second streamed.
+    status, out, _ = run(capsys, '--json', str(FIXTURES / 'openai_responses_conversation.yaml'))
+    [cassette] = json.loads(out)['cassettes']
+    assert (status, cassette['other_requests']) == (0, 1)
+    assert verdicts(capsys, FIXTURES / 'openai_responses_conversation.yaml') == snapshot(
+        (0, [{'interactions': [1, 2, 3], 'reused': '1083 of 1968', 'divergences': []}])
+    )
+
+
+def test_a_conversation_breaks_where_its_resolved_prefix_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    def reinstruct(bodies: list[dict[str, Any]]) -> None:
+        bodies[3]['instructions'] = 'You plan sailing trips. Check the weather and the tides before you answer.'
+
+    assert verdicts(capsys, edited(tmp_path, 'openai_responses_conversation.yaml', reinstruct)) == snapshot(
+        (
+            1,
+            [
+                {
+                    'interactions': [1, 2, 3],
+                    'reused': '659 of 1982',
+                    'divergences': [
+                        (
+                            2,
+                            'instructions',
+                            1,
+                            """\
+request 2 does not extend request 1 byte for byte: first divergent segment is 1 (instructions in request 1, instructions in request 2), at byte 43 of it
+  request 1: …u plan sailing trips. Check the weather before you answer."
+  request 2: …u plan sailing trips. Check the weather and the tides before you answer."\
+""",
+                        )
+                    ],
+                }
+            ],
+        )
+    )
+
+
+def test_conversations_the_cassette_holds_nothing_of(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    # Without the call that created it, the first request's conversation is unknown: nothing to compare it with, but
+    # its reply makes the conversation known, so the requests after it are compared.
+    file = edited(tmp_path, 'openai_responses_conversation.yaml', unchanged, keep=lambda index: index > 0)
+    assert verdicts(capsys, file) == snapshot(
+        (0, [{'interactions': [0, 1, 2], 'reused': '925 of 1731', 'divergences': []}])
+    )
+
+    # A request naming a conversation nothing in the cassette belongs to starts a conversation of its own.
+    def elsewhere(bodies: list[dict[str, Any]]) -> None:
+        bodies[3]['conversation'] = 'conv_00000000000000000000000000000000'
+
+    assert verdicts(capsys, edited(tmp_path, 'openai_responses_conversation.yaml', elsewhere)) == snapshot(
+        (
+            0,
+            [
+                {'interactions': [1, 2], 'reused': '425 of 1083', 'divergences': []},
+                {'interactions': [3], 'reused': '0 of 377', 'divergences': []},
+            ],
+        )
+    )
+
+
+def test_items_added_to_a_conversation_between_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    cassette = yaml.safe_load((FIXTURES / 'openai_responses_conversation.yaml').read_text())
+    create, first, second, third = cassette['interactions']
+    conversation = json.loads(create['response']['body']['string'])['id']
+    added = {'items': [{'type': 'message', 'role': 'user', 'content': 'My draft is 1.6 m.'}]}
+    items = {
+        'request': {
+            **create['request'],
+            'uri': f'{create["request"]["uri"]}/{conversation}/items',
+            'body': json.dumps(added),
+        },
+        'response': {**create['response'], 'body': {'string': json.dumps({'object': 'list', 'data': added['items']})}},
+    }
+    # A failed call adds nothing; a conversation created with no body has no items.
+    failed = {**items, 'response': {**items['response'], 'body': {'string': '{"error": {"message": "not found"}}'}}}
+    empty = {'request': {**create['request'], 'body': None}, 'response': create['response']}
+    path = tmp_path / 'items.yaml'
+    path.write_text(yaml.safe_dump({**cassette, 'interactions': [empty, first, failed, second, items, third]}))
+    assert verdicts(capsys, path) == snapshot(
+        (0, [{'interactions': [1, 3, 5], 'reused': '925 of 1794', 'divergences': []}])
+    )
+    # The added item is part of the last request's resolved input, before its own: 63 bytes more than without it.
+    without = tmp_path / 'without.yaml'
+    without.write_text(yaml.safe_dump({**cassette, 'interactions': [empty, first, second, third]}))
+    assert verdicts(capsys, without) == snapshot(
+        (0, [{'interactions': [1, 2, 3], 'reused': '925 of 1731', 'divergences': []}])
+    )
+
+
+def test_a_test_capture_naming_an_unknown_conversation_is_taken_as_sent():
+    # `prompt_wire` captures only requests to the three APIs, never the call that created a conversation.
+    exchanges = [exchange for exchange in read_cassette(FIXTURES / 'openai_responses_conversation.yaml')][1:]
+    conversation = WireConversation('openai-responses')
+    for exchange in exchanges:
+        conversation.add(exchange.request_body(), exchange.response_body())
+    assert_prefix_stable(conversation.requests)
+    assert [[segment.kind for segment in request] for request in conversation.requests] == snapshot(
+        [
+            ['tool', 'instructions', 'input'],
+            ['tool', 'instructions', 'input', 'output', 'input'],
+            ['tool', 'instructions', 'input', 'output', 'input', 'output', 'input'],
+        ]
+    )
+
+
+# --- settings the providers document as part of the cache ---
+
+
+def anthropic_thinking(bodies: list[dict[str, Any]]) -> None:
+    bodies[2]['tool_choice'] = {'type': 'auto'}
+    bodies[2]['thinking'] = {'type': 'enabled', 'budget_tokens': 2048}
+
+
+def anthropic_speed(bodies: list[dict[str, Any]]) -> None:
+    # `speed` comes first: it invalidates the system prompt too, before the messages `tool_choice` does.
+    bodies[2]['speed'] = 'fast'
+
+
+def responses_schema(bodies: list[dict[str, Any]]) -> None:
+    plan = {
+        'type': 'object',
+        'properties': {'go': {'type': 'boolean'}},
+        'required': ['go'],
+        'additionalProperties': False,
+    }
+    for body in bodies[1:3]:
+        body['text'] = {'format': {'type': 'json_schema', 'name': 'plan', 'schema': plan, 'strict': True}}
+    bodies[3]['text'] = {'format': {'type': 'text'}}
+
+
+@pytest.mark.parametrize(
+    ('name', 'edit'),
+    [
+        pytest.param('anthropic_tool_choice.yaml', unchanged, id='anthropic-tool_choice'),
+        pytest.param('anthropic_tool_choice.yaml', anthropic_thinking, id='anthropic-thinking'),
+        pytest.param('anthropic_tool_choice.yaml', anthropic_speed, id='anthropic-speed'),
+        pytest.param('openai_chat_response_format.yaml', unchanged, id='openai-chat-response_format'),
+        pytest.param('openai_responses_conversation.yaml', responses_schema, id='openai-responses-text.format'),
+    ],
+)
+def test_a_changed_setting_moves_the_cache_from_the_documented_point(
+    name: str, edit: Edit, tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+):
+    file = edited(tmp_path, name, edit)
+    status, conversations = verdicts(capsys, file)
+    assert (status, conversations) == snapshot(
+        {
+            'anthropic-tool_choice': (
+                1,
+                [
+                    {
+                        'interactions': [0, 1, 2],
+                        'reused': '1122 of 2501',
+                        'divergences': [
+                            (
+                                2,
+                                'setting',
+                                3,
+                                'request 2 does not reuse the cache of request 1 from segment 3 (message) on: `tool_choice` changed from {"type":"auto"} to {"type":"tool","name":"final_result"}: Anthropic invalidates the cached messages when it changes',
+                            )
+                        ],
+                    }
+                ],
+            ),
+            'anthropic-thinking': (
+                1,
+                [
+                    {
+                        'interactions': [0, 1, 2],
+                        'reused': '1122 of 2501',
+                        'divergences': [
+                            (
+                                2,
+                                'setting',
+                                3,
+                                'request 2 does not reuse the cache of request 1 from segment 3 (message) on: `thinking` changed from (not sent) to {"type":"enabled","budget_tokens":2048}: Anthropic invalidates the cached messages when it changes',
+                            )
+                        ],
+                    }
+                ],
+            ),
+            'anthropic-speed': (
+                1,
+                [
+                    {
+                        'interactions': [0, 1, 2],
+                        'reused': '1023 of 2501',
+                        'divergences': [
+                            (
+                                2,
+                                'setting',
+                                2,
+                                'request 2 does not reuse the cache of request 1 from segment 2 (system) on: `speed` changed from (not sent) to "fast": Anthropic invalidates the cached system and messages when it changes',
+                            )
+                        ],
+                    }
+                ],
+            ),
+            'openai-chat-response_format': (
+                1,
+                [
+                    {
+                        'interactions': [0, 1, 2],
+                        'reused': '647 of 1777',
+                        'divergences': [
+                            (
+                                2,
+                                'setting',
+                                1,
+                                'request 2 does not reuse the cache of request 1 from segment 1 (message) on: `response_format` changed from …:{"additionalProperties":false,"properties":{"go":{"type":"boolean"}},"required":["go"],"type":"object"},"strict":true}} to …ties":{"go":{"type":"boolean"},"leave_by":{"type":"string"}},"required":["go","leave_by"],"type":"object"},"strict":true…: OpenAI caches the structured-output schema before the system message, so the messages are not reused when it changes',
+                            )
+                        ],
+                    }
+                ],
+            ),
+            'openai-responses-text.format': (
+                1,
+                [
+                    {
+                        'interactions': [1, 2, 3],
+                        'reused': '659 of 1968',
+                        'divergences': [
+                            (
+                                2,
+                                'setting',
+                                1,
+                                'request 2 does not reuse the cache of request 1 from segment 1 (instructions) on: `text.format` changed from {"type":"json_schema","name":"plan","schema":{"type":"object","properties":{"go":{"type":"boolean"}},"required":["go"],"… to {"type":"text"}: OpenAI caches the structured-output schema before the system message, so the instructions and input are not reused when it changes',
+                            )
+                        ],
+                    }
+                ],
+            ),
+        }
+    )[request.node.callspec.id]
+    # A setting change is a new window like any other, when one is allowed there.
+    [conversation] = conversations
+    [(index, *_)] = conversation['divergences']
+    assert run(capsys, str(file), '--allow-new-window', str(index))[0] == 0
+
+
+def test_a_setting_the_same_in_both_requests_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    def forced_throughout(bodies: list[dict[str, Any]]) -> None:
+        for body in bodies:
+            body['tool_choice'] = {'type': 'tool', 'name': 'final_result'}
+
+    status, [conversation] = verdicts(capsys, edited(tmp_path, 'anthropic_tool_choice.yaml', forced_throughout))
+    assert (status, conversation['divergences']) == (0, [])
+
+
+def test_a_byte_change_before_the_settings_point_is_reported_as_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    def both(bodies: list[dict[str, Any]]) -> None:
+        bodies[2]['system'] = [{'type': 'text', 'text': 'You plan sailing trips.'}]
+
+    _, [conversation] = verdicts(capsys, edited(tmp_path, 'anthropic_tool_choice.yaml', both))
+    assert [(kind, segment) for _, kind, segment, _ in conversation['divergences']] == [('system', 2)]
