@@ -11,6 +11,7 @@ The public surface is this `__all__`, `guard` (the prefix invariant) and `testin
 - `_telemetry` (the provider's cache use in tokens and dollars, against the prefix kept and rewrite mode).
 - `_spec` (spec entries), `_compat` (release differences), `_cache` (memory across conversations).
 - `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, for `guard` and `testing`.
+- `_causes`: why a request moved the prefix, told from its elements, for the messages of `testing` and the checker.
 - `_cassettes`, `_verdicts`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check`.
 
 The names are imported when first used, so `pydantic-ai-append check`, which needs none of them, starts without

@@ -17,8 +17,9 @@ SURFACE = {'__init__.py'}
 """The package's public names, imported on first use."""
 CHECKER = {'__main__.py', '_cassettes.py', '_check.py', '_usage.py', '_verdicts.py'}
 """The cassette checker's modules."""
-WIRE = {'_segments.py', '_conversation.py', '_transport.py'}
-"""The request bodies as cache-order segments, which the guard and the testing helpers share with the checker."""
+WIRE = {'_segments.py', '_conversation.py', '_transport.py', '_causes.py'}
+"""The request bodies as cache-order segments, and why a prefix moved, which the guard and the testing helpers share
+with the checker."""
 TELEMETRY = {'_telemetry.py'}
 """The provider's verdict in tokens and dollars, read after each response: nothing of the window's logic."""
 

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from pydantic_ai.exceptions import UserError
 
+from .._causes import explain
 from .._segments import Segment, common_prefix_length
 from ._assertions import PrefixReuse, prefix_reuse
 
@@ -183,6 +184,9 @@ class _Render:
             head += f'; breaks the prefix: ends after {len(current)} of the {len(previous)} segments of request '
             head += f'{reuse.index - 1}'
         lines = [head]
+        cause = explain(reuse.index, previous, current, shared) if broken else None
+        if cause is not None:
+            lines.extend((f'why: {cause.reason}', f'fix: {cause.fix}'))
         for position, segment in enumerate(current):
             marker = '  ' if position < shared else '! ' if broken and position == shared else '+ '
             lines.extend(f'{marker}{line}' for line in self.segment(segment))
@@ -212,9 +216,10 @@ def transcript(requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFA
     Each request is headed with its index and how many bytes of it the previous request already sent. Its segments
     follow in cache order (tools, system or instructions, then messages or input items), one or more lines each:
     a segment the previous request sent too starts with two spaces, a new one with `+ `, and the first segment of a
-    request that breaks the prefix with `! `. Tool-call ids become `call#1`, `call#2`, ... and other ids (OpenAI
-    Responses items') `id#1`, ..., numbered by first appearance, so the text is the same on every run of the same
-    code. Any key of a segment with no readable form is shown as `key: value`, so nothing sent goes unshown.
+    request that breaks the prefix with `! `; where the requests tell why the prefix moved, a `why:` and a `fix:` line
+    follow the head, as `assert_prefix_stable` says them. Tool-call ids become `call#1`, `call#2`, ... and other ids
+    (OpenAI Responses items') `id#1`, ..., numbered by first appearance, so the text is the same on every run of the
+    same code. Any key of a segment with no readable form is shown as `key: value`, so nothing sent goes unshown.
 
     ```python
     import json
@@ -242,6 +247,8 @@ def transcript(requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFA
     #> + tool [call#1]: 12:00
     #>
     #> request 2: reuses 0 of 77 bytes; breaks the prefix at segment 0 (message in request 1)
+    #> why: the instructions changed and state no block of this plugin: 'Be brief.' became 'Be very brief.'
+    #> fix: register the part that changes as a block of `AppendInstructions` and make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static (a clock belongs in an append-mode block or in the user turn)
     #> ! system: Be very brief.
     #> + user: Time?
     ```
@@ -260,9 +267,5 @@ def transcript(requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFA
     if fold is not None and fold < 1:
         raise UserError(f'transcript fold must be at least 1 character, or None to fold nothing, not {fold!r}')
     render = _Render(fold)
-    blocks: list[str] = []
-    previous: Sequence[Segment] = ()
-    for reuse, current in zip(prefix_reuse(requests), requests, strict=True):
-        blocks.append(render.request(reuse, previous, current))
-        previous = current
-    return '\n'.join(blocks)
+    pairs = zip(prefix_reuse(requests), [(), *requests], requests, strict=False)  # each request after the one before
+    return '\n'.join(render.request(reuse, previous, current) for reuse, previous, current in pairs)

@@ -36,7 +36,9 @@ def test_prefix_divergence_names_request_segment_and_bytes():
 request 2 does not extend request 1 byte for byte: first divergent segment is 0 (message in request 1, message in request 2), at byte 46 of it
   request 1: …":"user","content":"What is the time in Paris, please? I need it for a meeting."}
   request 2: …":"user","content":"What is the time in Berlin, please? I need it for a meeting."}
-(if request 2 opens a new window, pass new_windows=(2,))\
+why: message 0 of the conversation changed or is gone in request 2: compaction or a history processor rewrote earlier messages, or this is another conversation
+fix: if that is the compaction you chose, the move is expected; otherwise keep history append-only (the guard refuses rewrites of what the model already read: docs/guard.md)
+(only if request 2 is meant to open a new window, pass new_windows=(2,))\
 """)
     assert_prefix_stable(requests, new_windows=(2,))
 
@@ -46,9 +48,10 @@ def test_prefix_divergence_when_a_request_drops_segments():
     with pytest.raises(AssertionError) as error:
         assert_prefix_stable(requests)
     assert str(error.value) == snapshot("""\
-request 1 does not extend request 0 byte for byte: it ends after 1 segments, where request 0 goes on with segment 1 \
-(message): {"role":"assistant","content":"Noon."}
-(if request 1 opens a new window, pass new_windows=(1,))\
+request 1 does not extend request 0 byte for byte: it ends after 1 segments, where request 0 goes on with segment 1 (message): {"role":"assistant","content":"Noon."}
+why: message 1 of the conversation changed or is gone in request 1: compaction or a history processor rewrote earlier messages, or this is another conversation
+fix: if that is the compaction you chose, the move is expected; otherwise keep history append-only (the guard refuses rewrites of what the model already read: docs/guard.md)
+(only if request 1 is meant to open a new window, pass new_windows=(1,))\
 """)
 
 

@@ -89,7 +89,9 @@ def test_a_broken_prefix_fails_the_users_test_readably(pytester: pytest.Pytester
             'AssertionError: request 1 does not extend request 0 byte for byte: first divergent segment is 0 (message in request 0, message in request 1), at byte 31 of it',
             'request 0: {"role":"system","content":"Be brief."}',
             'request 1: {"role":"system","content":"Be very brief."}',
-            '(if request 1 opens a new window, pass new_windows=(1,))',
+            "why: the instructions changed and state no block of this plugin: 'Be brief.' became 'Be very brief.'",
+            "fix: register the part that changes as a block of `AppendInstructions` and make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static (a clock belongs in an append-mode block or in the user turn)",
+            '(only if request 1 is meant to open a new window, pass new_windows=(1,))',
         ]
     )
 

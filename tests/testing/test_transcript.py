@@ -193,11 +193,15 @@ request 0: reuses 0 of 62 bytes
 + user: two
 
 request 1: reuses 31 of 95 bytes; breaks the prefix at segment 1 (message in request 0)
+why: message 1 of the conversation changed or is gone in request 1: compaction or a history processor rewrote earlier messages, or this is another conversation
+fix: if that is the compaction you chose, the move is expected; otherwise keep history append-only (the guard refuses rewrites of what the model already read: docs/guard.md)
   user: one
 ! user: three
 + user: two
 
 request 2: reuses 31 of 31 bytes; breaks the prefix: ends after 1 of the 3 segments of request 1
+why: message 1 of the conversation changed or is gone in request 2: compaction or a history processor rewrote earlier messages, or this is another conversation
+fix: if that is the compaction you chose, the move is expected; otherwise keep history append-only (the guard refuses rewrites of what the model already read: docs/guard.md)
   user: one
 """)
 

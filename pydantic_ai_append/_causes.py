@@ -1,0 +1,245 @@
+"""Why a request moved its conversation's prefix, told from what was sent: the cause and the fix to suggest.
+
+A divergence says where two requests part; the cause is often earlier in the story. When a rewrite-mode block or a
+clock in a dynamic instruction changes, the plugin opens a new window whose prefix states every append-mode block's
+current value, so the first differing byte sits inside an append-mode block, which did its job. The plugin's own
+elements are in the wire (`<context id="...">` blocks, then the supersession sentence), and its prefix has a fixed
+order: literal instructions, the window's blocks and the sentence, then dynamic instructions it doesn't own and
+rewrite-mode blocks. So comparing the instructions of the two requests part by part tells the cause:
+
+- `literal`: text before the blocks changed (a literal instruction);
+- `rewrite`: text after the blocks changed (a rewrite-mode block, or a dynamic instruction such as a clock);
+- `policy`: a block left the blocks or joined them (it changed between `'append'` and `'rewrite'`, or went away);
+- `lost-record`: only the blocks' values changed, and the conversation is intact: the new window was opened because
+  the history lost the plugin's records (a UI adapter or store dropped metadata, or a record failed its check);
+- `compaction`: the earlier messages are not all there any more (compaction or a history processor rewrote them);
+- `tools`: a tool definition changed, was added or removed;
+- `instructions`: instructions changed where the plugin states no block.
+
+Only the checks' messages use this: the verdict itself stays byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import zip_longest
+from typing import Literal, cast
+
+from ._rendering import SUPERSESSION_SENTENCE
+from ._segments import Segment
+
+CauseKind = Literal['literal', 'rewrite', 'policy', 'lost-record', 'compaction', 'tools', 'instructions']
+
+_ELEMENT = re.compile(r'<context id="([^"]*)">\n(.*?)\n</context>', re.DOTALL)
+_APPEND_FIX = (
+    "make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static "
+    '(a clock belongs in an append-mode block or in the user turn)'
+)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a request moved the prefix, and what to change so it doesn't."""
+
+    kind: CauseKind
+    """What moved it, as the module docstring lists."""
+    reason: str
+    """The cause in a sentence, naming the block or the text that changed."""
+    fix: str
+    """What to change in the agent so the prefix stays."""
+
+
+@dataclass(frozen=True)
+class _Instructions:
+    """A request's instructions, split the way the plugin orders its prefix."""
+
+    head: str
+    """The text before the first block (literal instructions)."""
+    blocks: dict[str, str]
+    """Each stated block's id and text, in order."""
+    tail: list[str]
+    """The parts after the blocks and the sentence: dynamic instructions and rewrite-mode blocks."""
+
+
+def _texts(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [text for item in cast('list[object]', value) for text in _texts(item)]
+    if isinstance(value, dict):
+        item = cast('dict[str, object]', value)
+        return _texts(item['text']) if 'text' in item else _texts(item.get('content'))
+    return []
+
+
+def _value(segment: Segment) -> object:
+    # Segments are canonical JSON when they come from a body; anything else has nothing to tell.
+    try:
+        return json.loads(segment.data)
+    except ValueError:
+        return None
+
+
+def _role(segment: Segment) -> object:
+    value = _value(segment)
+    return cast('dict[str, object]', value).get('role') if isinstance(value, dict) else None
+
+
+def _is_instruction(segment: Segment) -> bool:
+    if segment.kind in ('system', 'instructions'):
+        return True
+    return segment.kind in ('message', 'input') and _role(segment) in ('system', 'developer')
+
+
+def _instructions(segments: Sequence[Segment]) -> tuple[list[str], int]:
+    """The texts of the leading instruction segments (after the tools), and the index of the first segment after."""
+    index = next((i for i, segment in enumerate(segments) if segment.kind != 'tool'), len(segments))
+    parts: list[str] = []
+    while index < len(segments) and _is_instruction(segments[index]):
+        parts.extend(_texts(_value(segments[index])))
+        index += 1
+    return parts, index
+
+
+def _split(parts: list[str]) -> _Instructions:
+    text = '\n\n'.join(parts)
+    first = _ELEMENT.search(text)
+    if first is None:
+        return _Instructions(text, {}, [])
+    blocks = {match[1]: match[2] for match in _ELEMENT.finditer(text)}
+    end = text.find(SUPERSESSION_SENTENCE)
+    after = text[end + len(SUPERSESSION_SENTENCE) :] if end >= 0 else text[list(_ELEMENT.finditer(text))[-1].end() :]
+    return _Instructions(text[: first.start()], blocks, [part for part in after.split('\n\n') if part.strip()])
+
+
+def _first_changed(before: Sequence[str], after: Sequence[str]) -> str:
+    """The first part that differs, said as a change: `'old' became 'new'`, or a part removed or added."""
+    old, new = next(((x, y) for x, y in zip_longest(before, after, fillvalue='') if x != y), ('', ''))
+    if old and new:
+        return f'{_short(old)!r} became {_short(new)!r}'
+    return f'{_short(old)!r} was removed' if old else f'{_short(new)!r} was added'
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = ' '.join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + '…'
+
+
+def _history_kept(earlier: Sequence[Segment], later: Sequence[Segment]) -> bool:
+    """Whether every message `earlier` sent after its instructions is in `later`, in order, from the same place."""
+    _, start = _instructions(earlier)
+    _, later_start = _instructions(later)
+    history, later_history = earlier[start:], later[later_start:]
+    return list(later_history[: len(history)]) == list(history)
+
+
+def _tool_name(segment: Segment) -> str:
+    value = _value(segment)
+    tool = cast('dict[str, object]', value) if isinstance(value, dict) else {}
+    function = tool.get('function')
+    name = cast('dict[str, object]', function).get('name') if isinstance(function, dict) else tool.get('name')
+    return str(name)
+
+
+def _tools(earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> Cause:
+    after = [_tool_name(segment) for segment in later if segment.kind == 'tool']
+    if earlier[position].kind == 'tool':
+        name = _tool_name(earlier[position])
+        at = sum(segment.kind == 'tool' for segment in earlier[:position])
+        what = 'removed' if name not in after else 'moved' if after.index(name) != at else 'changed'
+    else:
+        name, what = _tool_name(later[position]), 'added'
+    return Cause(
+        'tools',
+        f'tool `{name}` was {what}: tools come first in cache order, so every byte after them is sent again',
+        'keep the tool set and its definitions the same through a conversation',
+    )
+
+
+def _compaction(what: str) -> Cause:
+    return Cause(
+        'compaction',
+        f'{what}: compaction or a history processor rewrote earlier messages, or this is another conversation',
+        'if that is the compaction you chose, the move is expected; otherwise keep history append-only (the guard '
+        'refuses rewrites of what the model already read: docs/guard.md)',
+    )
+
+
+def _policy(before: _Instructions, after: _Instructions) -> Cause | None:
+    """A block that left the append-mode blocks or joined them, if one did."""
+    gone = [block for block in before.blocks if block not in after.blocks]
+    joined = [block for block in after.blocks if block not in before.blocks]
+    if gone or joined:
+        block, verb = (gone[0], 'is no longer among') if gone else (joined[0], 'joined')
+        return Cause(
+            'policy',
+            f'block `{block}` {verb} the append-mode blocks: it changed policy, or its capability was added or removed',
+            "keep each block's `on_change` policy, and the agent's capabilities, the same through a conversation",
+        )
+    return None
+
+
+def _lost_record(before: _Instructions, after: _Instructions) -> Cause | None:
+    """The cause where only the blocks' values changed: the window's records were lost."""
+    changed = next((block for block, text in before.blocks.items() if after.blocks[block] != text), None)
+    if changed is None:
+        return None
+    return Cause(
+        'lost-record',
+        f'the blocks were stated again with their current values (block `{changed}` first) and nothing else changed: '
+        "the history lost the plugin's records, so a new window opened",
+        'keep the records in history: pass on the history Pydantic AI returns, and behind a UI adapter or a store '
+        'that drops metadata, use a record store (docs/records-and-trust.md)',
+    )
+
+
+def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> Cause | None:
+    """Say why request `index` (`later`) moved the prefix of the request before it (`earlier`) at segment `position`.
+
+    Args:
+        index: The later request's position in its conversation.
+        earlier: The previous request's segments.
+        later: The request's segments.
+        position: The first segment of `earlier` that `later` does not repeat.
+
+    Returns:
+        The cause, or `None` where nothing can be told beyond the divergence itself.
+    """
+    if earlier[position].kind == 'tool' or (position < len(later) and later[position].kind == 'tool'):
+        return _tools(earlier, later, position)
+    before_parts, end = _instructions(earlier)
+    if position >= end:
+        return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
+    after_parts, _ = _instructions(later)
+    before, after = _split(before_parts), _split(after_parts)
+    if before_parts == after_parts:
+        return None
+    if (policy := _policy(before, after)) is not None:
+        return policy
+    if not before.blocks and not after.blocks:
+        return Cause(
+            'instructions',
+            f'the instructions changed and state no block of this plugin: {_first_changed(before_parts, after_parts)}',
+            f'register the part that changes as a block of `AppendInstructions` and {_APPEND_FIX}',
+        )
+    if before.head != after.head:
+        return Cause(
+            'literal',
+            f'a literal instruction, before the blocks, changed: {_first_changed([before.head], [after.head])}',
+            f'keep literal instructions the same through a conversation; if one must change, {_APPEND_FIX}',
+        )
+    if before.tail != after.tail:
+        return Cause(
+            'rewrite',
+            'an instruction after the blocks changed (a rewrite-mode block, or a dynamic instruction this plugin '
+            f'does not own), which opened a new window: {_first_changed(before.tail, after.tail)}',
+            _APPEND_FIX[0].upper() + _APPEND_FIX[1:],
+        )
+    if not _history_kept(earlier, later):
+        return _compaction(
+            f'the blocks were stated again with their current values in request {index}, and messages changed'
+        )
+    return _lost_record(before, after)
