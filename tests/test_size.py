@@ -15,7 +15,7 @@ ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / 'pydantic_ai_append'
 SURFACE = {'__init__.py'}
 """The package's public names, imported on first use."""
-CHECKER = {'__main__.py', '_cassettes.py', '_check.py', '_usage.py', '_verdicts.py'}
+CHECKER = {'__main__.py', '_cache_rules.py', '_cassettes.py', '_check.py', '_usage.py', '_verdicts.py'}
 """The cassette checker's modules."""
 WIRE = {'_segments.py', '_conversation.py', '_transport.py', '_causes.py'}
 """The request bodies as cache-order segments, and why a prefix moved, which the guard and the testing helpers share
