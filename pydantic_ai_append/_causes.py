@@ -145,17 +145,19 @@ def _tool_name(segment: Segment) -> str:
 
 
 def _tools(earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> Cause:
+    before = [_tool_name(segment) for segment in earlier if segment.kind == 'tool']
     after = [_tool_name(segment) for segment in later if segment.kind == 'tool']
-    if earlier[position].kind == 'tool':
+    new = _tool_name(later[position]) if position < len(later) and later[position].kind == 'tool' else None
+    if new is not None and (new not in before or earlier[position].kind != 'tool'):
+        name, what = new, 'added'
+    else:
         name = _tool_name(earlier[position])
         at = sum(segment.kind == 'tool' for segment in earlier[:position])
         what = 'removed' if name not in after else 'moved' if after.index(name) != at else 'changed'
-    else:
-        name, what = _tool_name(later[position]), 'added'
     return Cause(
         'tools',
         f'tool `{name}` was {what}: tools come first in cache order, so every byte after them is sent again',
-        'keep the tool set and its definitions the same through a conversation',
+        'keep the tool set, its order and its definitions the same through a conversation',
     )
 
 
@@ -243,3 +245,15 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
             f'the blocks were stated again with their current values in request {index}, and messages changed'
         )
     return _lost_record(before, after)
+
+
+def why_and_fix(index: int, cause: Cause | None, allow_new_window: str) -> str:
+    """The lines after a divergence: why the prefix moved and the fix, where told, then how to allow a new window.
+
+    Args:
+        index: The request's position in its conversation.
+        cause: Why it moved the prefix, from `explain`.
+        allow_new_window: How to let request `index` move the prefix, e.g. `pass new_windows=(1,)`.
+    """
+    told = f'why: {cause.reason}\nfix: {cause.fix}\n' if cause is not None else ''
+    return f'{told}(only if request {index} is meant to open a new window, {allow_new_window})'

@@ -23,14 +23,18 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from ._cassettes import CASSETTE_SUFFIXES, CassetteError, read_cassette
-from ._verdicts import CassetteReport, NewWindow, check_cassette, same_file
+from ._causes import why_and_fix
+from ._verdicts import CassetteReport, ConversationReport, NewWindow, RequestVerdict, check_cassette, same_file
 
 REPORT_FORMAT = 1
 """The version of the `--json` document; it changes only when a key changes meaning or goes away.
 
 Format 1's keys: `format`, `ok`, `errors` (every error's message, one for each file it applies to), `cassettes` (the
 verdicts of those that were read) and, added since, `errors_by_cause` (each cause once, with the `files` it applies to,
-none for an error in the arguments).
+none for an error in the arguments); in a divergence, `setting` (the request field that moved the cache, for kind
+`setting`), `cause`, `why` and `fix` (why the prefix moved, where told); in a conversation, `request_verdicts` (each
+request's `reused_bytes` and `total_bytes`, the `provider`'s cache use where its reply reports it, and a
+`disagreement` between the two, `read_more` or `missed`, as `_usage.disagreement` decides).
 """
 
 _SHOWN_FILES = 5
@@ -96,15 +100,14 @@ def _human(reports: Sequence[CassetteReport], errors: Sequence[_Error], out: Tex
             windows = f', new window at request {", ".join(map(str, c.new_windows))}' if c.new_windows else ''
             if c.prefix_kept:
                 print(f'{head}: prefix kept{windows}', file=out)
-                continue
-            broken = ', '.join(str(d.request) for d in c.divergences)
-            print(f'{head}: prefix broken at request {broken}{windows}', file=out)
-            first = c.divergences[0]
-            print(f'  interaction {first.interaction}: ' + first.message.replace('\n', '\n  '), file=out)
-            print(
-                f'  (if request {first.request} opens a new window, pass --allow-new-window {shlex.quote(f"{c.name}:{first.request}")})',
-                file=out,
-            )
+            else:
+                broken = ', '.join(str(d.request) for d in c.divergences)
+                print(f'{head}: prefix broken at request {broken}{windows}', file=out)
+                first = c.divergences[0]
+                allow = f'pass --allow-new-window {shlex.quote(f"{c.name}:{first.request}")}'
+                lines = f'interaction {first.interaction}: {first.message}\n{why_and_fix(first.request, first.cause, allow)}'
+                print('  ' + lines.replace('\n', '\n  '), file=out)
+            _provider(c, out)
     broken = sum(not c.prefix_kept for c in conversations)
     verdict = (
         'every one keeps its prefix' if not broken else f'{broken} break{"s its" if broken == 1 else " their"} prefix'
@@ -116,6 +119,25 @@ def _human(reports: Sequence[CassetteReport], errors: Sequence[_Error], out: Tex
     if reports:
         print(f'{checked} read: {verdict}', file=out)
     print(_incomplete(errors), file=out)
+
+
+def _provider(conversation: ConversationReport, out: TextIO) -> None:
+    """The provider's cache use beside the checker's verdict, where the replies report it, and each disagreement."""
+    measured = [r.provider for r in conversation.requests if r.provider is not None]
+    if not measured:
+        return
+    read, tokens = sum(u.cache_read_tokens for u in measured), sum(u.input_tokens for u in measured)
+    share = f' ({read / tokens:.0%})' if tokens else ''
+    some = len(measured) < len(conversation.requests)
+    of = f', as {len(measured)} of the {len(conversation.requests)} replies report' if some else ''
+    print(f'  provider: read {read:,} of {tokens:,} input tokens from cache{share}{of}', file=out)
+    for verdict in conversation.requests:
+        if verdict.disagreement is not None:
+            found = verdict.disagreement
+            print(
+                f'  request {verdict.request} (interaction {verdict.interaction}), {found.kind}: {found.message}',
+                file=out,
+            )
 
 
 def _incomplete(errors: Sequence[_Error]) -> str:
@@ -179,15 +201,39 @@ def _document(reports: Sequence[CassetteReport], errors: Sequence[_Error]) -> di
                                 'segment': d.segment,
                                 'kind': d.kind,
                                 'message': d.message,
+                                'setting': d.setting,
+                                'cause': d.cause.kind if d.cause is not None else None,
+                                'why': d.cause.reason if d.cause is not None else None,
+                                'fix': d.cause.fix if d.cause is not None else None,
                             }
                             for d in c.divergences
                         ],
+                        'request_verdicts': [_request_verdict(r) for r in c.requests],
                     }
                     for c in report.conversations
                 ],
             }
             for report in reports
         ],
+    }
+
+
+def _request_verdict(verdict: RequestVerdict) -> dict[str, Any]:
+    usage, found = verdict.provider, verdict.disagreement
+    return {
+        'request': verdict.request,
+        'interaction': verdict.interaction,
+        'reused_bytes': verdict.reused_bytes,
+        'total_bytes': verdict.total_bytes,
+        'provider': None
+        if usage is None
+        else {
+            'input_tokens': usage.input_tokens,
+            'cache_read_tokens': usage.cache_read_tokens,
+            'cache_write_tokens': usage.cache_write_tokens,
+            'cache_reported': usage.cache_reported,
+        },
+        'disagreement': None if found is None else {'kind': found.kind, 'message': found.message},
     }
 
 

@@ -238,8 +238,8 @@ def _read_more(usage: ProviderUsage, reused_bytes: int, total_bytes: int) -> Dis
         f'the provider read {usage.cache_read_tokens:,} of {usage.input_tokens:,} input tokens from cache '
         f'({usage.cache_read_tokens / usage.input_tokens:.0%}), but the checker judged only {reused_bytes:,} of '
         f'{total_bytes:,} bytes ({reused_bytes / total_bytes if total_bytes else 0:.0%}) reusable, so the verdict on '
-        f'this request is likely wrong: compare it with the request before it by hand, and report the cassette if '
-        f'their prefix is the same',
+        f'this request is likely wrong: compare it with the request before it by hand; if the provider is right, the '
+        f'checker does not know one of its cache rules',
     )
 
 

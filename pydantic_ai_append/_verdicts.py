@@ -27,8 +27,10 @@ from typing import Any, cast
 
 from ._cache_rules import setting_change
 from ._cassettes import CassetteError, Interaction
+from ._causes import Cause, explain
 from ._conversation import WireConversation, has_history, reply_payloads
 from ._segments import API_PATHS, Api, Segment, common_prefix_length, divergence_message, parse_body, segments
+from ._usage import Disagreement, ProviderUsage, disagreement, reply_usage
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,26 @@ class Divergence:
     setting's values in both requests and the provider's rule."""
     setting: str | None = None
     """For a `setting`, the request field that changed (`tool_choice`, `text.format`)."""
+    cause: Cause | None = None
+    """Why the prefix moved and the fix, where the plugin's elements in the requests tell it (`_causes`)."""
+
+
+@dataclass(frozen=True)
+class RequestVerdict:
+    """One request of a conversation: the prefix the checker judged reusable, beside what the provider read."""
+
+    request: int
+    """The request's position in its conversation, from 0."""
+    interaction: int
+    """Its position among the cassette's interactions, from 0."""
+    reused_bytes: int
+    """Segment bytes it repeats, from the start, of the request before it."""
+    total_bytes: int
+    """Segment bytes of all of it."""
+    provider: ProviderUsage | None
+    """What its recorded reply says the provider read from cache, or `None` if the reply reports no usage."""
+    disagreement: Disagreement | None
+    """Where the provider's cache use and the checker's verdict don't agree (`_usage.disagreement`)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +121,8 @@ class ConversationReport:
     """Requests that moved the prefix where an `--allow-new-window` option allowed it."""
     divergences: tuple[Divergence, ...]
     """Requests that broke the prefix, in order."""
+    requests: tuple[RequestVerdict, ...] = ()
+    """Each request's verdict, with the provider's cache use where the cassette recorded it."""
 
     @property
     def name(self) -> str:
@@ -136,10 +160,18 @@ class _Conversation:
     total_bytes: int = 0
     new_windows: list[int] = field(default_factory=list[int])
     divergences: list[Divergence] = field(default_factory=list[Divergence])
+    requests: list[RequestVerdict] = field(default_factory=list[RequestVerdict])
+    marked: bool = False
 
     def add(
-        self, interaction: int, current: list[Segment], request: dict[str, Any], new_windows: Collection[int]
+        self,
+        interaction: int,
+        body: tuple[list[Segment], dict[str, Any], bool],
+        usage: ProviderUsage | None,
+        new_windows: Collection[int],
     ) -> None:
+        """Judge the next request: its segments, its parsed body and whether it marks a cache breakpoint."""
+        current, request, marked = body
         index = len(self.interactions)
         shared = common_prefix_length(self.last, current)
         moved = setting_change(self.api, self.last_request, request, self.last) if index else None
@@ -156,11 +188,25 @@ class _Conversation:
                 self.divergences.append(Divergence(index, interaction, shared, 'setting', message, moved.setting.field))
             else:
                 message = divergence_message(index, self.last, current, shared)
-                self.divergences.append(Divergence(index, interaction, shared, self.last[shared].kind, message))
-        self.reused_bytes += sum(len(segment.data) for segment in current[:shared])
-        self.total_bytes += sum(len(segment.data) for segment in current)
+                cause = explain(index, self.last, current, shared)
+                kind = self.last[shared].kind
+                self.divergences.append(Divergence(index, interaction, shared, kind, message, cause=cause))
+        reused = sum(len(segment.data) for segment in current[:shared])
+        total = sum(len(segment.data) for segment in current)
+        # On Anthropic a cache read needs a breakpoint: the previous request's, over a prefix this one repeats whole.
+        covered = self.marked and shared == len(self.last)
+        found = (
+            disagreement(
+                self.api, usage, reused_bytes=reused, total_bytes=total, first=not index, cache_control=covered
+            )
+            if usage is not None
+            else None
+        )
+        self.requests.append(RequestVerdict(index, interaction, reused, total, usage, found))
+        self.reused_bytes += reused
+        self.total_bytes += total
         self.interactions.append(interaction)
-        self.last, self.last_request, self.last_update = current, request, interaction
+        self.last, self.last_request, self.last_update, self.marked = current, request, interaction, marked
 
     def report(self, file: Path) -> ConversationReport:
         return ConversationReport(
@@ -173,6 +219,7 @@ class _Conversation:
             self.total_bytes,
             tuple(self.new_windows),
             tuple(self.divergences),
+            tuple(self.requests),
         )
 
 
@@ -199,6 +246,16 @@ def _add_conversation_items(interaction: Interaction, resolver: WireConversation
     resolver.add_conversation_items(
         conversation, cast('dict[str, object]', request).get('items') if isinstance(request, dict) else None
     )
+
+
+def _reply(interaction: Interaction, api: Api) -> bytes | None:
+    """The recorded reply, if it can be read: a Responses reply the conversation needs must be; others only say usage."""
+    try:
+        return interaction.response_body()
+    except CassetteError:
+        if api == _RESPONSES:
+            raise
+        return None
 
 
 def _api(interaction: Interaction) -> Api | None:
@@ -269,7 +326,9 @@ def check_cassette(
             conversation = _Conversation(api, model, len(conversations))
             conversations.append(conversation)
         allowed = {w.request for w in new_windows if w.applies(file, conversation.number, w.request)}
-        conversation.add(interaction.index, current, request, allowed)
-        if api == 'openai-responses' and (reply := interaction.response_body()) is not None:
+        reply = _reply(interaction, api)
+        usage = reply_usage(api, reply) if reply is not None else None
+        conversation.add(interaction.index, (current, request, b'"cache_control"' in body), usage, allowed)
+        if api == 'openai-responses' and reply is not None:
             resolver.add_response(current, reply)
     return CassetteReport(file, tuple(c.report(file) for c in conversations), other)

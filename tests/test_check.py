@@ -220,7 +220,9 @@ instruction.yaml#0: anthropic claude-sonnet-4-6, 3 requests, 161 of 618 bytes re
   interaction 2: request 2 does not extend request 1 byte for byte: first divergent segment is 1 (system in request 1, system in request 2), at byte 35 of it
     request 1: {"type":"text","text":"<todos>\\n- [ ] tests\\n</todos>"}
     request 2: {"type":"text","text":"<todos>\\n- [x] tests\\n</todos>"}
-  (if request 2 opens a new window, pass --allow-new-window 'instruction.yaml#0:2')
+  why: the instructions changed and state no block of this plugin: '<todos> - [ ] tests </todos>' became '<todos> - [x] tests </todos>'
+  fix: register the part that changes as a block of `AppendInstructions` and make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static (a clock belongs in an append-mode block or in the user turn)
+  (only if request 2 is meant to open a new window, pass --allow-new-window 'instruction.yaml#0:2')
 1 conversation in 1 cassette: 1 breaks its prefix
 """,
             '',
@@ -266,7 +268,37 @@ request 2 does not extend request 1 byte for byte: first divergent segment is 0 
   request 1: {"type":"function","function":{"name":"search","parameters":{"type":"object"}}}
   request 2: {"type":"function","function":{"name":"fetch","parameters":{"type":"object"}}}\
 """,
+                                        'setting': None,
+                                        'cause': 'tools',
+                                        'why': 'tool `search` was moved: tools come first in cache order, so every byte after them is sent again',
+                                        'fix': 'keep the tool set, its order and its definitions the same through a conversation',
                                     }
+                                ],
+                                'request_verdicts': [
+                                    {
+                                        'request': 0,
+                                        'interaction': 0,
+                                        'reused_bytes': 0,
+                                        'total_bytes': 234,
+                                        'provider': None,
+                                        'disagreement': None,
+                                    },
+                                    {
+                                        'request': 1,
+                                        'interaction': 1,
+                                        'reused_bytes': 234,
+                                        'total_bytes': 313,
+                                        'provider': None,
+                                        'disagreement': None,
+                                    },
+                                    {
+                                        'request': 2,
+                                        'interaction': 2,
+                                        'reused_bytes': 0,
+                                        'total_bytes': 392,
+                                        'provider': None,
+                                        'disagreement': None,
+                                    },
                                 ],
                             }
                         ],
@@ -496,7 +528,9 @@ tools.yaml#0: openai-chat gpt-5.2, 3 requests, 234 of 939 bytes reused (25%): pr
   interaction 2: request 2 does not extend request 1 byte for byte: first divergent segment is 0 (tool in request 1, tool in request 2), at byte 39 of it
     request 1: {"type":"function","function":{"name":"search","parameters":{"type":"object"}}}
     request 2: {"type":"function","function":{"name":"fetch","parameters":{"type":"object"}}}
-  (if request 2 opens a new window, pass --allow-new-window 'tools.yaml#0:2')
+  why: tool `search` was moved: tools come first in cache order, so every byte after them is sent again
+  fix: keep the tool set, its order and its definitions the same through a conversation
+  (only if request 2 is meant to open a new window, pass --allow-new-window 'tools.yaml#0:2')
 1 conversation in 1 cassette read: 1 breaks its prefix
 incomplete: 3 files could not be read and 2 errors in the arguments (exit status 2)
 """,

@@ -293,7 +293,7 @@ def test_a_provider_reading_much_more_than_judged_is_flagged():
     assert found == snapshot(
         Disagreement(
             kind='read_more',
-            message='the provider read 4,608 of 5,000 input tokens from cache (92%), but the checker judged only 0 of 20,000 bytes (0%) reusable, so the verdict on this request is likely wrong: compare it with the request before it by hand, and report the cassette if their prefix is the same',
+            message='the provider read 4,608 of 5,000 input tokens from cache (92%), but the checker judged only 0 of 20,000 bytes (0%) reusable, so the verdict on this request is likely wrong: compare it with the request before it by hand; if the provider is right, the checker does not know one of its cache rules',
         )
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from .._causes import explain
+from .._causes import explain, why_and_fix
 from .._segments import Segment, common_prefix_length, divergence_message
 
 
@@ -30,25 +30,8 @@ def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: 
         if position < len(earlier):
             raise AssertionError(
                 f'{divergence_message(index, earlier, later, position)}\n'
-                f'{why_and_fix(index, earlier, later, position, f"pass new_windows=({index},)")}'
+                f'{why_and_fix(index, explain(index, earlier, later, position), f"pass new_windows=({index},)")}'
             )
-
-
-def why_and_fix(
-    index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int, allow_new_window: str
-) -> str:
-    """The lines after a divergence: why the prefix moved and the fix, where told, then how to allow a new window.
-
-    Args:
-        index: The later request's position in its conversation.
-        earlier: The previous request's segments.
-        later: The request's segments.
-        position: The first segment of `earlier` that `later` does not repeat.
-        allow_new_window: How to let request `index` move the prefix, e.g. `pass new_windows=(1,)`.
-    """
-    cause = explain(index, earlier, later, position)
-    told = f'why: {cause.reason}\nfix: {cause.fix}\n' if cause is not None else ''
-    return f'{told}(only if request {index} is meant to open a new window, {allow_new_window})'
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,13 @@ def reply(request: httpx2.Request) -> httpx2.Response:
         )  # fmt: skip
     if request.url.path.endswith('/responses'):
         text: dict[str, Any] = {'type': 'output_text', 'text': 'OK.', 'annotations': []}
-        item: dict[str, Any] = {'type': 'message', 'id': 'msg_1', 'status': 'completed', 'role': 'assistant', 'content': [text]}
+        item: dict[str, Any] = {
+            'type': 'message',
+            'id': 'msg_1',
+            'status': 'completed',
+            'role': 'assistant',
+            'content': [text],
+        }
         return httpx2.Response(
             200,
             json={'id': 'resp_1', 'object': 'response', 'created_at': 0, 'status': 'completed', 'model': 'gpt-5.2',
@@ -209,7 +215,7 @@ async def test_a_tool_added(prompt_wire: PromptWire):
     assert why_and_fix(prompt_wire)[:2] == snapshot(
         [
             'why: tool `search` was added: tools come first in cache order, so every byte after them is sent again',
-            'fix: keep the tool set and its definitions the same through a conversation',
+            'fix: keep the tool set, its order and its definitions the same through a conversation',
         ]
     )
 
@@ -294,7 +300,11 @@ def test_instructions_as_lists_of_parts():
     # OpenAI Chat lets a system or developer message's content be a list of text parts, or carry none.
     def chat(text: str) -> list[Segment]:
         parts = [{'type': 'text', 'text': 'Be brief.'}, {'type': 'text', 'text': text}]
-        messages: list[dict[str, Any]] = [{'role': 'developer', 'content': parts}, {'role': 'system', 'content': None}, USER]
+        messages: list[dict[str, Any]] = [
+            {'role': 'developer', 'content': parts},
+            {'role': 'system', 'content': None},
+            USER,
+        ]
         return segments('openai-chat', json.dumps({'messages': messages}).encode())
 
     earlier, later = chat('The time is 12:00.'), chat('The time is 12:05.')
