@@ -2,9 +2,9 @@
 
 The rest of the guard looks at messages, but a provider caches bytes, and serialization (a model class, a provider
 SDK, a new Pydantic AI release) can move bytes the messages hide. So `WireVerifier` sits in the HTTP client the
-provider SDK sends through, splits every request to a known API into its cache-order segments (the same split as
-[`segments`][pydantic_ai_append.testing.segments]) and compares them with the previous request of the same
-conversation and model before the request leaves. In observe mode a divergence is a warning and a span; in enforce
+provider SDK sends through, splits every request to a known API into its cache-order segments (the same split the
+prompt tests and the cassette checker make, in `pydantic_ai_append._segments`) and compares them with the previous
+request of the same conversation and model before the request leaves. In observe mode a divergence is a warning and a span; in enforce
 mode the request is refused and never reaches the provider.
 """
 
@@ -22,7 +22,7 @@ import logfire_api
 from pydantic_ai.exceptions import UserError
 
 from .._cache import BoundedCache
-from .._conversation import BoundedWireConversation, WireConversation, has_history, segments_size
+from .._conversation import BoundedWireConversation, WireConversation, conversation_id, has_history, segments_size
 from .._segments import Api, Segment, common_prefix_length, segments
 from .._transport import current_conversation, decoded
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
@@ -53,11 +53,10 @@ class WireVerifier:
 
     Pass `verifier.http_client()` to the provider of a Pydantic AI model (`OpenAIProvider(http_client=...)`,
     `AnthropicProvider(http_client=...)`). Each request to the Anthropic Messages, OpenAI Chat Completions or
-    OpenAI Responses API (a `POST` whose path ends in
-    [`API_PATHS`][pydantic_ai_append.testing.API_PATHS]) is split into its cache-order segments, with
-    Anthropic's `cache_control` markers dropped and an OpenAI Responses `previous_response_id` resolved into the
-    full input, and compared byte for byte with the previous request to the same API and model. Other requests
-    pass through untouched.
+    OpenAI Responses API (a `POST` whose path ends in `/v1/messages`, `/v1/chat/completions` or `/v1/responses`) is
+    split into its cache-order segments, with Anthropic's `cache_control` markers and deferred tools dropped and an
+    OpenAI Responses `previous_response_id` or `conversation` resolved into the full input, and compared byte for
+    byte with the previous request to the same API and model. Other requests pass through untouched.
 
     One verifier (and one client) serves every conversation of an agent, concurrently, in tasks and threads: each
     conversation's requests to each model form a chain, and the first request of each chain is never compared.
@@ -234,7 +233,12 @@ class WireVerifier:
                 span.set_attribute(_WIRE + 'compared', compared)
                 if resolved is None:
                     # A reply never seen or forgotten: nothing to compare with, which says nothing of the request.
-                    span.set_attribute(_WIRE + 'unknown_previous_response_id', str(request.get('previous_response_id')))
+                    previous_id = request.get('previous_response_id')
+                    if previous_id is not None:
+                        span.set_attribute(_WIRE + 'unknown_previous_response_id', str(previous_id))
+                    else:
+                        unknown = conversation_id(request.get('conversation'))
+                        span.set_attribute(_WIRE + 'unknown_conversation', str(unknown))
                 if compared and reused < len(previous):
                     divergence = divergence_of(api, model, index, previous, current, reused)
                     self.divergences.append(divergence)

@@ -351,6 +351,19 @@ async def test_other_requests_pass_through_unchecked(capfire: CaptureLogfire):
     assert len(span_attributes(capfire)) == 2
 
 
+async def test_a_conversation_the_verifier_never_saw_is_not_compared(capfire: CaptureLogfire):
+    # A Responses request continuing a conversation created before the verifier joined: the server's items are
+    # unknown here, so the request starts the chain, and its span names the conversation.
+    verifier = WireVerifier(mode='enforce')
+    body = {'model': 'm', 'conversation': {'id': 'conv_68f1'}, 'input': [{'role': 'user', 'content': 'And then?'}]}
+    async with verifier.http_client(transport=httpx2.MockTransport(reply)) as client:
+        await client.post('https://api.example/v1/responses', json=body)
+    assert [
+        (span['attributes'][WIRE + 'compared'], span['attributes'][WIRE + 'unknown_conversation'])
+        for span in wire_spans(capfire)
+    ] == [(False, 'conv_68f1')]
+
+
 async def test_a_responses_reply_read_before_the_client_sees_it_is_kept():
     verifier = WireVerifier(mode='enforce')
     url = 'https://api.example/v1/responses'
