@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
-from ._segments import Api, Segment
+from ._segments import Api, Segment, around, first_difference
 
 
 class Setting(NamedTuple):
@@ -77,9 +77,7 @@ class SettingChange(NamedTuple):
     def message(self, index: int, earlier: Sequence[Segment]) -> str:
         """Say how request `index` moves the cache of request `index - 1` (segments `earlier`)."""
         before, after = self.before or b'', self.after or b''
-        offset = next(
-            (i for i, (x, y) in enumerate(zip(before, after, strict=False)) if x != y), min(len(before), len(after))
-        )
+        offset = first_difference(before, after)
         return (
             f'request {index} does not reuse the cache of request {index - 1} from segment {self.segment} '
             f'({earlier[self.segment].kind}) on: `{self.setting.field}` changed from {_shown(self.before, offset)} to '
@@ -87,17 +85,9 @@ class SettingChange(NamedTuple):
         )
 
 
-_SHOWN = 120
-"""The most bytes of a value a report shows."""
-
-
 def _shown(value: bytes | None, offset: int) -> str:
-    if value is None:
-        return '(not sent)'
     # A long value (a schema) is shown around its first difference, which is what a reader needs to find.
-    start = max(0, min(offset - _SHOWN // 4, len(value) - _SHOWN))
-    text = value[start : start + _SHOWN].decode(errors='replace')
-    return ('…' if start else '') + text + ('…' if start + _SHOWN < len(value) else '')
+    return '(not sent)' if value is None else around(value, offset)
 
 
 def _value(request: Mapping[str, Any], field: str) -> bytes | None:

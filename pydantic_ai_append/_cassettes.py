@@ -43,23 +43,13 @@ class CassetteError(Exception):
 
     Attributes:
         cause: What is wrong, without the file's name: the same cause in several files is said once.
-        file: The file, or `None` where the raiser didn't know it (`of` adds it).
+        file: The file, or `None` for an error in the command's arguments.
     """
 
     def __init__(self, cause: str, file: Path | None = None) -> None:
         super().__init__(cause if file is None else f'{file}: {cause}')
         self.cause = cause
         self.file = file
-
-    def of(self, file: Path) -> CassetteError:
-        """This error, said of `file`.
-
-        A cause raised without a file but naming it first (`file: ...`) loses that name, so that it groups with the
-        same cause in other files.
-        """
-        if self.file is not None:
-            return self
-        return CassetteError(self.cause.removeprefix(f'{file}: '), file)
 
 
 class _NotCompressed(Exception):
@@ -220,7 +210,8 @@ class Interaction:
         return data
 
     def _body(self, what: str, recorded: Mapping[str, Any], body: object) -> bytes | None:
-        if 'parsed_body' in recorded:
+        # Pydantic AI's serializer reads a `parsed_body` of null as none, and then the `body`: so does the checker.
+        if recorded.get('parsed_body') is not None:
             return self._json(what, recorded['parsed_body'])
         if isinstance(body, dict) and 'type' in body:
             return self._typed(what, cast('dict[str, object]', body))

@@ -14,7 +14,8 @@ rewrite-mode blocks. So comparing the instructions of the two requests part by p
   the history lost the plugin's records (a UI adapter or store dropped metadata, or a record failed its check);
 - `compaction`: the earlier messages are not all there any more (compaction or a history processor rewrote them);
 - `tools`: a tool definition changed, was added or removed;
-- `instructions`: instructions changed where the plugin states no block.
+- `instructions`: instructions changed where the plugin states no block;
+- `setting`: a request field the provider documents as part of its cache changed (the checker's `_cache_rules`).
 
 Only the checks' messages use this: the verdict itself stays byte for byte.
 """
@@ -29,9 +30,9 @@ from itertools import zip_longest
 from typing import Literal, cast
 
 from ._rendering import SUPERSESSION_SENTENCE
-from ._segments import Segment
+from ._segments import Segment, around, first_difference
 
-CauseKind = Literal['literal', 'rewrite', 'policy', 'lost-record', 'compaction', 'tools', 'instructions']
+CauseKind = Literal['literal', 'rewrite', 'policy', 'lost-record', 'compaction', 'tools', 'instructions', 'setting']
 
 _ELEMENT = re.compile(r'<context id="([^"]*)">\n(.*?)\n</context>', re.DOTALL)
 _APPEND_FIX = (
@@ -116,16 +117,18 @@ def _split(parts: list[str]) -> _Instructions:
 
 
 def _first_changed(before: Sequence[str], after: Sequence[str]) -> str:
-    """The first part that differs, said as a change: `'old' became 'new'`, or a part removed or added."""
+    """The first part that differs, as a change (`'old' became 'new'`, around where they differ), removed or added."""
     old, new = next(((x, y) for x, y in zip_longest(before, after, fillvalue='') if x != y), ('', ''))
     if old and new:
-        return f'{_short(old)!r} became {_short(new)!r}'
+        # Whitespace folded first, so the excerpt is a line of the report however the text runs.
+        old, new = ' '.join(old.split()).encode(), ' '.join(new.split()).encode()
+        offset = first_difference(old, new)
+        return f'{around(old, offset)!r} became {around(new, offset)!r}'
     return f'{_short(old)!r} was removed' if old else f'{_short(new)!r} was added'
 
 
-def _short(text: str, limit: int = 60) -> str:
-    text = ' '.join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + '…'
+def _short(text: str) -> str:
+    return around(' '.join(text.split()).encode(), 0)
 
 
 def _history_kept(earlier: Sequence[Segment], later: Sequence[Segment]) -> bool:
@@ -213,12 +216,12 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
     if earlier[position].kind == 'tool' or (position < len(later) and later[position].kind == 'tool'):
         return _tools(earlier, later, position)
     before_parts, end = _instructions(earlier)
-    if position >= end:
-        return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
     after_parts, _ = _instructions(later)
-    before, after = _split(before_parts), _split(after_parts)
     if before_parts == after_parts:
+        if position >= end:
+            return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
         return None
+    before, after = _split(before_parts), _split(after_parts)
     if (policy := _policy(before, after)) is not None:
         return policy
     if not before.blocks and not after.blocks:
@@ -238,7 +241,7 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
             'rewrite',
             'an instruction after the blocks changed (a rewrite-mode block, or a dynamic instruction this plugin '
             f'does not own), which opened a new window: {_first_changed(before.tail, after.tail)}',
-            _APPEND_FIX[0].upper() + _APPEND_FIX[1:],
+            _APPEND_FIX,
         )
     if not _history_kept(earlier, later):
         return _compaction(

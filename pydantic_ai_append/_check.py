@@ -20,7 +20,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO
+from typing import Any, TextIO
 
 from ._cassettes import CASSETTE_SUFFIXES, CassetteError, read_cassette
 from ._causes import why_and_fix
@@ -41,18 +41,6 @@ _SHOWN_FILES = 5
 """The most files an error message names one by one; past it, it names the first three and counts the others."""
 
 
-class _Error(NamedTuple):
-    """An error of the run: a file that could not be read, or an error in the arguments."""
-
-    cause: str
-    """What is wrong, without the file's name: the same cause in several files is said once."""
-    file: Path | None
-    """The file it applies to; `None` for an error in the arguments."""
-
-    def __str__(self) -> str:
-        return self.cause if self.file is None else f'{self.file}: {self.cause}'
-
-
 _NEW_WINDOW = re.compile(r'(?:(?P<file>.+?)(?:#(?P<conversation>\d+))?:)?(?P<request>\d+)')
 
 
@@ -68,25 +56,25 @@ def _new_window(text: str) -> NewWindow:
     )
 
 
-def _cassettes(paths: Sequence[Path]) -> tuple[list[Path], list[_Error]]:
+def _cassettes(paths: Sequence[Path]) -> tuple[list[Path], list[CassetteError]]:
     found: list[Path] = []
-    errors: list[_Error] = []
+    errors: list[CassetteError] = []
     for path in paths:
         if path.is_dir():
             files = sorted(p for p in path.rglob('*') if p.suffix.lower() in CASSETTE_SUFFIXES and p.is_file())
             if not files:
                 # An argument in error rather than a file not read: the directory is named in the cause.
-                errors.append(_Error(f'{path}: no cassettes (*.yaml, *.yml, *.json) in this directory', None))
+                errors.append(CassetteError(f'{path}: no cassettes (*.yaml, *.yml, *.json) in this directory', None))
             found.extend(files)
         elif path.exists():
             found.append(path)
         else:
-            errors.append(_Error('no such file or directory', path))
+            errors.append(CassetteError('no such file or directory', path))
     unique = list(dict.fromkeys(found))
     return unique, errors
 
 
-def _human(reports: Sequence[CassetteReport], errors: Sequence[_Error], out: TextIO) -> None:
+def _human(reports: Sequence[CassetteReport], errors: Sequence[CassetteError], out: TextIO) -> None:
     conversations = [c for report in reports for c in report.conversations]
     for report in reports:
         if not report.conversations:
@@ -105,12 +93,17 @@ def _human(reports: Sequence[CassetteReport], errors: Sequence[_Error], out: Tex
                 print(f'{head}: prefix broken at request {broken}{windows}', file=out)
                 first = c.divergences[0]
                 allow = f'pass --allow-new-window {shlex.quote(f"{c.name}:{first.request}")}'
-                lines = f'interaction {first.interaction}: {first.message}\n{why_and_fix(first.request, first.cause, allow)}'
+                told = why_and_fix(first.request, first.cause, allow)
+                lines = f'interaction {first.interaction}: {first.message}\n{told}'
                 print('  ' + lines.replace('\n', '\n  '), file=out)
             _provider(c, out)
     broken = sum(not c.prefix_kept for c in conversations)
     verdict = (
-        'every one keeps its prefix' if not broken else f'{broken} break{"s its" if broken == 1 else " their"} prefix'
+        f'{broken} break{"s its" if broken == 1 else " their"} prefix'
+        if broken
+        else 'every one keeps its prefix'
+        if conversations
+        else 'no requests to a provider API, nothing checked'
     )
     checked = f'{_count(len(conversations), "conversation")} in {_count(len(reports), "cassette")}'
     if not errors:
@@ -140,7 +133,7 @@ def _provider(conversation: ConversationReport, out: TextIO) -> None:
             )
 
 
-def _incomplete(errors: Sequence[_Error]) -> str:
+def _incomplete(errors: Sequence[CassetteError]) -> str:
     unread = len({error.file for error in errors if error.file is not None})
     arguments = sum(error.file is None for error in errors)
     parts = [f'{_count(unread, "file")} could not be read'] if unread else []
@@ -148,7 +141,7 @@ def _incomplete(errors: Sequence[_Error]) -> str:
     return f'incomplete: {" and ".join(parts)} (exit status 2)'
 
 
-def _grouped(errors: Sequence[_Error]) -> dict[str, list[Path]]:
+def _grouped(errors: Sequence[CassetteError]) -> dict[str, list[Path]]:
     groups: dict[str, list[Path]] = {}
     for error in errors:
         files = groups.setdefault(error.cause, [])
@@ -157,7 +150,7 @@ def _grouped(errors: Sequence[_Error]) -> dict[str, list[Path]]:
     return groups
 
 
-def _print_errors(errors: Sequence[_Error], out: TextIO) -> None:
+def _print_errors(errors: Sequence[CassetteError], out: TextIO) -> None:
     for cause, files in _grouped(errors).items():
         names = [str(file) for file in files]
         if len(names) > _SHOWN_FILES:
@@ -171,7 +164,7 @@ def _count(number: int, noun: str) -> str:
     return f'{number} {noun}{"" if number == 1 else "s"}'
 
 
-def _document(reports: Sequence[CassetteReport], errors: Sequence[_Error]) -> dict[str, Any]:
+def _document(reports: Sequence[CassetteReport], errors: Sequence[CassetteError]) -> dict[str, Any]:
     return {
         'format': REPORT_FORMAT,
         'ok': not errors and all(c.prefix_kept for r in reports for c in r.conversations),
@@ -268,19 +261,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _unknown_windows(windows: Sequence[NewWindow], reports: Sequence[CassetteReport]) -> list[_Error]:
-    unknown: list[_Error] = []
+def _unknown_windows(windows: Sequence[NewWindow], reports: Sequence[CassetteReport]) -> list[CassetteError]:
+    unknown: list[CassetteError] = []
     for window in windows:
         if window.file is None:
             continue
         matches = [r for r in reports if same_file(window.file, r.file)]
         if not matches:
             unknown.append(
-                _Error(f'--allow-new-window names {window.file}, which is not one of the cassettes checked', None)
+                CassetteError(
+                    f'--allow-new-window names {window.file}, which is not one of the cassettes checked', None
+                )
             )
         elif window.conversation is not None and window.conversation >= len(matches[0].conversations):
             unknown.append(
-                _Error(
+                CassetteError(
                     f'--allow-new-window names conversation {window.conversation} of {window.file}, which has '
                     f'{len(matches[0].conversations)}',
                     None,
@@ -310,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             reports.append(check_cassette(file, read_cassette(file), new_windows))
         except CassetteError as error:
-            errors.append(_Error(error.of(file).cause, file))
+            errors.append(error)
     errors.extend(_unknown_windows(new_windows, reports))
     if options.json:
         json.dump(_document(reports, errors), sys.stdout, indent=2)

@@ -4,8 +4,8 @@ Providers cache a prompt by its prefix, in cache order: tools, then system instr
 Raw JSON bodies are never byte prefixes of each other (arrays close before later keys), so a body is split into
 its cache-order segments (Anthropic: each tool but deferred ones, each `system` block, each message; OpenAI Chat:
 each tool, each message; OpenAI Responses: each tool, `instructions`, each `input` item), each re-encoded canonically
-with the key order as sent. Both the test-time checker in `testing` and the runtime verifier in `guard` compare requests this
-way, and report a divergence the same way, so the split lives here once.
+with the key order as sent. The test-time checks in `testing`, the cassette checker and the runtime verifier in `guard`
+compare requests this way, and report a divergence the same way, so the split lives here once.
 """
 
 from __future__ import annotations
@@ -144,6 +144,17 @@ def excerpt(data: bytes, offset: int) -> str:
     start = max(0, offset - _EXCERPT_BEFORE)
     text = data[start : offset + _EXCERPT_AFTER].decode(errors='replace')
     return ('…' if start else '') + text + ('…' if offset + _EXCERPT_AFTER < len(data) else '')
+
+
+_AROUND = 120
+"""The most bytes of a long value `around` shows."""
+
+
+def around(data: bytes, offset: int) -> str:
+    """`data` whole if short, else the `_AROUND` bytes around `offset` (its first difference), with `…` where cut."""
+    start = max(0, min(offset - _AROUND // 4, len(data) - _AROUND))
+    text = data[start : start + _AROUND].decode(errors='replace')
+    return ('…' if start else '') + text + ('…' if start + _AROUND < len(data) else '')
 
 
 def divergence_message(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> str:

@@ -181,6 +181,7 @@ def disagreement(
     reused_bytes: int,
     total_bytes: int,
     first: bool,
+    kept: bool = False,
     cache_control: bool = False,
     minimum_tokens: int = MINIMUM_CACHED_TOKENS,
 ) -> Disagreement | None:
@@ -191,8 +192,9 @@ def disagreement(
     OpenAI caches automatically but in steps (the first 1,024 tokens, then every 128), only prompts of 1,024 tokens
     or more, and not always (routing, eviction). Two things are flagged:
 
-    - `read_more`: after the conversation's first request, the provider read from cache a share of the input more
-      than `READ_MORE_MARGIN` above the share of bytes the checker judged reusable. A provider reads only a prefix it
+    - `read_more`: after the conversation's first request, on a request the checker judged to break the prefix (not
+      `kept`: else a larger share of tokens says only that tokens and bytes differ), the provider read from cache a
+      share of the input more than `READ_MORE_MARGIN` above the share of bytes the checker judged reusable. A provider reads only a prefix it
       has seen, so the checker's verdict on this request is then likely wrong (a prefix it thinks broken, at the tools
       or at state the server keeps), unless the request went back to a prefix an earlier request wrote. The first
       request isn't judged: a cache written before the conversation (an earlier run, another conversation with the
@@ -210,6 +212,7 @@ def disagreement(
         reused_bytes: The bytes of the request's segments the checker judged reused from the previous request.
         total_bytes: The bytes of all the request's segments.
         first: Whether this is its conversation's first request.
+        kept: Whether the request repeats all of the previous request (the checker found no break).
         cache_control: Anthropic only: whether a breakpoint should have let this request read its reused prefix, i.e.
             the previous request carried `cache_control` and this one repeats all of it (as Pydantic AI's
             `anthropic_cache` settings give). OpenAI caches without breakpoints, so it is ignored there.
@@ -223,7 +226,7 @@ def disagreement(
         return None
     reused_share = reused_bytes / total_bytes if total_bytes else 0.0
     cached_share = usage.cache_read_tokens / usage.input_tokens if usage.input_tokens else 0.0
-    if cached_share > reused_share + READ_MORE_MARGIN:
+    if not kept and cached_share > reused_share + READ_MORE_MARGIN:
         return _read_more(usage, reused_bytes, total_bytes)
     estimated = round(usage.input_tokens * reused_share)
     caches = api != 'anthropic' or cache_control

@@ -184,8 +184,13 @@ class _Conversation:
             if index in new_windows:
                 self.new_windows.append(index)
             elif moved is not None:
-                message = moved.message(index, self.last)
-                self.divergences.append(Divergence(index, interaction, shared, 'setting', message, moved.setting.field))
+                message, field = moved.message(index, self.last), moved.setting.field
+                cause = Cause(
+                    'setting',
+                    f'`{field}` changed: {moved.setting.rule} when it changes',
+                    f'keep `{field}` the same through a conversation: set it on the agent, not per run or request',
+                )
+                self.divergences.append(Divergence(index, interaction, shared, 'setting', message, field, cause))
             else:
                 message = divergence_message(index, self.last, current, shared)
                 cause = explain(index, self.last, current, shared)
@@ -193,11 +198,18 @@ class _Conversation:
                 self.divergences.append(Divergence(index, interaction, shared, kind, message, cause=cause))
         reused = sum(len(segment.data) for segment in current[:shared])
         total = sum(len(segment.data) for segment in current)
+        kept = shared == len(self.last)
         # On Anthropic a cache read needs a breakpoint: the previous request's, over a prefix this one repeats whole.
-        covered = self.marked and shared == len(self.last)
+        covered = self.marked and kept
         found = (
             disagreement(
-                self.api, usage, reused_bytes=reused, total_bytes=total, first=not index, cache_control=covered
+                self.api,
+                usage,
+                reused_bytes=reused,
+                total_bytes=total,
+                first=not index,
+                kept=kept,
+                cache_control=covered,
             )
             if usage is not None
             else None
@@ -258,6 +270,19 @@ def _reply(interaction: Interaction, api: Api) -> bytes | None:
         return None
 
 
+def _fresh(request: dict[str, Any], resolved: list[Segment] | None) -> bool:
+    """Whether a request starts a conversation: it carries no history, or names state the cassette holds none of."""
+    if resolved is None:
+        return True
+    if request.get('conversation') is not None and request.get('previous_response_id') is None:
+        # A stored conversation holds history only once a response of it was recorded: until then, only the items it
+        # was created with, like the first request of any conversation.
+        return not any(segment.kind == 'output' for segment in resolved) and not has_history(
+            {**request, 'conversation': None}
+        )
+    return not has_history(request)
+
+
 def _api(interaction: Interaction) -> Api | None:
     if interaction.method != 'POST':
         return None
@@ -303,7 +328,9 @@ def check_cassette(
     for interaction in interactions:
         api = _api(interaction)
         if api is None:
-            _add_conversation_items(interaction, resolvers.setdefault('openai-responses', WireConversation(_RESPONSES)))
+            if _RESPONSES not in resolvers:
+                resolvers[_RESPONSES] = WireConversation(_RESPONSES)
+            _add_conversation_items(interaction, resolvers[_RESPONSES])
             other += 1
             continue
         body = interaction.request_body()
@@ -311,17 +338,16 @@ def check_cassette(
             request = parse_body(api, body)
         except (ValueError, TypeError):
             raise CassetteError(
-                f'{file}: interaction {interaction.index} ({interaction.method} {interaction.uri}): the request body '
-                f'is not a JSON object: {body[:80]!r}'
+                f'interaction {interaction.index} ({interaction.method} {interaction.uri}): the request body is not a '
+                f'JSON object: {body[:80]!r}',
+                file,
             ) from None
         resolver = resolvers.setdefault(api, WireConversation(api))
         resolved = resolver.resolve(body)
         current = resolved if resolved is not None else segments(api, body)
         model = request.get('model')
         model = model if isinstance(model, str) else ''
-        conversation = _conversation_for(
-            conversations, api, model, current, fresh=resolved is None or not has_history(request)
-        )
+        conversation = _conversation_for(conversations, api, model, current, fresh=_fresh(request, resolved))
         if conversation is None:
             conversation = _Conversation(api, model, len(conversations))
             conversations.append(conversation)

@@ -158,7 +158,7 @@ def test_an_empty_cassette_and_an_empty_directory(tmp_path: Path, capsys: pytest
     (tmp_path / 'nothing').mkdir()
     assert run(capsys, str(tmp_path / 'cassettes')) == (
         0,
-        f'{file}: no requests to a provider API\n0 conversations in 1 cassette: every one keeps its prefix\n',
+        f'{file}: no requests to a provider API\n0 conversations in 1 cassette: no requests to a provider API, nothing checked\n',
         '',
     )
     status, _, err = run(capsys, str(tmp_path / 'nothing'))

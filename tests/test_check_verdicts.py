@@ -374,3 +374,41 @@ def test_a_byte_change_before_the_settings_point_is_reported_as_it(tmp_path: Pat
 
     _, [conversation] = verdicts(capsys, edited(tmp_path, 'anthropic_tool_choice.yaml', both))
     assert [(kind, segment) for _, kind, segment, _ in conversation['divergences']] == [('system', 2)]
+
+
+def test_two_stored_conversations_in_one_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    # A second conversation of the same model, created and continued the same way, interleaved with the first: its
+    # first request carries no history yet (no response of it was recorded), so it starts a conversation of its own.
+    text = (FIXTURES / 'openai_responses_conversation.yaml').read_text()
+    cassette = yaml.safe_load(text)
+    conversation = json.loads(cassette['interactions'][0]['response']['body']['string'])['id']
+    other = yaml.safe_load(
+        text.replace(conversation, 'conv_6a0f2b7c91d84e5fa3b1c2d4e5f60718')
+        .replace('resp_', 'resp_b')
+        .replace('a 9 m sloop', 'an 11 m ketch')
+    )
+    interleaved = [item for pair in zip(cassette['interactions'], other['interactions'], strict=True) for item in pair]
+    path = tmp_path / 'two.yaml'
+    path.write_text(yaml.safe_dump({**cassette, 'interactions': interleaved}))
+    assert verdicts(capsys, path) == snapshot(
+        (
+            0,
+            [
+                {'interactions': [2, 4, 6], 'reused': '1083 of 1968', 'divergences': []},
+                {'interactions': [3, 5, 7], 'reused': '1087 of 1974', 'divergences': []},
+            ],
+        )
+    )
+
+
+def test_a_changed_setting_says_why_and_the_fix(capsys: pytest.CaptureFixture[str]):
+    status, out, _ = run(capsys, str(FIXTURES / 'anthropic_tool_choice.yaml'))
+    assert (status, [line for line in out.splitlines() if line.startswith(('  why:', '  fix:'))]) == snapshot(
+        (
+            1,
+            [
+                '  why: `tool_choice` changed: Anthropic invalidates the cached messages when it changes',
+                '  fix: keep `tool_choice` the same through a conversation: set it on the agent, not per run or request',
+            ],
+        )
+    )

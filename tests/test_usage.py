@@ -298,6 +298,14 @@ def test_a_provider_reading_much_more_than_judged_is_flagged():
     )
 
 
+def test_reading_more_of_a_request_that_kept_the_prefix_is_not_flagged():
+    # The checker judged all of the previous request reusable: a larger share of tokens is the provider's own tokens
+    # (Anthropic's tool-use system prompt) or its tokenizer, not a wrong verdict.
+    assert (
+        disagreement('anthropic', usage(1476, 1321), reused_bytes=404, total_bytes=778, first=False, kept=True) is None
+    )
+
+
 def test_the_first_request_reading_an_older_cache_is_not_flagged():
     # A cache written before the conversation (an earlier run with the same instructions) is the provider's to read.
     assert disagreement('anthropic', usage(5000, 4608), reused_bytes=0, total_bytes=20000, first=True) is None

@@ -140,7 +140,7 @@ async def test_a_clock_in_a_dynamic_instruction(prompt_wire: PromptWire, api: Ap
     assert why_and_fix(prompt_wire) == snapshot(
         [
             "why: an instruction after the blocks changed (a rewrite-mode block, or a dynamic instruction this plugin does not own), which opened a new window: 'The time is 12:00.' became 'The time is 12:05.'",
-            "fix: Make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static (a clock belongs in an append-mode block or in the user turn)",
+            "fix: make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static (a clock belongs in an append-mode block or in the user turn)",
             '(only if request 1 is meant to open a new window, pass new_windows=(1,))',
         ]
     )
@@ -310,3 +310,16 @@ def test_instructions_as_lists_of_parts():
     earlier, later = chat('The time is 12:00.'), chat('The time is 12:05.')
     cause = explain(1, earlier, later, common_prefix_length(earlier, later))
     assert cause is not None and cause.kind == 'instructions'
+
+
+def test_an_instruction_added_is_not_taken_for_compaction():
+    # The later request has one more system message where the earlier had the user's: the instructions changed.
+    def chat(*systems: str) -> list[Segment]:
+        messages = [*({'role': 'system', 'content': text} for text in systems), USER]
+        return segments('openai-chat', json.dumps({'messages': messages}).encode())
+
+    earlier, later = chat('Be brief.'), chat('Be brief.', 'The time is 12:00.')
+    cause = explain(1, earlier, later, common_prefix_length(earlier, later))
+    assert cause is not None and (cause.kind, cause.reason) == snapshot(
+        ('instructions', "the instructions changed and state no block of this plugin: 'The time is 12:00.' was added")
+    )
