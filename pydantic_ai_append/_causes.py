@@ -22,6 +22,7 @@ Only the checks' messages use this: the verdict itself stays byte for byte.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Sequence
@@ -107,13 +108,14 @@ def _instructions(segments: Sequence[Segment]) -> tuple[list[str], int]:
 
 def _split(parts: list[str]) -> _Instructions:
     text = '\n\n'.join(parts)
-    first = _ELEMENT.search(text)
-    if first is None:
+    elements = list(_ELEMENT.finditer(text))
+    if not elements:
         return _Instructions(text, {}, [])
-    blocks = {match[1]: match[2] for match in _ELEMENT.finditer(text)}
+    # An id is written HTML-escaped in its element; a report names it as the agent does.
+    blocks = {html.unescape(element[1]): element[2] for element in elements}
     end = text.find(SUPERSESSION_SENTENCE)
-    after = text[end + len(SUPERSESSION_SENTENCE) :] if end >= 0 else text[list(_ELEMENT.finditer(text))[-1].end() :]
-    return _Instructions(text[: first.start()], blocks, [part for part in after.split('\n\n') if part.strip()])
+    after = text[end + len(SUPERSESSION_SENTENCE) :] if end >= 0 else text[elements[-1].end() :]
+    return _Instructions(text[: elements[0].start()], blocks, [part for part in after.split('\n\n') if part.strip()])
 
 
 def _first_changed(before: Sequence[str], after: Sequence[str]) -> str:
