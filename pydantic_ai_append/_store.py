@@ -1,0 +1,378 @@
+"""The server-side record store: each conversation's records kept where a client can't plant them, or lose them.
+
+A window's records travel in the `metadata` of carrier parts in message history (`_history`). The history an app
+gets back from a client may have lost them: a UI adapter that drops part metadata, a client that strips system
+prompts, records forged or missing. Read back from that history alone, such a conversation opens a new window on
+every request. A record store keeps each window's records on the server, keyed by conversation id, and
+`AppendInstructions` reads them back from it when the history has lost them. A client can only send history, so it
+can't put records in the store.
+
+The store keeps one entry per conversation: a JSON-able dict the capability writes whole, and reads back whole. A
+store doesn't look inside it beyond measuring its size; the capability checks what it reads as it checks history.
+
+Expiry: an entry expires `ttl` (7 days unless set) after its last write, and reads as missing from then on. Reads
+don't extend it: a conversation still in use is written again when its window changes, and an expired one only
+opens a new window. Each store is also bounded, dropping the entries written longest ago first.
+
+Three stores come with the package:
+
+- `InMemoryRecordStore`: the default, for one process; forgotten on restart.
+- `SQLiteRecordStore`: a file, shared by the processes of one machine, and kept across restarts.
+- Your own, for another database: implement `RecordStore` (two `async` methods) or `SyncRecordStore` (the same two,
+  plain), and pass it to the capability, which calls it through `as_async`. `save` writes the entry whole, in one
+  step (a Redis `SET`, a Postgres `INSERT ... ON CONFLICT (conversation_id) DO UPDATE`); `load` returns it, or
+  `None`. Expiry is the database's own job (Redis `SET ... EX`, a scheduled `DELETE` of old rows); a store that
+  never expires entries is correct, only unbounded. Raise from either method when the database fails: the
+  capability raises `RecordStoreError`, or opens a new window if so configured.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import closing
+from datetime import timedelta
+from os import PathLike
+from typing import Any, Literal, Protocol, TypeAlias, cast
+
+import anyio.to_thread
+from pydantic_ai.exceptions import UserError
+
+RecordEntry: TypeAlias = dict[str, Any]
+"""What a store keeps for one conversation: a JSON-able dict, opaque to the store, written and read back whole."""
+
+OnStoreError: TypeAlias = Literal['raise', 'new_window']
+"""What a failing store does to a request: raise `RecordStoreError`, or let it continue with a new window."""
+
+DEFAULT_TTL = timedelta(days=7)
+"""How long after its last write an entry is kept by default."""
+
+
+class RecordStore(Protocol):
+    """A store of each conversation's records, with `async` methods: what the capability calls.
+
+    A user's own store needs only the two methods; this one keeps its entries in a dict:
+
+    ```python
+    import asyncio
+
+    from pydantic_ai_append._store import RecordEntry, as_async
+
+
+    class DictStore:
+        def __init__(self) -> None:
+            self.entries: dict[str, RecordEntry] = {}
+
+        async def load(self, conversation_id: str) -> RecordEntry | None:
+            return self.entries.get(conversation_id)
+
+        async def save(self, conversation_id: str, entry: RecordEntry) -> None:
+            self.entries[conversation_id] = entry
+
+
+    store = as_async(DictStore())
+    asyncio.run(store.save('conversation-1', {'v': 1, 'carriers': []}))
+    print(asyncio.run(store.load('conversation-1')))
+    #> {'v': 1, 'carriers': []}
+    ```
+    """
+
+    async def load(self, conversation_id: str) -> RecordEntry | None:
+        """The entry last saved for `conversation_id`, or `None` if there is none (or it expired)."""
+
+    async def save(self, conversation_id: str, entry: RecordEntry) -> None:
+        """Keep `entry` for `conversation_id` in place of any before it, whole or not at all."""
+
+
+class SyncRecordStore(Protocol):
+    """A store of each conversation's records whose methods block; `as_async` runs them in a worker thread.
+
+    A store calling a blocking client (`sqlite3`, `psycopg`, `redis.Redis`) implements this one:
+
+    ```python
+    import asyncio
+    import threading
+
+    from pydantic_ai_append._store import RecordEntry, as_async
+
+
+    class DictStore:
+        def __init__(self) -> None:
+            self.entries: dict[str, RecordEntry] = {}
+            self.lock = threading.Lock()  # its methods run in worker threads
+
+        def load(self, conversation_id: str) -> RecordEntry | None:
+            with self.lock:
+                return self.entries.get(conversation_id)
+
+        def save(self, conversation_id: str, entry: RecordEntry) -> None:
+            with self.lock:
+                self.entries[conversation_id] = entry
+
+
+    store = as_async(DictStore())
+    asyncio.run(store.save('conversation-1', {'v': 1, 'carriers': []}))
+    print(asyncio.run(store.load('conversation-1')))
+    #> {'v': 1, 'carriers': []}
+    ```
+    """
+
+    def load(self, conversation_id: str) -> RecordEntry | None:
+        """The entry last saved for `conversation_id`, or `None` if there is none (or it expired)."""
+
+    def save(self, conversation_id: str, entry: RecordEntry) -> None:
+        """Keep `entry` for `conversation_id` in place of any before it, whole or not at all."""
+
+
+class RecordStoreError(UserError):
+    """A record store failed to load or save a conversation's records; the store's own error is its `__cause__`.
+
+    It subclasses [`UserError`][pydantic_ai.exceptions.UserError], as the store is the app's to fix.
+    """
+
+    conversation_id: str
+    """The conversation whose records the store failed to load or save."""
+
+    action: Literal['load', 'save']
+    """What the store failed to do."""
+
+    def __init__(self, conversation_id: str, action: Literal['load', 'save'], cause: BaseException) -> None:
+        self.conversation_id = conversation_id
+        self.action = action
+        super().__init__(
+            f'The record store failed to {action} the records of conversation {conversation_id!r}: {cause!r}. '
+            "Fix the store, or pass `on_store_error='new_window'` to continue such a request with a new window."
+        )
+
+
+def as_async(store: RecordStore | SyncRecordStore) -> RecordStore:
+    """`store` as the capability calls it: async, its blocking methods run in a worker thread, its failures raised
+    as `RecordStoreError`.
+
+    A store whose `load` is an `async def` is taken for a `RecordStore`, any other for a `SyncRecordStore`.
+    """
+    if isinstance(store, _CheckedStore):
+        return store
+    return _CheckedStore(store, inspect.iscoroutinefunction(store.load))
+
+
+class _CheckedStore:
+    def __init__(self, store: RecordStore | SyncRecordStore, is_async: bool) -> None:
+        self.store = store
+        self.is_async = is_async
+
+    async def _call(self, method: Callable[..., Any], *args: Any) -> Any:
+        if self.is_async:
+            return await method(*args)
+        # Not abandoned on cancellation: the call runs to its end, so a write is whole or absent either way.
+        return await anyio.to_thread.run_sync(method, *args)
+
+    async def load(self, conversation_id: str) -> RecordEntry | None:
+        try:
+            entry: object = await self._call(self.store.load, conversation_id)
+            if entry is not None and not isinstance(entry, dict):
+                raise TypeError(f'`load` returned {type(entry).__name__}, not a dict or `None`')
+        except Exception as error:
+            raise RecordStoreError(conversation_id, 'load', error) from error
+        return cast('RecordEntry | None', entry)
+
+    async def save(self, conversation_id: str, entry: RecordEntry) -> None:
+        try:
+            await self._call(self.store.save, conversation_id, entry)
+        except Exception as error:
+            raise RecordStoreError(conversation_id, 'save', error) from error
+
+
+def _check_bounds(ttl: timedelta, **bounds: int) -> None:
+    if ttl <= timedelta(0):
+        raise UserError(f'A record store takes a positive `ttl`, not {ttl!r}.')
+    for name, value in bounds.items():
+        if type(value) is not int or value <= 0:
+            raise UserError(f'A record store takes a positive whole number for `{name}`, not {value!r}.')
+
+
+class InMemoryRecordStore:
+    """The records of each conversation, in this process's memory: the default store, forgotten on restart.
+
+    Safe to share between asyncio tasks and threads. Holds at most `max_entries` entries and `max_bytes` of their JSON
+    text, dropping those written longest ago first; an entry larger than `max_bytes` on its own fails to save. Its
+    clock is monotonic, so the time of day changing expires nothing.
+
+    ```python
+    import asyncio
+
+    from pydantic_ai_append._store import InMemoryRecordStore
+
+    store = InMemoryRecordStore(max_entries=2)
+
+
+    for conversation_id in ('a', 'b', 'c'):
+        asyncio.run(store.save(conversation_id, {'v': 1, 'carriers': []}))
+    print(asyncio.run(store.load('a')), asyncio.run(store.load('c')))
+    #> None {'v': 1, 'carriers': []}
+    ```
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl: timedelta = DEFAULT_TTL,
+        max_entries: int = 10_000,
+        max_bytes: int = 64 * 1024 * 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """An empty store whose entries expire `ttl` after their last write, by `clock` (in seconds).
+
+        Raises:
+            UserError: If `ttl` or a bound is not positive.
+        """
+        _check_bounds(ttl, max_entries=max_entries, max_bytes=max_bytes)
+        self.ttl = ttl
+        """How long after its last write an entry is kept."""
+        self.max_entries = max_entries
+        """The most entries the store holds."""
+        self.max_bytes = max_bytes
+        """The most bytes of JSON text the store holds."""
+        self._clock = clock
+        self._lock = threading.Lock()
+        # Oldest write first. An entry is kept as its JSON text: a caller changing the dict it saved or loaded
+        # changes nothing kept, and the text's length is the size the bounds count.
+        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def load(self, conversation_id: str) -> RecordEntry | None:
+        """The entry last saved for `conversation_id`, or `None` if there is none or it expired."""
+        with self._lock:
+            self._drop_expired()
+            kept = self._entries.get(conversation_id)
+        return json.loads(kept[0]) if kept is not None else None
+
+    async def save(self, conversation_id: str, entry: RecordEntry) -> None:
+        """Keep `entry` for `conversation_id`, dropping expired entries, then the oldest past a bound.
+
+        Raises:
+            TypeError: If `entry` is not JSON-able.
+            ValueError: If `entry`'s JSON text is larger than `max_bytes`.
+        """
+        text = json.dumps(entry)  # ASCII, so its length is its size in bytes
+        if len(text) > self.max_bytes:
+            raise ValueError(f'An entry of {len(text)} bytes is larger than `max_bytes` ({self.max_bytes}).')
+        with self._lock:
+            self._drop(conversation_id)
+            self._entries[conversation_id] = (text, self._clock())
+            self._bytes += len(text)
+            self._drop_expired()
+            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+                self._drop(next(iter(self._entries)))
+
+    def _drop_expired(self) -> None:
+        # Called with the lock held; the entries written longest ago are first.
+        oldest = self._clock() - self.ttl.total_seconds()
+        while self._entries and next(iter(self._entries.values()))[1] < oldest:
+            self._drop(next(iter(self._entries)))
+
+    def _drop(self, conversation_id: str) -> None:
+        if (kept := self._entries.pop(conversation_id, None)) is not None:
+            self._bytes -= len(kept[0])
+
+
+class SQLiteRecordStore:
+    """The records of each conversation, in an SQLite file: shared by the processes of one machine, kept on restart.
+
+    A `SyncRecordStore`, as `sqlite3` blocks: the capability runs its calls in a worker thread. The file is in WAL
+    mode, so processes read while one writes; each save is one transaction, which also deletes expired entries and
+    those written longest ago past `max_entries`. Expiry is by wall clock (`updated_at`), which other processes and a
+    later one share. Safe to share between threads: each call opens its own connection and closes it.
+
+    ```python
+    import tempfile
+    from pathlib import Path
+
+    from pydantic_ai_append._store import SQLiteRecordStore
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / 'records.sqlite'
+        SQLiteRecordStore(path).save('conversation-1', {'v': 1, 'carriers': []})
+        print(SQLiteRecordStore(path).load('conversation-1'))  # as a restarted process would
+    #> {'v': 1, 'carriers': []}
+    ```
+    """
+
+    def __init__(
+        self,
+        path: str | PathLike[str],
+        *,
+        ttl: timedelta = DEFAULT_TTL,
+        max_entries: int = 100_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """A store in the file at `path`, created if missing, whose entries expire `ttl` after their last write.
+
+        Raises:
+            UserError: If `ttl` or `max_entries` is not positive, or the file can't be opened as a database.
+        """
+        _check_bounds(ttl, max_entries=max_entries)
+        self.path = path
+        """The database file."""
+        self.ttl = ttl
+        """How long after its last write an entry is kept."""
+        self.max_entries = max_entries
+        """The most entries the store holds."""
+        self._clock = clock
+        try:
+            with self._connect() as connection:
+                connection.execute('PRAGMA journal_mode=WAL')  # kept in the file, for every later connection
+                connection.execute(
+                    'CREATE TABLE IF NOT EXISTS records'
+                    ' (conversation_id TEXT PRIMARY KEY, entry TEXT NOT NULL, updated_at REAL NOT NULL)'
+                )
+                connection.execute('CREATE INDEX IF NOT EXISTS records_updated_at ON records (updated_at)')
+        except sqlite3.Error as error:
+            raise UserError(f"Can't open {str(path)!r} as a record store: {error}. Check the path.") from error
+
+    def _connect(self) -> closing[sqlite3.Connection]:
+        # A connection per call: none is tied to a thread or outlives the call, so the store needs no `close`.
+        # Autocommit, so the transactions are the explicit ones below.
+        return closing(sqlite3.connect(self.path, isolation_level=None))
+
+    def load(self, conversation_id: str) -> RecordEntry | None:
+        """The entry last saved for `conversation_id`, or `None` if there is none or it expired."""
+        oldest = self._clock() - self.ttl.total_seconds()
+        with self._connect() as connection:
+            row = connection.execute(
+                'SELECT entry FROM records WHERE conversation_id = ? AND updated_at >= ?', (conversation_id, oldest)
+            ).fetchone()
+        return json.loads(row[0]) if row is not None else None
+
+    def save(self, conversation_id: str, entry: RecordEntry) -> None:
+        """Keep `entry` for `conversation_id` in one transaction, deleting expired entries, then the oldest past
+        `max_entries`.
+
+        Raises:
+            TypeError: If `entry` is not JSON-able.
+            sqlite3.Error: If the database fails; nothing is written then.
+        """
+        text = json.dumps(entry)
+        now = self._clock()
+        with self._connect() as connection:
+            # The write lock is taken first, so a concurrent writer waits (up to `sqlite3`'s 5 s) instead of failing
+            # midway. A failure leaves the transaction open, and closing the connection rolls it back.
+            connection.execute('BEGIN IMMEDIATE')
+            connection.execute('INSERT OR REPLACE INTO records VALUES (?, ?, ?)', (conversation_id, text, now))
+            connection.execute('DELETE FROM records WHERE updated_at < ?', (now - self.ttl.total_seconds(),))
+            # Counted first: at 100,000 entries `count(*)` took 0.04 ms here, sorting them all for the oldest 6 ms.
+            (count,) = connection.execute('SELECT count(*) FROM records').fetchone()
+            if count > self.max_entries:
+                connection.execute(
+                    'DELETE FROM records WHERE rowid IN (SELECT rowid FROM records ORDER BY updated_at, rowid LIMIT ?)',
+                    (count - self.max_entries,),
+                )
+            connection.execute('COMMIT')
