@@ -1,0 +1,210 @@
+"""Putting a conversation's records back into history that came through a UI adapter, which drops part metadata.
+
+Pydantic AI's UI adapters (Vercel AI, AG-UI) send history to the client and load it back without any part's
+`metadata`, so the carriers of the plugin's records come back as remnants, and every turn would open a new window. A
+server that keeps `records_entry` of each run's history (by conversation id) can `reattach` it to the history the
+client sends next.
+
+A carrier is found again by the content of the conversation up to the message it is in, a key chained over what the
+adapters keep: `k_i = sha256(k_{i-1} + kind + canonical content)`, per *unit*, a run of consecutive messages of one
+kind (the adapters' loaders merge consecutive requests, or responses, into one message). A request's content is its
+user prompts (texts; files by kind and URL, or by media type and the digest of their data) and its tool results
+(`tool_call_id` and content; a retry without a tool by its text); a response's is its text, consecutive parts joined,
+and its tool calls (`tool_call_id`, `tool_name`, the arguments as the canonical JSON of `args_as_dict()`, since AG-UI
+re-serializes them). System prompts, instructions, thinking, timestamps, ids and provider fields are left out: the
+adapters move, join, strip or regenerate them. Equal keys mean equal conversations up to that point, so two identical
+messages in a row are told apart by what came before them, and after an edit or a dropped message no key matches:
+the carriers from there on are left out, and the plugin opens a new window there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    RetryPromptPart,  # pyright: ignore[reportDeprecated]
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_core import to_jsonable_python
+
+from ._history import RECORD_KEY, is_carrier
+
+ENTRY_FORMAT = 1
+"""The version of the entry `records_entry` writes, and the only one `reattach` reads."""
+
+_RETRY = RetryPromptPart  # pyright: ignore[reportDeprecated] (what 2.58 writes, and older histories hold)
+_CARRIER = TypeAdapter(SystemPromptPart)
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(',', ':'), sort_keys=True)
+
+
+def _canonical(value: object) -> str:
+    return _CANONICAL.encode(to_jsonable_python(value, bytes_mode='base64'))
+
+
+def _user_item(item: object) -> object:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, BinaryContent):
+        # `BinaryImage` and the like come back as plain `BinaryContent` from AG-UI: keyed by what they hold.
+        return ['binary', item.media_type, hashlib.sha256(item.data).hexdigest()]
+    url = getattr(item, 'url', None)
+    return [getattr(item, 'kind', None), url] if isinstance(url, str) else to_jsonable_python(item)
+
+
+def _request_token(part: ModelRequestPart | ModelResponsePart) -> object:
+    """What an adapter keeps of a request part, or `None` if it keeps nothing the key can rely on."""
+    if isinstance(part, UserPromptPart):
+        items = [part.content] if isinstance(part.content, str) else list(part.content)
+        return ['user', [_user_item(item) for item in items]]
+    if isinstance(part, ToolReturnPart) or (isinstance(part, _RETRY) and part.tool_name is not None):
+        # A tool's retry comes back as its return: one kind for both.
+        return ['tool', part.tool_call_id, _canonical(part.content)]
+    if isinstance(part, _RETRY) or part.part_kind == 'retry-feedback':
+        # A retry without a tool comes back as the feedback part Pydantic AI 2.68 writes instead.
+        return ['feedback', _canonical(getattr(part, 'content', None))]
+    return None
+
+
+def _response_tokens(message: ModelResponse) -> list[object]:
+    tokens: list[object] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.content:
+            # The loaders join consecutive text parts into one.
+            if tokens and isinstance(last := tokens[-1], str):
+                tokens[-1] = last + part.content
+            else:
+                tokens.append(part.content)
+        elif isinstance(part, ToolCallPart):
+            # As the adapters dump them: parsed, `{}` for none, an invalid string wrapped.
+            tokens.append(['call', part.tool_call_id, part.tool_name, _canonical(part.args_as_dict())])
+    return tokens
+
+
+def _units(messages: Sequence[ModelMessage]) -> list[tuple[str, list[int]]]:
+    """Each run of consecutive messages of one kind: its key, and the indexes of its messages."""
+    units: list[tuple[str, list[int]]] = []
+    tokens: list[object] = []
+    key = ''
+    for index, message in enumerate(messages):
+        if not units or message.kind != messages[units[-1][1][-1]].kind:
+            units.append(('', []))
+            tokens = []
+        if isinstance(message, ModelRequest):
+            tokens.extend(token for part in message.parts if (token := _request_token(part)) is not None)
+        else:
+            tokens.extend(_response_tokens(message))
+        previous = units[-2][0] if len(units) > 1 else ''
+        key = hashlib.sha256(f'{previous}\n{message.kind}\n{_canonical(tokens)}'.encode()).hexdigest()
+        units[-1] = (key, [*units[-1][1], index])
+    return units
+
+
+def content_keys(messages: Sequence[ModelMessage]) -> list[str]:
+    """The key of each message of `messages`: the chained digest of the conversation up to the end of its unit.
+
+    Args:
+        messages: A message history, as the agent wrote it or as a UI adapter loaded it.
+    """
+    keys = [''] * len(messages)
+    for key, indexes in _units(messages):
+        for index in indexes:
+            keys[index] = key
+    return keys
+
+
+def _is_kept(part: ModelRequestPart | ModelResponsePart) -> bool:
+    return _request_token(part) is not None
+
+
+def records_entry(messages: Sequence[ModelMessage]) -> dict[str, Any]:
+    """What to store of `messages` for `reattach`: each carrier of a record, where it is, and the part itself.
+
+    A carrier's place is the key of its unit, the number of parts an adapter keeps before it in the unit (`after`),
+    and the number of other parts (a system prompt) between the last of those and it (`skip`).
+
+    Args:
+        messages: The history a run returned, with its records (`result.all_messages()`).
+
+    Returns:
+        A JSON-able dict, with a `format` version and the `carriers` in history order.
+    """
+    carriers: list[dict[str, Any]] = []
+    for key, indexes in _units(messages):
+        after = skip = 0
+        for index in indexes:
+            message = messages[index]
+            if not isinstance(message, ModelRequest):
+                break
+            for part in message.parts:
+                if _is_kept(part):
+                    after, skip = after + 1, 0
+                elif isinstance(part, SystemPromptPart) and part.metadata and RECORD_KEY in part.metadata:
+                    carrier = _CARRIER.dump_python(part, mode='json')
+                    carriers.append({'key': key, 'after': after, 'skip': skip, 'part': carrier})
+                elif not is_carrier(part):
+                    skip += 1
+    return {'format': ENTRY_FORMAT, 'carriers': carriers}
+
+
+def reattach(messages: Sequence[ModelMessage], entry: dict[str, Any]) -> list[ModelMessage]:
+    """A copy of `messages` with what is left of the plugin's carriers taken out, and `entry`'s carriers put back.
+
+    Each stored carrier goes into the unit with its key, in its place among the parts there, in stored order, until
+    the first whose key no history unit has: the conversation changed there (an edit, a dropped message), and the
+    carriers from there on are left out, so the plugin opens a new window. Nothing else is dropped or moved. The
+    carriers aren't checked here: the plugin checks each record when it reads it.
+
+    Args:
+        messages: History a client sent back, as a UI adapter loaded it.
+        entry: What `records_entry` returned for the conversation's last history, or `{}` if nothing is stored.
+    """
+    history = [
+        replace(message, parts=[part for part in message.parts if not is_carrier(part)])
+        if isinstance(message, ModelRequest)
+        else message
+        for message in messages
+    ]
+    if entry.get('format') != ENTRY_FORMAT:
+        return history
+    units = dict(_units(history))
+    inserted: set[int] = set()
+    for stored in entry['carriers']:
+        if (indexes := units.get(stored['key'])) is None:
+            break
+        part = _CARRIER.validate_python(stored['part'])
+        _insert(history, indexes, part, (stored['after'], stored['skip']), inserted)
+        inserted.add(id(part))
+    return history
+
+
+def _insert(
+    history: list[ModelMessage], indexes: list[int], part: SystemPromptPart, place: tuple[int, int], inserted: set[int]
+) -> None:
+    """Put `part` in the unit of `indexes`, after its `after`-th kept part, past `skip` other parts and earlier ones."""
+    after, skip = place
+    kept = [(index, at) for index in indexes for at, item in enumerate(history[index].parts) if _is_kept(item)]
+    index, at = kept[after - 1] if after else (indexes[0], -1)
+    request = history[index]
+    assert isinstance(request, ModelRequest)
+    parts = list(request.parts)
+    at += 1
+    while at < len(parts) and not _is_kept(parts[at]) and (id(parts[at]) in inserted or skip > 0):
+        skip -= id(parts[at]) not in inserted
+        at += 1
+    parts.insert(at, part)
+    history[index] = replace(request, parts=parts)
