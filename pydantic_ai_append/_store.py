@@ -28,6 +28,7 @@ Three stores come with the package:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import sqlite3
@@ -40,7 +41,6 @@ from datetime import timedelta
 from os import PathLike
 from typing import Any, Literal, Protocol, TypeAlias, cast
 
-import anyio.to_thread
 from pydantic_ai.exceptions import UserError
 
 RecordEntry: TypeAlias = dict[str, Any]
@@ -169,8 +169,8 @@ class _CheckedStore:
     async def _call(self, method: Callable[..., Any], *args: Any) -> Any:
         if self.is_async:
             return await method(*args)
-        # Not abandoned on cancellation: the call runs to its end, so a write is whole or absent either way.
-        return await anyio.to_thread.run_sync(method, *args)
+        # A thread isn't stopped by a cancellation: the call runs to its end, so a write is whole or absent either way.
+        return await asyncio.to_thread(method, *args)
 
     async def load(self, conversation_id: str) -> RecordEntry | None:
         try:
