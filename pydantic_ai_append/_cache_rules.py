@@ -19,11 +19,10 @@ and the bytes after that point are not counted as reused.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
-from ._segments import Api, Segment, around, first_difference
+from ._segments import Api, Segment, around, canonical, first_difference
 
 
 class Setting(NamedTuple):
@@ -96,7 +95,7 @@ def _value(request: Mapping[str, Any], field: str) -> bytes | None:
         if not isinstance(value, dict):
             return None
         value = cast('dict[str, object]', value).get(key)
-    return None if value is None else json.dumps(value, separators=(',', ':'), ensure_ascii=False).encode()
+    return None if value is None else canonical(value)
 
 
 def setting_change(

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from ._segments import canonical
+
 CASSETTE_SUFFIXES = ('.yaml', '.yml', '.json')
 """The file name endings of cassettes: a directory is searched for these."""
 
@@ -155,7 +157,7 @@ class Interaction:
 
     def _json(self, what: str, content: object) -> bytes:
         try:
-            return json.dumps(content, ensure_ascii=False, separators=(',', ':')).encode()
+            return canonical(content)
         except (TypeError, ValueError) as error:
             # YAML has values JSON hasn't, such as an unquoted date or `!!binary`.
             raise self._error(

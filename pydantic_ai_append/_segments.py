@@ -43,7 +43,8 @@ class Segment(NamedTuple):
     """The piece as canonical JSON: as sent, key order kept, cache markers dropped, no whitespace."""
 
 
-def _canonical(value: object) -> bytes:
+def canonical(value: object) -> bytes:
+    """`value` as canonical JSON: key order kept, no whitespace, non-ASCII text as it is."""
     return json.dumps(value, sort_keys=False, separators=(',', ':'), ensure_ascii=False).encode()
 
 
@@ -61,7 +62,7 @@ def pieces(kind: str, value: object, keys: frozenset[str]) -> list[Segment]:
     if value is None:
         return []
     values = cast('list[object]', value) if isinstance(value, list) else [value]
-    return [Segment(kind, _canonical(_without_keys(item, keys))) for item in values]
+    return [Segment(kind, canonical(_without_keys(item, keys))) for item in values]
 
 
 def parse_body(api: Api, body: bytes) -> dict[str, Any]:
