@@ -9,6 +9,8 @@ The public surface is this `__all__`, `guard` (the prefix invariant) and `testin
 - `_records` (record types), `_encoding` (how they are stored and checked), `_history` (carriers in history).
 - `_rendering` (the text of every element), `_diff` (diff hunks), `_lookalikes` (notes beside imitations).
 - `_telemetry` (the provider's cache use in tokens and dollars, against the prefix kept and rewrite mode).
+- `_store`, `_sqlite_store` (record stores, by conversation id), `_reattach` (records put back into history that
+  came through a UI adapter).
 - `_spec` (spec entries), `_compat` (release differences), `_cache` (memory across conversations).
 - `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, for `guard` and `testing`.
 - `_causes`: why a request moved the prefix, told from its elements, for the messages of `testing` and the checker.
@@ -41,6 +43,8 @@ if _typing.TYPE_CHECKING:
         InstructionDigest,
         InstructionRecord,
     )
+    from ._sqlite_store import SQLiteRecordStore
+    from ._store import InMemoryRecordStore, RecordEntry, RecordStore, RecordStoreError, SyncRecordStore
     from ._telemetry import CacheSummary
 
 __all__ = (
@@ -50,11 +54,17 @@ __all__ = (
     'BlockPreset',
     'CacheSummary',
     'ChangePolicy',
+    'InMemoryRecordStore',
     'InstructionBaselinePart',
     'InstructionBlock',
     'InstructionDeltaPart',
     'InstructionDigest',
     'InstructionRecord',
+    'RecordEntry',
+    'RecordStore',
+    'RecordStoreError',
+    'SQLiteRecordStore',
+    'SyncRecordStore',
     'UnaddressableBlockWarning',
     'UnmatchedRouteWarning',
     'WindowObserver',
@@ -83,6 +93,8 @@ _HOMES = {
         'InstructionDigest',
         'InstructionRecord',
     ),
+    '_sqlite_store': ('SQLiteRecordStore',),
+    '_store': ('InMemoryRecordStore', 'RecordEntry', 'RecordStore', 'RecordStoreError', 'SyncRecordStore'),
     '_telemetry': ('CacheSummary',),
 }
 _MODULES = {name: module for module, names in _HOMES.items() for name in names}

@@ -23,9 +23,11 @@ from pydantic_ai.tools import AgentDepsT
 from ._blocks import BlockFunc, BlockPreset, ChangePolicy, OwnBlock, RequestSettings, WindowObserver, takes_run_context
 from ._compat import ask_for_framing_announcement
 from ._history import opens_window
+from ._reattach import run_keeping_records
 from ._rendering import SUPERSESSION_SENTENCE
 from ._request import handle_request, is_inline
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
+from ._store import PROCESS_STORE, OnStoreError, RecordStore, SyncRecordStore, checked_store
 from ._suspended import Resumed, resume_turn, resumed_window
 from ._telemetry import CacheTelemetry
 from ._transport import conversation_scope
@@ -109,6 +111,10 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
     verifier: WindowObserver | None = field(default=None, repr=False)
     """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] (or anything with `open_window()`) to tell when a
     request opens a new window, so the prefix that request moves isn't reported as a divergence."""
+    record_store: RecordStore | SyncRecordStore | None = field(default=PROCESS_STORE, repr=False)
+    """Where a run whose history lost its records (behind a UI adapter) finds them: unless given, one for the process."""
+    on_store_error: OnStoreError = 'raise'
+    """What a failing `record_store` does: `'raise'` a `RecordStoreError`, or `'new_window'`: warn and go on."""
     _blocks: dict[str, OwnBlock[AgentDepsT]] = field(
         default_factory=dict[str, 'OwnBlock[AgentDepsT]'], init=False, repr=False
     )
@@ -140,6 +146,7 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
                 "`AppendInstructions` can't be loaded on demand (`defer_loading=True`): its blocks are the prefix of "
                 'every request from the first.'
             )
+        self._store: RecordStore | None = checked_store(self.record_store, self.on_store_error)
         self._routing = (*_routes(self.append_ids), set[str]())
 
     @classmethod
@@ -149,6 +156,7 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
         append_ids: Sequence[str] = (),
         signing_key: str | None = None,
         signing_key_env: str | None = None,
+        on_store_error: OnStoreError = 'raise',
         **python_only: Any,
     ) -> AppendInstructions[Any]:
         """Build the capability from a spec entry (`{'AppendInstructions': {'id': 'context', 'append_ids': [...]}}`): a
@@ -159,21 +167,24 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
             append_ids: The ids of other sources' blocks to route through append mode.
             signing_key: A secret to sign records with, written in the spec.
             signing_key_env: The environment variable holding that secret, read when the spec is loaded.
-            **python_only: Options a spec can't carry (`verifier`, `instructions`), refused with an error naming them.
+            on_store_error: What a failing record store does: `'raise'` or `'new_window'`.
+            **python_only: Options a spec can't carry (`verifier`, `instructions`, `record_store`), refused by name.
         """
         refuse_options(
             'AppendInstructions',
             python_only,
-            accepted='`id`, `append_ids`, `signing_key` and `signing_key_env`',
+            accepted='`id`, `append_ids`, `signing_key`, `signing_key_env` and `on_store_error`',
             python_only={
                 'verifier': 'a `WireVerifier` is a Python object',
                 'instructions': 'block functions are Python functions, registered with `@context.instructions`',
+                'record_store': 'a store is a Python object (a spec keeps the default, one in memory)',
             },
         )
         return cls(
             spec_texts('AppendInstructions', 'append_ids', append_ids),
             id=spec_text('AppendInstructions', 'id', id),
             signing_key=signing_key_from(signing_key, signing_key_env),
+            on_store_error=on_store_error,
         )
 
     def get_ordering(self) -> CapabilityOrdering:
@@ -258,9 +269,9 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
         return run
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
-        """Name the run's conversation to the HTTP transports it sends through, such as a shared `WireVerifier`."""
+        """Restore records the history lost from `record_store`, save new ones; name the conversation to transports."""
         with conversation_scope(ctx.conversation_id):
-            return await handler()
+            return await run_keeping_records(self._store, self.on_store_error, ctx, handler)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from pydantic import TypeAdapter
+from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai.capabilities import WrapRunHandler
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -43,6 +46,7 @@ from pydantic_ai.messages import (
 from pydantic_core import to_jsonable_python
 
 from ._history import RECORD_KEY, is_carrier
+from ._store import OnStoreError, RecordStore, RecordStoreError
 
 ENTRY_FORMAT = 1
 """The version of the entry `records_entry` writes, and the only one `reattach` reads."""
@@ -208,3 +212,70 @@ def _insert(
         at += 1
     parts.insert(at, part)
     history[index] = replace(request, parts=parts)
+
+
+def last_record(messages: Sequence[ModelMessage]) -> object:
+    """The record held by the last carrier of `messages`, or `None`; looked for from the end, where records are added."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in reversed(message.parts):
+                if isinstance(part, SystemPromptPart) and part.metadata and RECORD_KEY in part.metadata:
+                    return part.metadata[RECORD_KEY]
+    return None
+
+
+async def run_keeping_records(
+    store: RecordStore | None, on_error: OnStoreError, ctx: RunContext[Any], handler: WrapRunHandler
+) -> AgentRunResult[Any]:
+    """Run `handler` with the records its history lost put back from `store`, and save them if the run added any.
+
+    History that lost its records holds none. A run adds records only at the end of history, so it added one if the
+    last record is another after the run: both are looked for from the end, a few parts' check for most histories.
+    """
+    conversation_id = ctx.conversation_id
+    if store is None or conversation_id is None:
+        return await handler()
+    messages = ctx.messages
+    if messages and last_record(messages) is None:
+        await _restore(store, messages, conversation_id, on_error)
+    before = last_record(messages)
+    result = await handler()
+    history = result.all_messages()
+    if last_record(history) != before:
+        await _save(store, result, history, conversation_id, on_error)
+    return result
+
+
+async def _restore(
+    store: RecordStore, messages: list[ModelMessage], conversation_id: str, on_error: OnStoreError
+) -> None:
+    """Put the store's records for the conversation back into `messages`, in place."""
+    try:
+        entry = await store.load(conversation_id)
+    except RecordStoreError as error:
+        if on_error == 'raise':
+            raise
+        warnings.warn(f'{error.failure} The request goes on with a new window.', UserWarning, stacklevel=2)
+        return
+    if entry is not None:
+        messages[:] = reattach(messages, entry)
+
+
+async def _save(
+    store: RecordStore,
+    result: AgentRunResult[Any],
+    history: list[ModelMessage],
+    conversation_id: str,
+    on_error: OnStoreError,
+) -> None:
+    try:
+        await store.save(conversation_id, records_entry(history))
+    except RecordStoreError as error:
+        if on_error == 'raise':
+            error.result = result
+            raise
+        warnings.warn(
+            f'{error.failure} The next turn, if its history lost the records, opens a new window.',
+            UserWarning,
+            stacklevel=2,
+        )

@@ -19,7 +19,7 @@ Three stores come with the package:
 - `InMemoryRecordStore`: the default, for one process; forgotten on restart.
 - `SQLiteRecordStore`: a file, shared by the processes of one machine, and kept across restarts.
 - Your own, for another database: implement `RecordStore` (two `async` methods) or `SyncRecordStore` (the same two,
-  plain), and pass it to the capability, which calls it through `as_async`. `save` writes the entry whole, in one
+  plain), and pass it to the capability as `record_store`. `save` writes the entry whole, in one
   step (a Redis `SET`, a Postgres `INSERT ... ON CONFLICT (conversation_id) DO UPDATE`); `load` returns it, or
   `None`. Expiry is the database's own job (Redis `SET ... EX`, a scheduled `DELETE` of old rows); a store that
   never expires entries is correct, only unbounded. Raise from either method when the database fails: the
@@ -31,17 +31,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import sqlite3
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from contextlib import closing
 from datetime import timedelta
-from os import PathLike
-from typing import Any, Literal, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
 
 from pydantic_ai.exceptions import UserError
+
+if TYPE_CHECKING:
+    from pydantic_ai import AgentRunResult
 
 RecordEntry: TypeAlias = dict[str, Any]
 """What a store keeps for one conversation: a JSON-able dict, opaque to the store, written and read back whole."""
@@ -59,9 +59,10 @@ class RecordStore(Protocol):
     A user's own store needs only the two methods; this one keeps its entries in a dict:
 
     ```python
-    import asyncio
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
 
-    from pydantic_ai_append._store import RecordEntry, as_async
+    from pydantic_ai_append import AppendInstructions, RecordEntry
 
 
     class DictStore:
@@ -75,10 +76,12 @@ class RecordStore(Protocol):
             self.entries[conversation_id] = entry
 
 
-    store = as_async(DictStore())
-    asyncio.run(store.save('conversation-1', {'v': 1, 'carriers': []}))
-    print(asyncio.run(store.load('conversation-1')))
-    #> {'v': 1, 'carriers': []}
+    store = DictStore()
+    context = AppendInstructions[None](id='ctx', record_store=store)
+    context.instructions(name='state')(lambda: 'step 1')
+    Agent(TestModel(), capabilities=[context]).run_sync('Hi', conversation_id='conversation-1')
+    print(list(store.entries), len(store.entries['conversation-1']['carriers']))
+    #> ['conversation-1'] 1
     ```
     """
 
@@ -90,15 +93,17 @@ class RecordStore(Protocol):
 
 
 class SyncRecordStore(Protocol):
-    """A store of each conversation's records whose methods block; `as_async` runs them in a worker thread.
+    """A store of each conversation's records whose methods block: the capability runs them in a worker thread.
 
     A store calling a blocking client (`sqlite3`, `psycopg`, `redis.Redis`) implements this one:
 
     ```python
-    import asyncio
     import threading
 
-    from pydantic_ai_append._store import RecordEntry, as_async
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from pydantic_ai_append import AppendInstructions, RecordEntry
 
 
     class DictStore:
@@ -115,10 +120,12 @@ class SyncRecordStore(Protocol):
                 self.entries[conversation_id] = entry
 
 
-    store = as_async(DictStore())
-    asyncio.run(store.save('conversation-1', {'v': 1, 'carriers': []}))
-    print(asyncio.run(store.load('conversation-1')))
-    #> {'v': 1, 'carriers': []}
+    store = DictStore()
+    context = AppendInstructions[None](id='ctx', record_store=store)
+    context.instructions(name='state')(lambda: 'step 1')
+    Agent(TestModel(), capabilities=[context]).run_sync('Hi', conversation_id='conversation-1')
+    print(list(store.entries))
+    #> ['conversation-1']
     ```
     """
 
@@ -141,13 +148,38 @@ class RecordStoreError(UserError):
     action: Literal['load', 'save']
     """What the store failed to do."""
 
+    result: AgentRunResult[Any] | None = None
+    """For a failed save, the run whose records it was saving: the run itself succeeded, and its messages are here."""
+
     def __init__(self, conversation_id: str, action: Literal['load', 'save'], cause: BaseException) -> None:
         self.conversation_id = conversation_id
         self.action = action
-        super().__init__(
-            f'The record store failed to {action} the records of conversation {conversation_id!r}: {cause!r}. '
-            "Fix the store, or pass `on_store_error='new_window'` to continue such a request with a new window."
+        self.failure = (
+            f'The record store failed to {action} the records of conversation {conversation_id!r}: {cause!r}.'
         )
+        """What failed, without the advice the message adds."""
+        super().__init__(
+            f"{self.failure} Fix the store, or pass `on_store_error='new_window'` to continue such a request with a "
+            'new window.'
+        )
+
+
+def checked_store(store: object, on_store_error: object) -> RecordStore | None:
+    """The options `record_store` and `on_store_error` of `AppendInstructions` checked, and the store `as_async`.
+
+    Raises:
+        UserError: If the store has no `load` and `save`, or `on_store_error` is neither option.
+    """
+    if store is not None and not all(callable(getattr(store, method, None)) for method in ('load', 'save')):
+        raise UserError(
+            '`AppendInstructions` option `record_store` takes a `RecordStore` or `SyncRecordStore` (anything with '
+            f'`load` and `save`), or `None`, not {store!r}.'
+        )
+    if on_store_error not in ('raise', 'new_window'):
+        raise UserError(
+            f"`AppendInstructions` option `on_store_error` takes 'raise' or 'new_window', not {on_store_error!r}."
+        )
+    return as_async(cast('RecordStore', store)) if store is not None else None
 
 
 def as_async(store: RecordStore | SyncRecordStore) -> RecordStore:
@@ -188,7 +220,7 @@ class _CheckedStore:
             raise RecordStoreError(conversation_id, 'save', error) from error
 
 
-def _check_bounds(ttl: timedelta, **bounds: int) -> None:
+def check_bounds(ttl: timedelta, **bounds: int) -> None:
     if ttl <= timedelta(0):
         raise UserError(f'A record store takes a positive `ttl`, not {ttl!r}.')
     for name, value in bounds.items():
@@ -206,7 +238,7 @@ class InMemoryRecordStore:
     ```python
     import asyncio
 
-    from pydantic_ai_append._store import InMemoryRecordStore
+    from pydantic_ai_append import InMemoryRecordStore
 
     store = InMemoryRecordStore(max_entries=2)
 
@@ -231,7 +263,7 @@ class InMemoryRecordStore:
         Raises:
             UserError: If `ttl` or a bound is not positive.
         """
-        _check_bounds(ttl, max_entries=max_entries, max_bytes=max_bytes)
+        check_bounds(ttl, max_entries=max_entries, max_bytes=max_bytes)
         self.ttl = ttl
         """How long after its last write an entry is kept."""
         self.max_entries = max_entries
@@ -284,95 +316,6 @@ class InMemoryRecordStore:
             self._bytes -= len(kept[0])
 
 
-class SQLiteRecordStore:
-    """The records of each conversation, in an SQLite file: shared by the processes of one machine, kept on restart.
-
-    A `SyncRecordStore`, as `sqlite3` blocks: the capability runs its calls in a worker thread. The file is in WAL
-    mode, so processes read while one writes; each save is one transaction, which also deletes expired entries and
-    those written longest ago past `max_entries`. Expiry is by wall clock (`updated_at`), which other processes and a
-    later one share. Safe to share between threads: each call opens its own connection and closes it.
-
-    ```python
-    import tempfile
-    from pathlib import Path
-
-    from pydantic_ai_append._store import SQLiteRecordStore
-
-    with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / 'records.sqlite'
-        SQLiteRecordStore(path).save('conversation-1', {'v': 1, 'carriers': []})
-        print(SQLiteRecordStore(path).load('conversation-1'))  # as a restarted process would
-    #> {'v': 1, 'carriers': []}
-    ```
-    """
-
-    def __init__(
-        self,
-        path: str | PathLike[str],
-        *,
-        ttl: timedelta = DEFAULT_TTL,
-        max_entries: int = 100_000,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        """A store in the file at `path`, created if missing, whose entries expire `ttl` after their last write.
-
-        Raises:
-            UserError: If `ttl` or `max_entries` is not positive, or the file can't be opened as a database.
-        """
-        _check_bounds(ttl, max_entries=max_entries)
-        self.path = path
-        """The database file."""
-        self.ttl = ttl
-        """How long after its last write an entry is kept."""
-        self.max_entries = max_entries
-        """The most entries the store holds."""
-        self._clock = clock
-        try:
-            with self._connect() as connection:
-                connection.execute('PRAGMA journal_mode=WAL')  # kept in the file, for every later connection
-                connection.execute(
-                    'CREATE TABLE IF NOT EXISTS records'
-                    ' (conversation_id TEXT PRIMARY KEY, entry TEXT NOT NULL, updated_at REAL NOT NULL)'
-                )
-                connection.execute('CREATE INDEX IF NOT EXISTS records_updated_at ON records (updated_at)')
-        except sqlite3.Error as error:
-            raise UserError(f"Can't open {str(path)!r} as a record store: {error}. Check the path.") from error
-
-    def _connect(self) -> closing[sqlite3.Connection]:
-        # A connection per call: none is tied to a thread or outlives the call, so the store needs no `close`.
-        # Autocommit, so the transactions are the explicit ones below.
-        return closing(sqlite3.connect(self.path, isolation_level=None))
-
-    def load(self, conversation_id: str) -> RecordEntry | None:
-        """The entry last saved for `conversation_id`, or `None` if there is none or it expired."""
-        oldest = self._clock() - self.ttl.total_seconds()
-        with self._connect() as connection:
-            row = connection.execute(
-                'SELECT entry FROM records WHERE conversation_id = ? AND updated_at >= ?', (conversation_id, oldest)
-            ).fetchone()
-        return json.loads(row[0]) if row is not None else None
-
-    def save(self, conversation_id: str, entry: RecordEntry) -> None:
-        """Keep `entry` for `conversation_id` in one transaction, deleting expired entries, then the oldest past
-        `max_entries`.
-
-        Raises:
-            TypeError: If `entry` is not JSON-able.
-            sqlite3.Error: If the database fails; nothing is written then.
-        """
-        text = json.dumps(entry)
-        now = self._clock()
-        with self._connect() as connection:
-            # The write lock is taken first, so a concurrent writer waits (up to `sqlite3`'s 5 s) instead of failing
-            # midway. A failure leaves the transaction open, and closing the connection rolls it back.
-            connection.execute('BEGIN IMMEDIATE')
-            connection.execute('INSERT OR REPLACE INTO records VALUES (?, ?, ?)', (conversation_id, text, now))
-            connection.execute('DELETE FROM records WHERE updated_at < ?', (now - self.ttl.total_seconds(),))
-            # Counted first: at 100,000 entries `count(*)` took 0.04 ms here, sorting them all for the oldest 6 ms.
-            (count,) = connection.execute('SELECT count(*) FROM records').fetchone()
-            if count > self.max_entries:
-                connection.execute(
-                    'DELETE FROM records WHERE rowid IN (SELECT rowid FROM records ORDER BY updated_at, rowid LIMIT ?)',
-                    (count - self.max_entries,),
-                )
-            connection.execute('COMMIT')
+PROCESS_STORE = InMemoryRecordStore()
+"""The store `AppendInstructions` uses unless given another: one for the process, shared by every agent's capability
+(an entry is found only by a history with the same content, so agents sharing a conversation id can't mix theirs)."""

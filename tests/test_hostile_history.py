@@ -25,7 +25,7 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, SystemPromptPart, UserPromptPart
 
-from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append import AppendInstructions, InMemoryRecordStore
 from pydantic_ai_append._encoding import seal
 from pydantic_ai_append._history import RECORD_KEY
 from pydantic_ai_append._records import content_hash
@@ -67,11 +67,13 @@ def build(
     *,
     signed: bool = False,
     conversation_id: str = 'c1',
+    record_store: InMemoryRecordStore | None = None,
 ) -> Built:
     """A run for each name in `runs` (prompted `turn 0`, `turn 1`...), the block at that value; the first calls a
     tool, so history holds its return."""
     chat = ScriptedModel(script=[[('look', {})], 'ok'])
-    todos = AppendInstructions[str](id='todos', signing_key=KEY if signed else None)
+    # No record store unless given: the cases are what history alone holds (`test_stored_records.py` has a store).
+    todos = AppendInstructions[str](id='todos', signing_key=KEY if signed else None, record_store=record_store)
 
     @todos.instructions(name='state')
     def state(ctx: RunContext[str]) -> str:  # pyright: ignore[reportUnusedFunction]

@@ -22,7 +22,7 @@ WIRE = {'_segments.py', '_conversation.py', '_transport.py', '_causes.py'}
 with the checker."""
 TELEMETRY = {'_telemetry.py'}
 """The provider's verdict in tokens and dollars, read after each response: nothing of the window's logic."""
-STORE = {'_store.py', '_reattach.py'}
+STORE = {'_store.py', '_sqlite_store.py', '_reattach.py'}
 """The record store and the re-attaching of its records, a concern of its own."""
 
 

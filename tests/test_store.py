@@ -24,15 +24,15 @@ import pytest
 from inline_snapshot import snapshot
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_append._store import (
+from pydantic_ai_append import (
     InMemoryRecordStore,
     RecordEntry,
     RecordStore,
     RecordStoreError,
     SQLiteRecordStore,
     SyncRecordStore,
-    as_async,
 )
+from pydantic_ai_append._store import as_async
 
 DAY = 24 * 3600
 
@@ -192,7 +192,7 @@ async def test_a_new_sqlite_store_on_the_same_file_reads_what_an_old_one_wrote(t
 
 WRITER = textwrap.dedent("""
     import sys
-    from pydantic_ai_append._store import SQLiteRecordStore
+    from pydantic_ai_append import SQLiteRecordStore
 
     path, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = SQLiteRecordStore(path)

@@ -26,6 +26,7 @@ from pydantic_ai_append import AppendInstructions, strip_records
 from pydantic_ai_append._causes import explain
 from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE
 from pydantic_ai_append._segments import Segment, common_prefix_length, segments
+from pydantic_ai_append._store import PROCESS_STORE
 from pydantic_ai_append.testing import Api, PromptWire
 
 
@@ -74,8 +75,8 @@ def model_for(api: Api, client: httpx2.AsyncClient) -> Model:
     return OpenAIChatModel('gpt-5.2', provider=provider)
 
 
-def todos(policy: Literal['append', 'rewrite'] = 'append') -> AppendInstructions[Deps]:
-    capability = AppendInstructions[Deps](id='todos')
+def todos(policy: Literal['append', 'rewrite'] = 'append', *, stored: bool = True) -> AppendInstructions[Deps]:
+    capability = AppendInstructions[Deps](id='todos', record_store=None if not stored else PROCESS_STORE)
 
     @capability.instructions(name='state', on_change=policy)
     def state(ctx: RunContext[Deps]) -> str:  # pyright: ignore[reportUnusedFunction]
@@ -180,7 +181,8 @@ async def test_a_block_that_changed_policy(prompt_wire: PromptWire):
 
 @pytest.mark.anyio
 async def test_lost_records(prompt_wire: PromptWire):
-    the_agent = agent(prompt_wire, todos())
+    # Without a record store: with one, the records are put back.
+    the_agent = agent(prompt_wire, todos(stored=False))
     await two_turns(the_agent, the_agent, history=strip_records)
     assert why_and_fix(prompt_wire)[:2] == snapshot(
         [

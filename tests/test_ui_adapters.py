@@ -1,0 +1,157 @@
+"""A window kept behind Pydantic AI's UI adapters, through their real run path, over ten turns with a tool loop.
+
+The client holds only what the adapter dumps (no part metadata), so every record the agent reads back comes from the
+server's record store. On every turn the instructions are byte-identical, each block's value as the model reads it
+is the turn's, and each request starts with the previous one, byte for byte. Without a store (or with the store
+emptied) each turn opens a new window; two worker processes sharing one SQLite file keep one window between them.
+AG-UI runs where `ag-ui-protocol` is installed (the dev environments have it).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pydantic_ai_append import InMemoryRecordStore, RecordStore, SQLiteRecordStore, SyncRecordStore
+from pydantic_ai_append._segments import segments
+from pydantic_ai_append.testing import PromptWire, assert_prefix_stable
+
+from .ui_chat import (
+    TOOL_TURNS,
+    TURNS,
+    Board,
+    Protocol,
+    SystemPrompt,
+    chat_agent,
+    converse,
+    instructions,
+    model_views,
+    serve,
+    shared_store_turn,
+)
+
+PROTOCOLS = [pytest.param('vercel', id='vercel'), pytest.param('ag-ui', id='ag-ui')]
+SYSTEM_PROMPTS = [pytest.param('server', id='server-prompt'), pytest.param('client', id='client-prompt')]
+
+
+@pytest.fixture(params=PROTOCOLS)
+def protocol(request: pytest.FixtureRequest) -> Protocol:
+    if request.param == 'ag-ui':
+        pytest.importorskip('ag_ui')
+    return request.param
+
+
+def in_process(
+    prompt_wire: PromptWire,
+    record_store: RecordStore | SyncRecordStore | None,
+    protocol: Protocol,
+    system_prompt: SystemPrompt,
+) -> Any:
+    """A server in this process: one agent, every turn, its request bodies taken from `prompt_wire`."""
+    import asyncio
+
+    agent = chat_agent(prompt_wire, record_store)
+
+    def turn_server(turn: int, client: list[Any]) -> tuple[list[Any], list[bytes]]:
+        before = len(prompt_wire.exchanges)
+        client = asyncio.run(serve(agent, protocol, 'chat-1', client, turn, system_prompt))
+        return client, [exchange.request_body for exchange in prompt_wire.exchanges[before:]]
+
+    return turn_server
+
+
+def requests_per_turn() -> list[int]:
+    return [2 if turn in TOOL_TURNS else 1 for turn in range(TURNS)]
+
+
+def assert_one_window(bodies: list[bytes]) -> None:
+    """One window over every turn: the same instructions, each block's value the turn's, the prefix kept."""
+    assert len(bodies) == sum(requests_per_turn())
+    assert len({instructions(body) for body in bodies}) == 1
+    turns = [turn for turn, count in enumerate(requests_per_turn()) for _ in range(count)]
+    assert [model_views(body) for body in bodies] == [
+        {'todos': Board(turn).todos, 'notes': Board(turn).notes} for turn in turns
+    ]
+    assert_prefix_stable([segments('openai-chat', body) for body in bodies])
+
+
+@pytest.mark.parametrize('system_prompt', SYSTEM_PROMPTS)
+def test_one_window_over_ten_turns_through_the_adapter(protocol: Protocol, system_prompt: SystemPrompt):
+    prompt_wire = PromptWire()
+    try:
+        bodies = converse(in_process(prompt_wire, InMemoryRecordStore(), protocol, system_prompt))
+    finally:
+        prompt_wire.close()
+    assert_one_window(bodies)
+
+
+def test_the_default_store_keeps_the_window(protocol: Protocol):
+    from pydantic_ai_append._store import PROCESS_STORE
+
+    prompt_wire = PromptWire()
+    try:
+        bodies = converse(in_process(prompt_wire, PROCESS_STORE, protocol, 'server'))
+    finally:
+        prompt_wire.close()
+    assert_one_window(bodies)
+
+
+def test_without_a_store_every_turn_opens_a_window(protocol: Protocol):
+    prompt_wire = PromptWire()
+    try:
+        bodies = converse(in_process(prompt_wire, None, protocol, 'server'))
+    finally:
+        prompt_wire.close()
+    # The first request of each turn states the blocks afresh: one instruction text per turn (the tool loop's second
+    # request continues its turn's window, whose records the run still holds).
+    assert len({instructions(body) for body in bodies}) == TURNS
+
+
+def test_a_store_emptied_between_turns_opens_a_new_window_and_no_error(protocol: Protocol, tmp_path: Path):
+    path = tmp_path / 'records.sqlite'
+
+    def empty(turn: int) -> None:
+        if turn == 4:
+            with closing(sqlite3.connect(path)) as connection, connection:
+                connection.execute('DELETE FROM records')
+
+    prompt_wire = PromptWire()
+    try:
+        bodies = converse(in_process(prompt_wire, SQLiteRecordStore(path), protocol, 'server'), between=empty)
+    finally:
+        prompt_wire.close()
+    first = [instructions(body) for body in bodies]
+    at = sum(requests_per_turn()[:4])
+    assert len(set(first[:at])) == 1 and len(set(first[at:])) == 1 and first[0] != first[at]
+    assert model_views(bodies[-1]) == {'todos': Board(TURNS - 1).todos, 'notes': Board(TURNS - 1).notes}
+    assert_prefix_stable([segments('openai-chat', body) for body in bodies], new_windows=[at])
+
+
+@pytest.fixture
+def two_processes() -> Iterator[tuple[ProcessPoolExecutor, ProcessPoolExecutor]]:
+    context = multiprocessing.get_context('spawn')
+    with ProcessPoolExecutor(1, mp_context=context) as first, ProcessPoolExecutor(1, mp_context=context) as second:
+        yield first, second
+
+
+def test_two_processes_sharing_one_sqlite_store_alternate_turns(
+    protocol: Protocol, tmp_path: Path, two_processes: tuple[ProcessPoolExecutor, ProcessPoolExecutor]
+):
+    path = str(tmp_path / 'records.sqlite')
+
+    def turn_server(turn: int, client: list[Any]) -> tuple[list[Any], list[bytes]]:
+        with warnings.catch_warnings():
+            # Logfire, configured by other tests of this process, says its configuration doesn't go to the workers.
+            warnings.filterwarnings('ignore', 'The Logfire configuration cannot be pickled', UserWarning)
+            future = two_processes[turn % 2].submit(shared_store_turn, path, protocol, client, turn)
+        return future.result()
+
+    assert_one_window(converse(turn_server))
