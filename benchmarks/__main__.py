@@ -23,6 +23,7 @@ from .report import Results, machine, render_svg, render_text, to_json, verdicts
 from .scenario import POLICIES, Policy, native_available
 from .servers import ManyConversations, time_instrumented, time_many_conversations
 from .startup import time_startup
+from .stores import StoreTiming, time_stores
 from .wire import PATHS, PathName, Variant, WireResult, run_conversation
 
 
@@ -58,13 +59,29 @@ class Size:
     """Turns of the coding agent's conversation."""
     coding_processes: int
     """The processes its conversations run in side by side (1: in this one); they measure bytes and tokens only."""
+    store_turns: tuple[int, ...]
+    """The history sizes (turns) the record store's runs are timed on."""
 
 
 SIZES = {
-    'default': Size(20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3, 100, 300, 10, (100, 300), 200, 2),
-    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,), 3, 1),
+    'default': Size(
+        20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3, 100, 300, 10, (100, 300), 200, 2, (100, 1000)
+    ),
+    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,), 3, 1, (5,)),
 }
-PARTS = ('wire', 'breakpoints', 'coding', 'overhead', 'changes', 'huge', 'many', 'instrumented', 'pieces', 'startup')
+PARTS = (
+    'wire',
+    'breakpoints',
+    'coding',
+    'overhead',
+    'changes',
+    'huge',
+    'many',
+    'instrumented',
+    'stores',
+    'pieces',
+    'startup',
+)
 """The parts of the benchmark `--only` can choose from, in the order they run."""
 TIMED_PARTS = frozenset(PARTS) - {'wire', 'breakpoints', 'coding', 'pieces'}
 """The parts `--skip-overhead` leaves out: the in-process timings."""
@@ -202,6 +219,10 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
     huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if 'huge' in parts else []
     many = await _many(chosen) if 'many' in parts else []
     instrumented = await _instrumented(chosen.instrumented_turns, chosen.rounds) if 'instrumented' in parts else []
+    stores: list[StoreTiming] = []
+    if 'stores' in parts:
+        print('  stores: a run behind a UI adapter, with and without a record store', file=sys.stderr)
+        stores = await time_stores(chosen.store_turns, chosen.rounds)
     pieces: list[PieceTiming] = []
     if 'pieces' in parts:
         print('  pieces', file=sys.stderr)
@@ -225,6 +246,7 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
         coding=coding,
         coding_turns=chosen.coding_turns,
         startup=startup,
+        stores=stores,
     )
 
 

@@ -21,6 +21,7 @@ from .pieces import PieceTiming
 from .server_tables import instrumented_json, instrumented_section, many_json, many_section, many_verdicts
 from .servers import ManyConversations
 from .startup import STARTUP_LIMIT_SECONDS, StartupTiming, startup_sections
+from .stores import StoreTiming, store_sections
 from .tables import Verdict, percent, ratio_cell, spread_json, table, times
 from .tokens import token_summary, token_verdicts, tokens_section
 from .wire import PathName, WireResult, summary
@@ -74,6 +75,8 @@ class Results:
     coding_turns: int = 0
     startup: Sequence[StartupTiming] = ()
     """The cassette checker's commands, each run in a process of its own."""
+    stores: Sequence[StoreTiming] = ()
+    """A run behind a UI adapter, with and without a record store."""
 
 
 def machine() -> dict[str, str]:
@@ -525,6 +528,7 @@ def render_text(results: Results) -> str:
                 [[p.name, f'{p.microseconds:,.1f} us', f'{p.bytes:,} bytes'] for p in results.pieces],
             )
         )
+    sections.extend(store_sections(results.stores))
     sections.extend(startup_sections(results.startup))
     sections.append(
         'Targets\n\n'
@@ -544,6 +548,14 @@ def to_json(results: Results) -> dict[str, Any]:
         'machine': results.machine,
         'wire': [summary(result) | token_summary(result) for result in results.wire],
         'startup': [{'command': t.command, 'cpu_seconds': [round(s, 4) for s in t.seconds]} for t in results.startup],
+        'stores': [
+            {
+                'turns': t.turns,
+                'entry_bytes': t.entry_bytes,
+                'cpu_seconds': {k: [round(s, 5) for s in v] for k, v in t.seconds.items()},
+            }
+            for t in results.stores
+        ],
         'coding_turns': results.coding_turns,
         # Without each request's bytes: 528 requests a conversation would make the file a megabyte.
         'coding': [summary(result, per_request=False) | token_summary(result) for result in results.coding],

@@ -31,7 +31,8 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from fake_provider import Text, ToolCalls, Turn
-from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append import AppendInstructions, RecordStore, SyncRecordStore
+from pydantic_ai_append._store import PROCESS_STORE
 
 from .measure import HookTimer, time_hooks
 
@@ -198,9 +199,10 @@ def build_agent(
     hooks: HookTimer | None = None,
     settings: ModelSettings | None = None,
     scenario: Scenario = CHAT,
+    record_store: RecordStore | SyncRecordStore | None = PROCESS_STORE,
 ) -> Agent[int, str]:
     """An agent for `policy` whose deps are the turn number, sending `settings`, with `scenario`'s blocks and tools;
-    with `hooks`, append mode's hooks are timed into it.
+    with `hooks`, append mode's hooks are timed into it; append mode keeps records in `record_store`.
 
     Raises:
         RuntimeError: For `'native'` on a release without `on_change='append'`.
@@ -216,7 +218,7 @@ def build_agent(
             model_settings=settings,
         )
     if policy == 'append':
-        context = AppendInstructions[int](id='scenario')
+        context = AppendInstructions[int](id='scenario', record_store=record_store)
         for name, function in blocks:
             context.instructions(
                 _at_turn(function), name=name, on_change='rewrite' if name in scenario.rewritten else 'append'

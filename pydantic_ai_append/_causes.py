@@ -199,7 +199,7 @@ def _lost_record(before: _Instructions, after: _Instructions) -> Cause | None:
         f'the blocks were stated again with their current values (block `{changed}` first) and nothing else changed: '
         "the history lost the plugin's records, so a new window opened",
         'keep the records in history: pass on the history Pydantic AI returns, and behind a UI adapter or a store '
-        'that drops metadata, use a record store (docs/records-and-trust.md)',
+        'that drops metadata, keep the record store on and pass the same `conversation_id` (docs/behind-a-ui.md)',
     )
 
 

@@ -24,7 +24,7 @@ import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter
 from pydantic_ai import AgentRunResult, RunContext
@@ -177,41 +177,51 @@ def reattach(messages: Sequence[ModelMessage], entry: dict[str, Any]) -> list[Mo
         messages: History a client sent back, as a UI adapter loaded it.
         entry: What `records_entry` returned for the conversation's last history, or `{}` if nothing is stored.
     """
-    history = [
-        replace(message, parts=[part for part in message.parts if not is_carrier(part)])
-        if isinstance(message, ModelRequest)
-        else message
-        for message in messages
-    ]
-    if entry.get('format') != ENTRY_FORMAT:
-        return history
-    units = dict(_units(history))
-    inserted: set[int] = set()
-    for stored in entry['carriers']:
-        if (indexes := units.get(stored['key'])) is None:
-            break
-        part = _CARRIER.validate_python(stored['part'])
-        _insert(history, indexes, part, (stored['after'], stored['skip']), inserted)
-        inserted.add(id(part))
+    # The parts of each request that changes, built whole before the request is copied once. The keys are the same
+    # with carriers or without: they leave system prompts out.
+    parts: dict[int, list[ModelRequestPart]] = {
+        index: [part for part in message.parts if not is_carrier(part)]
+        for index, message in enumerate(messages)
+        if isinstance(message, ModelRequest) and any(map(is_carrier, message.parts))
+    }
+    if entry.get('format') == ENTRY_FORMAT:
+        units = dict(_units(messages))
+        inserted: set[int] = set()
+        for stored in entry['carriers']:
+            if (indexes := units.get(stored['key'])) is None:
+                break
+            part = _CARRIER.validate_python(stored['part'])
+            _insert(messages, parts, indexes, part, (stored['after'], stored['skip']), inserted)
+            inserted.add(id(part))
+    history = list(messages)
+    for index, request_parts in parts.items():
+        history[index] = replace(history[index], parts=request_parts)
     return history
 
 
 def _insert(
-    history: list[ModelMessage], indexes: list[int], part: SystemPromptPart, place: tuple[int, int], inserted: set[int]
+    messages: Sequence[ModelMessage],
+    parts: dict[int, list[ModelRequestPart]],
+    indexes: list[int],
+    part: SystemPromptPart,
+    place: tuple[int, int],
+    inserted: set[int],
 ) -> None:
     """Put `part` in the unit of `indexes`, after its `after`-th kept part, past `skip` other parts and earlier ones."""
     after, skip = place
-    kept = [(index, at) for index in indexes for at, item in enumerate(history[index].parts) if _is_kept(item)]
+    for index in indexes:
+        if index not in parts:
+            parts[index] = list(cast('ModelRequest', messages[index]).parts)
+    kept = [(index, at) for index in indexes for at, item in enumerate(parts[index]) if _is_kept(item)]
     index, at = kept[after - 1] if after else (indexes[0], -1)
-    request = history[index]
-    assert isinstance(request, ModelRequest)
-    parts = list(request.parts)
+    request_parts = parts[index]
     at += 1
-    while at < len(parts) and not _is_kept(parts[at]) and (id(parts[at]) in inserted or skip > 0):
-        skip -= id(parts[at]) not in inserted
+    while (
+        at < len(request_parts) and not _is_kept(request_parts[at]) and (id(request_parts[at]) in inserted or skip > 0)
+    ):
+        skip -= id(request_parts[at]) not in inserted
         at += 1
-    parts.insert(at, part)
-    history[index] = replace(request, parts=parts)
+    request_parts.insert(at, part)
 
 
 def last_record(messages: Sequence[ModelMessage]) -> object:
@@ -229,14 +239,15 @@ async def run_keeping_records(
 ) -> AgentRunResult[Any]:
     """Run `handler` with the records its history lost put back from `store`, and save them if the run added any.
 
-    History that lost its records holds none. A run adds records only at the end of history, so it added one if the
-    last record is another after the run: both are looked for from the end, a few parts' check for most histories.
+    Only a conversation whose history comes without records (a first run, or history that lost them) uses the store:
+    history that holds records is kept by the app, records and all, and needs none. A run adds records only at the
+    end of history, so it added one if the last record is another after the run. Records are looked for from the end.
     """
     conversation_id = ctx.conversation_id
-    if store is None or conversation_id is None:
-        return await handler()
     messages = ctx.messages
-    if messages and last_record(messages) is None:
+    if store is None or conversation_id is None or last_record(messages) is not None:
+        return await handler()
+    if messages:
         await _restore(store, messages, conversation_id, on_error)
     before = last_record(messages)
     result = await handler()

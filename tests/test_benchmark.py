@@ -189,6 +189,13 @@ def test_smoke_run_writes_tables_json_and_plot(
         ('check --help', 2),
         ('check one small cassette', 2),
     ]
+    # The record store's variants, two rounds each on a history of 5 turns, whose entry holds its records.
+    stores = cast('list[dict[str, Any]]', report['stores'])
+    assert [(row['turns'], {k: len(v) for k, v in row['cpu_seconds'].items()}) for row in stores] == [
+        (5, {'kept': 2, 'lost': 2, 'memory': 2, 'sqlite': 2})
+    ]
+    assert stores[0]['entry_bytes'] > 0
+    assert 'The record store behind a UI adapter' in printed
     svg = plot_path.read_text()
     # The background, two legend swatches, then a reused and an uncached bar per request (5) per policy.
     assert svg.startswith('<svg') and svg.count('<rect') == 3 + 2 * 5 * len(policies)

@@ -187,7 +187,7 @@ async def test_lost_records(prompt_wire: PromptWire):
     assert why_and_fix(prompt_wire)[:2] == snapshot(
         [
             "why: the blocks were stated again with their current values (block `capability:todos:state` first) and nothing else changed: the history lost the plugin's records, so a new window opened",
-            'fix: keep the records in history: pass on the history Pydantic AI returns, and behind a UI adapter or a store that drops metadata, use a record store (docs/records-and-trust.md)',
+            'fix: keep the records in history: pass on the history Pydantic AI returns, and behind a UI adapter or a store that drops metadata, keep the record store on and pass the same `conversation_id` (docs/behind-a-ui.md)',
         ]
     )
 

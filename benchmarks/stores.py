@@ -1,0 +1,117 @@
+"""The record store's cost per run: one `agent.run` behind a UI adapter, against the same run on history kept whole.
+
+On a history of the chat scenario (`build_history`), each round runs, in rotated order:
+
+- `kept`: the history with its records, as an app that keeps Pydantic AI's history passes it (the store unused);
+- `lost`: the history as a UI adapter gives it back (every part's metadata gone), with no store: a new window;
+- `memory` and `sqlite`: the same lost history with an `InMemoryRecordStore` or a `SQLiteRecordStore` holding the
+  conversation's entry, which the run puts back into history and saves again after adding its change.
+
+Each history is loaded afresh from JSON outside the clock. The figure is each variant's CPU time over `kept`'s in
+the same round, the median of those ratios with their quartiles.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+
+from pydantic_ai_append import InMemoryRecordStore, SQLiteRecordStore
+from pydantic_ai_append._reattach import records_entry
+
+from .measure import Spread, paired_ratios, rotated
+from .overhead import build_history, function_model
+from .scenario import build_agent, prompt
+from .tables import table
+
+__all__ = ('STORE_VARIANTS', 'StoreTiming', 'store_sections', 'time_stores')
+
+STORE_VARIANTS = ('kept', 'lost', 'memory', 'sqlite')
+
+
+@dataclass(frozen=True)
+class StoreTiming:
+    """The runs of one history size, one CPU figure per variant per round."""
+
+    turns: int
+    seconds: dict[str, list[float]]
+    entry_bytes: int
+    """The size of the conversation's entry, as JSON."""
+
+    def ratio(self, variant: str) -> Spread:
+        """Per round, `variant`'s run over `kept`'s."""
+        return Spread.of(paired_ratios(self.seconds[variant], self.seconds['kept']))
+
+    def median_ms(self, variant: str) -> float:
+        """The median CPU time of `variant`'s runs, in milliseconds."""
+        return statistics.median(self.seconds[variant]) * 1000
+
+
+def _without_metadata(history: Sequence[ModelMessage]) -> bytes:
+    dumped = ModelMessagesTypeAdapter.dump_python(list(history), mode='json')
+    for message in dumped:
+        for part in message['parts']:
+            part.pop('metadata', None)
+    return ModelMessagesTypeAdapter.dump_json(ModelMessagesTypeAdapter.validate_python(dumped))
+
+
+async def _time(turns: int, rounds: int, directory: Path) -> StoreTiming:
+    history = await build_history('append', turns)
+    kept, lost = ModelMessagesTypeAdapter.dump_json(history), _without_metadata(history)
+    entry = records_entry(history)
+    memory, sqlite = InMemoryRecordStore(), SQLiteRecordStore(directory / f'records-{turns}.sqlite')
+    stores = {'kept': None, 'lost': None, 'memory': memory, 'sqlite': sqlite}
+    agents = {
+        name: build_agent('append', function_model('inline'), record_store=store) for name, store in stores.items()
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
+    for round_index in range(rounds):
+        # The entry of the history each run starts from: what the turn before it saved.
+        await memory.save('memory', entry)
+        sqlite.save('sqlite', entry)
+        for name in rotated(STORE_VARIANTS, round_index):
+            messages = ModelMessagesTypeAdapter.validate_json(kept if name == 'kept' else lost)
+            gc.collect()
+            start = time.process_time()
+            await agents[name].run(prompt(turns + 1), deps=turns + 1, message_history=messages, conversation_id=name)
+            seconds[name].append(time.process_time() - start)
+    return StoreTiming(turns, seconds, len(json.dumps(entry)))
+
+
+async def time_stores(sizes: Sequence[int], rounds: int) -> list[StoreTiming]:
+    """Time the variants on a history of each size, `rounds` rounds."""
+    with tempfile.TemporaryDirectory() as directory:
+        return [await _time(turns, rounds, Path(directory)) for turns in sizes]
+
+
+def store_sections(timings: Sequence[StoreTiming]) -> list[str]:
+    """The report's table of the store's cost, if it was timed."""
+    if not timings:
+        return []
+    rows: list[list[str]] = []
+    for timing in timings:
+        for variant in STORE_VARIANTS[1:]:
+            spread = timing.ratio(variant)
+            rows.append(
+                [
+                    str(timing.turns),
+                    variant,
+                    f'{timing.median_ms("kept"):.1f} ms',
+                    f'{timing.median_ms(variant):.1f} ms',
+                    f'{spread.median:.2f}x ({spread.p25:.2f}-{spread.p75:.2f})',
+                    f'{timing.entry_bytes:,} bytes',
+                ]
+            )
+    return [
+        'The record store behind a UI adapter: one agent.run on history without metadata, against history kept whole '
+        '(CPU, median of per-round ratios, p25-p75)\n\n'
+        + table(['turns', 'variant', 'kept', 'variant time', 'over kept', 'entry'], rows)
+    ]
