@@ -114,7 +114,7 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
     record_store: RecordStore | SyncRecordStore | None = field(default=PROCESS_STORE, repr=False)
     """Where a run whose history lost its records (behind a UI adapter) finds them: unless given, one for the process."""
     on_store_error: OnStoreError = 'raise'
-    """What a failing `record_store` does: `'raise'` a `RecordStoreError`, or `'new_window'`: warn and go on."""
+    """What a failed load from `record_store` does: `'raise'` a `RecordStoreError`, or `'new_window'`: warn, go on."""
     _blocks: dict[str, OwnBlock[AgentDepsT]] = field(
         default_factory=dict[str, 'OwnBlock[AgentDepsT]'], init=False, repr=False
     )
@@ -271,7 +271,7 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Restore records the history lost from `record_store`, save new ones; name the conversation to transports."""
         with conversation_scope(ctx.conversation_id):
-            return await run_keeping_records(self._store, self.on_store_error, ctx, handler)
+            return await run_keeping_records(self._store, self.on_store_error, cast('str', self.id), ctx, handler)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

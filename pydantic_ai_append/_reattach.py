@@ -9,7 +9,7 @@ A carrier is found again by the content of the conversation up to the message it
 adapters keep: `k_i = sha256(k_{i-1} + kind + canonical content)`, per *unit*, a run of consecutive messages of one
 kind (the adapters' loaders merge consecutive requests, or responses, into one message). A request's content is its
 user prompts (texts; files by kind and URL, or by media type and the digest of their data) and its tool results
-(`tool_call_id` and content; a retry without a tool by its text); a response's is its text, consecutive parts joined,
+(by `tool_call_id` alone: AG-UI changes a result's type; a retry without a tool by its text); a response's is its text, consecutive parts joined,
 and its tool calls (`tool_call_id`, `tool_name`, the arguments as the canonical JSON of `args_as_dict()`, since AG-UI
 re-serializes them). System prompts, instructions, thinking, timestamps, ids and provider fields are left out: the
 adapters move, join, strip or regenerate them. Equal keys mean equal conversations up to that point, so two identical
@@ -24,11 +24,12 @@ import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from pydantic import TypeAdapter
 from pydantic_ai import AgentRunResult, RunContext
-from pydantic_ai.capabilities import WrapRunHandler
+from pydantic_ai.capabilities import ReinjectSystemPrompt, WrapRunHandler
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -76,8 +77,9 @@ def _request_token(part: ModelRequestPart | ModelResponsePart) -> object:
         items = [part.content] if isinstance(part.content, str) else list(part.content)
         return ['user', [_user_item(item) for item in items]]
     if isinstance(part, ToolReturnPart) or (isinstance(part, _RETRY) and part.tool_name is not None):
-        # A tool's retry comes back as its return: one kind for both.
-        return ['tool', part.tool_call_id, _canonical(part.content)]
+        # By its call alone: a retry comes back as a return, and AG-UI turns a result that isn't a string into one
+        # (`42` as `'42'`, `None` as `''`) and a string of JSON into what it holds.
+        return ['tool', part.tool_call_id]
     if isinstance(part, _RETRY) or part.part_kind == 'retry-feedback':
         # A retry without a tool comes back as the feedback part Pydantic AI 2.68 writes instead.
         return ['feedback', _canonical(getattr(part, 'content', None))]
@@ -235,58 +237,56 @@ def last_record(messages: Sequence[ModelMessage]) -> object:
 
 
 async def run_keeping_records(
-    store: RecordStore | None, on_error: OnStoreError, ctx: RunContext[Any], handler: WrapRunHandler
+    store: RecordStore | None, on_error: OnStoreError, owner: str, ctx: RunContext[Any], handler: WrapRunHandler
 ) -> AgentRunResult[Any]:
     """Run `handler` with the records its history lost put back from `store`, and save them if the run added any.
 
-    Only a conversation whose history comes without records (a first run, or history that lost them) uses the store:
-    history that holds records is kept by the app, records and all, and needs none. A run adds records only at the
-    end of history, so it added one if the last record is another after the run. Records are looked for from the end.
+    Only history that comes without records uses the store: history with records is kept by the app, records and all,
+    and a run without history (one-shot, or an app's first) has nothing to keep them for. A UI adapter's first turn
+    holds the user's message. A run adds records only at the end of history, so it added one if the last record is
+    another after the run; records are looked for from the end. The entry's key is `<owner>:<conversation id>`.
     """
-    conversation_id = ctx.conversation_id
     messages = ctx.messages
-    if store is None or conversation_id is None or last_record(messages) is not None:
+    if any(isinstance(cap, ReinjectSystemPrompt) and cap.replace_existing for cap in ctx.capabilities.values()):
+        _apart_from_the_start(messages)
+    if store is None or ctx.conversation_id is None or not messages or last_record(messages) is not None:
         return await handler()
-    if messages:
-        await _restore(store, messages, conversation_id, on_error)
-    before = last_record(messages)
-    result = await handler()
-    history = result.all_messages()
-    if last_record(history) != before:
-        await _save(store, result, history, conversation_id, on_error)
-    return result
-
-
-async def _restore(
-    store: RecordStore, messages: list[ModelMessage], conversation_id: str, on_error: OnStoreError
-) -> None:
-    """Put the store's records for the conversation back into `messages`, in place."""
+    key = f'{owner}:{ctx.conversation_id}'
     try:
-        entry = await store.load(conversation_id)
+        entry = await store.load(key)
     except RecordStoreError as error:
         if on_error == 'raise':
             raise
         warnings.warn(f'{error.failure} The request goes on with a new window.', UserWarning, stacklevel=2)
-        return
-    if entry is not None:
-        messages[:] = reattach(messages, entry)
+    else:
+        if entry is not None:
+            messages[:] = reattach(messages, entry)
+    before = last_record(messages)
+    result = await handler()
+    history = result.all_messages()
+    if last_record(history) != before:
+        try:
+            await store.save(key, records_entry(history))
+        except RecordStoreError as error:
+            # The turn is done and delivered, and a UI adapter has streamed it: only the next turn can lose by it.
+            warnings.warn(f'{error.failure} The next turn opens a new window.', UserWarning, stacklevel=2)
+    return result
 
 
-async def _save(
-    store: RecordStore,
-    result: AgentRunResult[Any],
-    history: list[ModelMessage],
-    conversation_id: str,
-    on_error: OnStoreError,
-) -> None:
-    try:
-        await store.save(conversation_id, records_entry(history))
-    except RecordStoreError as error:
-        if on_error == 'raise':
-            error.result = result
-            raise
-        warnings.warn(
-            f'{error.failure} The next turn, if its history lost the records, opens a new window.',
-            UserWarning,
-            stacklevel=2,
-        )
+def _apart_from_the_start(messages: list[ModelMessage]) -> None:
+    """Make the history's carriers other parts than the run started with, in place, by a new timestamp (never sent).
+
+    `ReinjectSystemPrompt(replace_existing=True)`, which the UI adapters add under `manage_system_prompt='server'`,
+    drops from history every system prompt part equal to one the run started with, to replace a client's: with
+    history kept on the server (an adapter's `conversation_store`), the records too, and every turn would open a new
+    window. A record in history is the server's: a UI adapter keeps no part metadata from a client.
+    """
+    now = datetime.now(UTC)
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelRequest) and any(map(_holds_record, message.parts)):
+            parts = [replace(part, timestamp=now) if _holds_record(part) else part for part in message.parts]
+            messages[index] = replace(message, parts=parts)
+
+
+def _holds_record(part: ModelRequestPart) -> bool:
+    return isinstance(part, SystemPromptPart) and bool(part.metadata) and RECORD_KEY in part.metadata

@@ -66,7 +66,7 @@ class SQLiteRecordStore:
                 connection.execute('PRAGMA journal_mode=WAL')  # kept in the file, for every later connection
                 connection.execute(
                     'CREATE TABLE IF NOT EXISTS records'
-                    ' (conversation_id TEXT PRIMARY KEY, entry TEXT NOT NULL, updated_at REAL NOT NULL)'
+                    ' (key TEXT PRIMARY KEY, entry TEXT NOT NULL, updated_at REAL NOT NULL)'
                 )
                 connection.execute('CREATE INDEX IF NOT EXISTS records_updated_at ON records (updated_at)')
         except sqlite3.Error as error:
@@ -77,17 +77,17 @@ class SQLiteRecordStore:
         # Autocommit, so the transactions are the explicit ones below.
         return closing(sqlite3.connect(self.path, isolation_level=None))
 
-    def load(self, conversation_id: str) -> RecordEntry | None:
-        """The entry last saved for `conversation_id`, or `None` if there is none or it expired."""
+    def load(self, key: str) -> RecordEntry | None:
+        """The entry last saved for `key`, or `None` if there is none or it expired."""
         oldest = self._clock() - self.ttl.total_seconds()
         with self._connect() as connection:
             row = connection.execute(
-                'SELECT entry FROM records WHERE conversation_id = ? AND updated_at >= ?', (conversation_id, oldest)
+                'SELECT entry FROM records WHERE key = ? AND updated_at >= ?', (key, oldest)
             ).fetchone()
         return json.loads(row[0]) if row is not None else None
 
-    def save(self, conversation_id: str, entry: RecordEntry) -> None:
-        """Keep `entry` for `conversation_id` in one transaction, deleting expired entries, then the oldest past
+    def save(self, key: str, entry: RecordEntry) -> None:
+        """Keep `entry` for `key` in one transaction, deleting expired entries, then the oldest past
         `max_entries`.
 
         Raises:
@@ -100,7 +100,7 @@ class SQLiteRecordStore:
             # The write lock is taken first, so a concurrent writer waits (up to `sqlite3`'s 5 s) instead of failing
             # midway. A failure leaves the transaction open, and closing the connection rolls it back.
             connection.execute('BEGIN IMMEDIATE')
-            connection.execute('INSERT OR REPLACE INTO records VALUES (?, ?, ?)', (conversation_id, text, now))
+            connection.execute('INSERT OR REPLACE INTO records VALUES (?, ?, ?)', (key, text, now))
             connection.execute('DELETE FROM records WHERE updated_at < ?', (now - self.ttl.total_seconds(),))
             # Counted first: at 100,000 entries `count(*)` took 0.04 ms here, sorting them all for the oldest 6 ms.
             (count,) = connection.execute('SELECT count(*) FROM records').fetchone()

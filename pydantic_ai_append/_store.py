@@ -1,29 +1,30 @@
-"""The server-side record store: each conversation's records kept where a client can't plant them, or lose them.
+"""The server-side record store: each conversation's records kept where a client can't write them, or lose them.
 
 A window's records travel in the `metadata` of carrier parts in message history (`_history`). The history an app
 gets back from a client may have lost them: a UI adapter that drops part metadata, a client that strips system
 prompts, records forged or missing. Read back from that history alone, such a conversation opens a new window on
-every request. A record store keeps each window's records on the server, keyed by conversation id, and
-`AppendInstructions` reads them back from it when the history has lost them. A client can only send history, so it
-can't put records in the store.
+every request. A record store keeps each window's records on the server, and `AppendInstructions` reads them back
+from it when the history has lost them. A client can only send history, so it can't write records in the store.
 
-The store keeps one entry per conversation: a JSON-able dict the capability writes whole, and reads back whole. A
-store doesn't look inside it beyond measuring its size; the capability checks what it reads as it checks history.
+The store keeps one entry per key: a JSON-able dict the capability writes whole, and reads back whole. The key is
+the capability's id and the run's conversation id, `<capability id>:<conversation id>`, so two agents on one
+conversation keep theirs apart. A store doesn't look inside an entry beyond measuring its size; the capability checks
+what it reads as it checks history.
 
 Expiry: an entry expires `ttl` (7 days unless set) after its last write, and reads as missing from then on. Reads
-don't extend it: a conversation still in use is written again when its window changes, and an expired one only
-opens a new window. Each store is also bounded, dropping the entries written longest ago first.
+don't extend it: an entry is written when the conversation's records change, and an expired one only opens a new
+window. Each store is also bounded, dropping the entries written longest ago first.
 
 Three stores come with the package:
 
 - `InMemoryRecordStore`: the default, for one process; forgotten on restart.
 - `SQLiteRecordStore`: a file, shared by the processes of one machine, and kept across restarts.
 - Your own, for another database: implement `RecordStore` (two `async` methods) or `SyncRecordStore` (the same two,
-  plain), and pass it to the capability as `record_store`. `save` writes the entry whole, in one
-  step (a Redis `SET`, a Postgres `INSERT ... ON CONFLICT (conversation_id) DO UPDATE`); `load` returns it, or
-  `None`. Expiry is the database's own job (Redis `SET ... EX`, a scheduled `DELETE` of old rows); a store that
-  never expires entries is correct, only unbounded. Raise from either method when the database fails: the
-  capability raises `RecordStoreError`, or opens a new window if so configured.
+  plain), and pass it to the capability as `record_store`. `save` writes the entry whole, in one step (a Redis
+  `SET`, a Postgres `INSERT ... ON CONFLICT (key) DO UPDATE`); `load` returns it, or `None`. Expiry is the
+  database's own job (Redis `SET ... EX`, a scheduled `DELETE` of old rows); a store that never expires entries is
+  correct, only unbounded. Raise from either method when the database fails: a failed load raises
+  `RecordStoreError` (or opens a new window, if so configured), and a failed save warns.
 """
 
 from __future__ import annotations
@@ -36,12 +37,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
+from typing import Any, Literal, Protocol, TypeAlias, cast
 
 from pydantic_ai.exceptions import UserError
-
-if TYPE_CHECKING:
-    from pydantic_ai import AgentRunResult
 
 RecordEntry: TypeAlias = dict[str, Any]
 """What a store keeps for one conversation: a JSON-able dict, opaque to the store, written and read back whole."""
@@ -60,6 +58,7 @@ class RecordStore(Protocol):
 
     ```python
     from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest
     from pydantic_ai.models.test import TestModel
 
     from pydantic_ai_append import AppendInstructions, RecordEntry
@@ -69,27 +68,29 @@ class RecordStore(Protocol):
         def __init__(self) -> None:
             self.entries: dict[str, RecordEntry] = {}
 
-        async def load(self, conversation_id: str) -> RecordEntry | None:
-            return self.entries.get(conversation_id)
+        async def load(self, key: str) -> RecordEntry | None:
+            return self.entries.get(key)
 
-        async def save(self, conversation_id: str, entry: RecordEntry) -> None:
-            self.entries[conversation_id] = entry
+        async def save(self, key: str, entry: RecordEntry) -> None:
+            self.entries[key] = entry
 
 
     store = DictStore()
     context = AppendInstructions[None](id='ctx', record_store=store)
     context.instructions(name='state')(lambda: 'step 1')
-    Agent(TestModel(), capabilities=[context]).run_sync('Hi', conversation_id='conversation-1')
-    print(list(store.entries), len(store.entries['conversation-1']['carriers']))
-    #> ['conversation-1'] 1
+    # A turn as a UI adapter runs it: the user's message is the history, which holds no records.
+    history = [ModelRequest.user_text_prompt('Hi')]
+    Agent(TestModel(), capabilities=[context]).run_sync(message_history=history, conversation_id='conversation-1')
+    print(list(store.entries), len(store.entries['ctx:conversation-1']['carriers']))
+    #> ['ctx:conversation-1'] 1
     ```
     """
 
-    async def load(self, conversation_id: str) -> RecordEntry | None:
-        """The entry last saved for `conversation_id`, or `None` if there is none (or it expired)."""
+    async def load(self, key: str, /) -> RecordEntry | None:
+        """The entry last saved for `key`, or `None` if there is none (or it expired)."""
 
-    async def save(self, conversation_id: str, entry: RecordEntry) -> None:
-        """Keep `entry` for `conversation_id` in place of any before it, whole or not at all."""
+    async def save(self, key: str, entry: RecordEntry, /) -> None:
+        """Keep `entry` for `key` in place of any before it, whole or not at all."""
 
 
 class SyncRecordStore(Protocol):
@@ -101,6 +102,7 @@ class SyncRecordStore(Protocol):
     import threading
 
     from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest
     from pydantic_ai.models.test import TestModel
 
     from pydantic_ai_append import AppendInstructions, RecordEntry
@@ -111,29 +113,31 @@ class SyncRecordStore(Protocol):
             self.entries: dict[str, RecordEntry] = {}
             self.lock = threading.Lock()  # its methods run in worker threads
 
-        def load(self, conversation_id: str) -> RecordEntry | None:
+        def load(self, key: str) -> RecordEntry | None:
             with self.lock:
-                return self.entries.get(conversation_id)
+                return self.entries.get(key)
 
-        def save(self, conversation_id: str, entry: RecordEntry) -> None:
+        def save(self, key: str, entry: RecordEntry) -> None:
             with self.lock:
-                self.entries[conversation_id] = entry
+                self.entries[key] = entry
 
 
     store = DictStore()
     context = AppendInstructions[None](id='ctx', record_store=store)
     context.instructions(name='state')(lambda: 'step 1')
-    Agent(TestModel(), capabilities=[context]).run_sync('Hi', conversation_id='conversation-1')
+    # A turn as a UI adapter runs it: the user's message is the history, which holds no records.
+    history = [ModelRequest.user_text_prompt('Hi')]
+    Agent(TestModel(), capabilities=[context]).run_sync(message_history=history, conversation_id='conversation-1')
     print(list(store.entries))
-    #> ['conversation-1']
+    #> ['ctx:conversation-1']
     ```
     """
 
-    def load(self, conversation_id: str) -> RecordEntry | None:
-        """The entry last saved for `conversation_id`, or `None` if there is none (or it expired)."""
+    def load(self, key: str, /) -> RecordEntry | None:
+        """The entry last saved for `key`, or `None` if there is none (or it expired)."""
 
-    def save(self, conversation_id: str, entry: RecordEntry) -> None:
-        """Keep `entry` for `conversation_id` in place of any before it, whole or not at all."""
+    def save(self, key: str, entry: RecordEntry, /) -> None:
+        """Keep `entry` for `key` in place of any before it, whole or not at all."""
 
 
 class RecordStoreError(UserError):
@@ -142,21 +146,16 @@ class RecordStoreError(UserError):
     It subclasses [`UserError`][pydantic_ai.exceptions.UserError], as the store is the app's to fix.
     """
 
-    conversation_id: str
-    """The conversation whose records the store failed to load or save."""
+    key: str
+    """The entry the store failed to load or save: `<capability id>:<conversation id>`."""
 
     action: Literal['load', 'save']
     """What the store failed to do."""
 
-    result: AgentRunResult[Any] | None = None
-    """For a failed save, the run whose records it was saving: the run itself succeeded, and its messages are here."""
-
-    def __init__(self, conversation_id: str, action: Literal['load', 'save'], cause: BaseException) -> None:
-        self.conversation_id = conversation_id
+    def __init__(self, key: str, action: Literal['load', 'save'], cause: BaseException) -> None:
+        self.key = key
         self.action = action
-        self.failure = (
-            f'The record store failed to {action} the records of conversation {conversation_id!r}: {cause!r}.'
-        )
+        self.failure = f'The record store failed to {action} the records {key!r}: {cause!r}.'
         """What failed, without the advice the message adds."""
         super().__init__(
             f"{self.failure} Fix the store, or pass `on_store_error='new_window'` to continue such a request with a "
@@ -204,20 +203,20 @@ class _CheckedStore:
         # A thread isn't stopped by a cancellation: the call runs to its end, so a write is whole or absent either way.
         return await asyncio.to_thread(method, *args)
 
-    async def load(self, conversation_id: str) -> RecordEntry | None:
+    async def load(self, key: str) -> RecordEntry | None:
         try:
-            entry: object = await self._call(self.store.load, conversation_id)
+            entry: object = await self._call(self.store.load, key)
             if entry is not None and not isinstance(entry, dict):
                 raise TypeError(f'`load` returned {type(entry).__name__}, not a dict or `None`')
         except Exception as error:
-            raise RecordStoreError(conversation_id, 'load', error) from error
+            raise RecordStoreError(key, 'load', error) from error
         return cast('RecordEntry | None', entry)
 
-    async def save(self, conversation_id: str, entry: RecordEntry) -> None:
+    async def save(self, key: str, entry: RecordEntry) -> None:
         try:
-            await self._call(self.store.save, conversation_id, entry)
+            await self._call(self.store.save, key, entry)
         except Exception as error:
-            raise RecordStoreError(conversation_id, 'save', error) from error
+            raise RecordStoreError(key, 'save', error) from error
 
 
 def check_bounds(ttl: timedelta, **bounds: int) -> None:
@@ -243,8 +242,8 @@ class InMemoryRecordStore:
     store = InMemoryRecordStore(max_entries=2)
 
 
-    for conversation_id in ('a', 'b', 'c'):
-        asyncio.run(store.save(conversation_id, {'v': 1, 'carriers': []}))
+    for key in ('a', 'b', 'c'):
+        asyncio.run(store.save(key, {'v': 1, 'carriers': []}))
     print(asyncio.run(store.load('a')), asyncio.run(store.load('c')))
     #> None {'v': 1, 'carriers': []}
     ```
@@ -280,15 +279,15 @@ class InMemoryRecordStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def load(self, conversation_id: str) -> RecordEntry | None:
-        """The entry last saved for `conversation_id`, or `None` if there is none or it expired."""
+    async def load(self, key: str) -> RecordEntry | None:
+        """The entry last saved for `key`, or `None` if there is none or it expired."""
         with self._lock:
             self._drop_expired()
-            kept = self._entries.get(conversation_id)
+            kept = self._entries.get(key)
         return json.loads(kept[0]) if kept is not None else None
 
-    async def save(self, conversation_id: str, entry: RecordEntry) -> None:
-        """Keep `entry` for `conversation_id`, dropping expired entries, then the oldest past a bound.
+    async def save(self, key: str, entry: RecordEntry) -> None:
+        """Keep `entry` for `key`, dropping expired entries, then the oldest past a bound.
 
         Raises:
             TypeError: If `entry` is not JSON-able.
@@ -298,8 +297,8 @@ class InMemoryRecordStore:
         if len(text) > self.max_bytes:
             raise ValueError(f'An entry of {len(text)} bytes is larger than `max_bytes` ({self.max_bytes}).')
         with self._lock:
-            self._drop(conversation_id)
-            self._entries[conversation_id] = (text, self._clock())
+            self._drop(key)
+            self._entries[key] = (text, self._clock())
             self._bytes += len(text)
             self._drop_expired()
             while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
@@ -311,11 +310,11 @@ class InMemoryRecordStore:
         while self._entries and next(iter(self._entries.values()))[1] < oldest:
             self._drop(next(iter(self._entries)))
 
-    def _drop(self, conversation_id: str) -> None:
-        if (kept := self._entries.pop(conversation_id, None)) is not None:
+    def _drop(self, key: str) -> None:
+        if (kept := self._entries.pop(key, None)) is not None:
             self._bytes -= len(kept[0])
 
 
 PROCESS_STORE = InMemoryRecordStore()
-"""The store `AppendInstructions` uses unless given another: one for the process, shared by every agent's capability
-(an entry is found only by a history with the same content, so agents sharing a conversation id can't mix theirs)."""
+"""The store `AppendInstructions` uses unless given another: one for the process, shared by every agent's capability,
+each under keys of its own id."""

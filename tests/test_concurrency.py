@@ -418,7 +418,8 @@ def test_memory_stays_bounded_over_many_conversations():
         f'{CONVERSATIONS} conversations: {time.perf_counter() - started:.1f}s; the last {traced} still hold {held} bytes'
     )
     assert held < limit + store.max_bytes + traced * BLOCK_BYTES // 4
-    assert 0 < len(store) < traced
+    # A run without history has nothing to keep records for: a one-shot run leaves nothing in the store.
+    assert len(store) == 0
     for name, cache in caches.items():
         print(f'{name}: {len(cache)} entries, {cache.size} bytes')
     assert sum(cache.size for cache in caches.values()) <= limit

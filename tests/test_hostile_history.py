@@ -25,7 +25,7 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, SystemPromptPart, UserPromptPart
 
-from pydantic_ai_append import AppendInstructions, InMemoryRecordStore
+from pydantic_ai_append import AppendInstructions, RecordStore, SyncRecordStore
 from pydantic_ai_append._encoding import seal
 from pydantic_ai_append._history import RECORD_KEY
 from pydantic_ai_append._records import content_hash
@@ -67,7 +67,7 @@ def build(
     *,
     signed: bool = False,
     conversation_id: str = 'c1',
-    record_store: InMemoryRecordStore | None = None,
+    record_store: RecordStore | SyncRecordStore | None = None,
 ) -> Built:
     """A run for each name in `runs` (prompted `turn 0`, `turn 1`...), the block at that value; the first calls a
     tool, so history holds its return."""

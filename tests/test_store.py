@@ -131,7 +131,7 @@ async def test_expired_entries_leave_the_sqlite_file_on_a_write(tmp_path: Path):
 
 def rows(path: Path) -> list[str]:
     with closing(sqlite3.connect(path)) as connection:
-        return [row[0] for row in connection.execute('SELECT conversation_id FROM records ORDER BY conversation_id')]
+        return [row[0] for row in connection.execute('SELECT key FROM records ORDER BY key')]
 
 
 @STORES
@@ -245,7 +245,7 @@ async def test_a_failed_sqlite_write_writes_nothing(tmp_path: Path):
     clock.now += 3601
     with pytest.raises(RecordStoreError) as raised:
         await as_async(store).save('b', entry(2))
-    assert (raised.value.conversation_id, raised.value.action, repr(raised.value.__cause__)) == snapshot(
+    assert (raised.value.key, raised.value.action, repr(raised.value.__cause__)) == snapshot(
         ('b', 'save', "IntegrityError('disk on fire')")
     )
     assert rows(path) == ['a']
@@ -267,7 +267,7 @@ async def test_a_failing_store_raises_an_error_naming_the_conversation_and_the_c
     with pytest.raises(RecordStoreError) as loading:
         await store.load('conversation-7')
     assert str(loading.value) == snapshot(
-        "The record store failed to load the records of conversation 'conversation-7': "
+        "The record store failed to load the records 'conversation-7': "
         "ConnectionError('connection refused'). Fix the store, or pass `on_store_error='new_window'` to continue "
         'such a request with a new window.'
     )
@@ -275,7 +275,7 @@ async def test_a_failing_store_raises_an_error_naming_the_conversation_and_the_c
     assert isinstance(loading.value.__cause__, ConnectionError)
     with pytest.raises(RecordStoreError) as saving:
         await store.save('conversation-7', entry())
-    assert (saving.value.conversation_id, saving.value.action) == ('conversation-7', 'save')
+    assert (saving.value.key, saving.value.action) == ('conversation-7', 'save')
 
 
 @STORES

@@ -8,7 +8,7 @@ or, with `on_store_error='new_window'`, warns and lets the run go on; nothing of
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from inline_snapshot import snapshot
@@ -18,26 +18,30 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_append import AppendInstructions, InMemoryRecordStore, RecordEntry, RecordStoreError, strip_records
+from pydantic_ai_append._reattach import records_entry
 
-from .test_hostile_history import EDITS, Edit, build, outcomes
+from .test_hostile_history import EDITS, Built, Edit, build, outcomes
 
 
 @pytest.mark.parametrize('case', ['metadata-dropped', 'stripped', 'remnant-planted', 'text-edited-last'])
 def test_records_lost_from_history_come_back_from_the_store(case: str):
     edits: dict[str, Edit] = {**EDITS, 'stripped': lambda built: strip_records(built.history)}
-    unsigned, signed = (build(signed=signed, record_store=InMemoryRecordStore()) for signed in (False, True))
-    # Each build kept its history with the records, so its store holds only the first run's: the window goes on from
-    # that baseline, and the turn sends the current value.
+    built: list[Built] = []
+    for signed in (False, True):
+        store = Store()
+        built.append(build(signed=signed, record_store=store))
+        # What a server behind a UI saved after the history's last turn.
+        store.entries['todos:c1'] = records_entry(built[-1].history)
     expected = snapshot(
         {
-            'metadata-dropped': 'continued: full v0 | diff v2',
-            'stripped': 'continued: full v0 | diff v2',
+            'metadata-dropped': 'continued: full v0, diff v1, diff v2 | nothing',
+            'stripped': 'continued: full v0, diff v1, diff v2 | nothing',
             # History that holds records is read as it is, as without a store: the store isn't asked.
             'remnant-planted': 'new',
             'text-edited-last': 'new',
         }
     )[case]
-    assert outcomes(edits[case], unsigned, signed) == expected
+    assert outcomes(edits[case], built[0], built[1]) == expected
 
 
 class Store:
@@ -63,10 +67,10 @@ class Store:
 class Chat:
     """An agent with one block, whose value and whose model calls' instructions the test sees."""
 
-    def __init__(self, store: Store, **options: Any) -> None:
+    def __init__(self, store: Store, capability_id: str = 'ctx', **options: Any) -> None:
         self.value = 'step 1'
         self.seen: list[str | None] = []
-        context = AppendInstructions[None](id='ctx', record_store=store, **options)
+        context = AppendInstructions[None](id=capability_id, record_store=store, **options)
         context.instructions(name='state')(lambda: self.value)
         self.agent = Agent(FunctionModel(self.reply), deps_type=type(None), capabilities=[context])
 
@@ -87,10 +91,12 @@ def without_metadata(messages: list[ModelMessage]) -> list[ModelMessage]:
     return ModelMessagesTypeAdapter.validate_python(dumped)
 
 
-def test_a_run_saves_only_when_its_history_came_without_records_and_it_added_one():
+def test_a_run_uses_the_store_only_when_its_history_came_without_records():
     store = Store()
     chat = Chat(store)
-    history = chat.run()
+    history = chat.run()  # no history: nothing to keep the records for
+    assert store.saves == 0
+    history = chat.run(without_metadata(history))  # lost, and nothing stored: a new window, saved
     assert store.saves == 1
     chat.value = 'step 2'
     history = chat.run(history)  # history kept with its records: the store isn't needed
@@ -102,51 +108,66 @@ def test_a_run_saves_only_when_its_history_came_without_records_and_it_added_one
     chat.value = 'step 3'
     chat.run(without_metadata(history))
     assert store.saves == 3
+    assert list(store.entries) == ['ctx:conversation-1']
     assert len(set(chat.seen)) == 1
+
+
+def test_two_capabilities_on_one_conversation_keep_their_entries_apart():
+    store = Store()
+    chat, other = Chat(store), Chat(store, capability_id='titles')
+    history = chat.run(without_metadata(chat.run()))
+    other.run(without_metadata(history))  # another agent on the same conversation, whose records are its own
+    chat.value = 'step 2'
+    chat.run(without_metadata(history))
+    assert sorted(store.entries) == ['ctx:conversation-1', 'titles:conversation-1']
+    assert len(set(chat.seen)) == 1
+
+
+def lost_history(chat: Chat) -> list[ModelMessage]:
+    """A conversation behind a UI after two turns: its records saved, the history without them."""
+    return without_metadata(chat.run(without_metadata(chat.run())))
 
 
 def test_a_failed_load_raises_before_the_model_is_called():
     store = Store()
     chat = Chat(store)
-    history = chat.run()
+    history = lost_history(chat)
     store.failing.add('load')
     with pytest.raises(RecordStoreError) as raised:
-        chat.run(without_metadata(history))
-    assert (raised.value.conversation_id, raised.value.action, raised.value.result) == ('conversation-1', 'load', None)
+        chat.run(history)
+    assert (raised.value.key, raised.value.action) == ('ctx:conversation-1', 'load')
     assert isinstance(raised.value.__cause__, ConnectionError)
-    assert len(chat.seen) == 1
-
-
-def test_a_failed_save_raises_with_the_runs_result():
-    chat = Chat(Store('save'))
-    with pytest.raises(RecordStoreError) as raised:
-        chat.run()
-    assert raised.value.action == 'save'
-    assert raised.value.result is not None
-    assert [message.kind for message in raised.value.result.all_messages()] == ['request', 'response']
+    assert len(chat.seen) == 2
 
 
 def test_with_new_window_a_failed_load_warns_and_the_run_opens_a_window():
     store = Store()
     chat = Chat(store, on_store_error='new_window')
-    history = chat.run()
+    history = lost_history(chat)
     store.failing.add('load')
     chat.value = 'step 2'
     with pytest.warns(UserWarning) as warned:
-        chat.run(without_metadata(history))
+        chat.run(history)
     assert [str(warning.message) for warning in warned] == snapshot(
         [
-            "The record store failed to load the records of conversation 'conversation-1': ConnectionError('the database is down'). The request goes on with a new window."
+            "The record store failed to load the records 'ctx:conversation-1': ConnectionError('the database is down'). The request goes on with a new window."
         ]
     )
-    assert chat.seen[1] is not None and 'step 2' in chat.seen[1] and chat.seen[0] != chat.seen[1]
+    assert chat.seen[-1] is not None and 'step 2' in chat.seen[-1] and chat.seen[0] != chat.seen[-1]
 
 
-def test_with_new_window_a_failed_save_warns_and_returns_the_result():
-    chat = Chat(Store('save'), on_store_error='new_window')
-    with pytest.warns(UserWarning, match="failed to save the records of conversation 'conversation-1'"):
-        history = chat.run()
-    assert [message.kind for message in history] == ['request', 'response']
+@pytest.mark.parametrize('on_store_error', ['raise', 'new_window'])
+def test_a_failed_save_warns_and_the_run_returns_its_result(on_store_error: Literal['raise', 'new_window']):
+    chat = Chat(Store('save'), on_store_error=on_store_error)
+    history = chat.run()
+    with pytest.warns(UserWarning) as warned:
+        history = chat.run(without_metadata(history))
+    assert [str(warning.message) for warning in warned] == snapshot(
+        [
+            "The record store failed to save the records 'ctx:conversation-1': ConnectionError('the database is down'). The next turn opens a new window."
+        ]
+    )
+    assert [message.kind for message in history] == ['request', 'response', 'request', 'response']
 
 
 def test_bad_store_options_are_refused():

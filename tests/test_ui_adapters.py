@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import closing
 from pathlib import Path
@@ -54,6 +54,7 @@ def in_process(
     record_store: RecordStore | SyncRecordStore | None,
     protocol: Protocol,
     system_prompt: SystemPrompt,
+    conversation_store: Any = None,
 ) -> Any:
     """A server in this process: one agent, every turn, its request bodies taken from `prompt_wire`."""
     import asyncio
@@ -62,10 +63,27 @@ def in_process(
 
     def turn_server(turn: int, client: list[Any]) -> tuple[list[Any], list[bytes]]:
         before = len(prompt_wire.exchanges)
-        client = asyncio.run(serve(agent, protocol, 'chat-1', client, turn, system_prompt))
+        client = asyncio.run(serve(agent, protocol, 'chat-1', client, turn, system_prompt, conversation_store))
         return client, [exchange.request_body for exchange in prompt_wire.exchanges[before:]]
 
     return turn_server
+
+
+def sent(
+    record_store: RecordStore | SyncRecordStore | None,
+    protocol: Protocol,
+    system_prompt: SystemPrompt = 'server',
+    *,
+    between: Callable[[int], None] = lambda turn: None,
+    conversation_store: Any = None,
+) -> list[bytes]:
+    """Every request body of the ten turns through a server in this process."""
+    prompt_wire = PromptWire()
+    try:
+        server = in_process(prompt_wire, record_store, protocol, system_prompt, conversation_store)
+        return converse(server, between=between)
+    finally:
+        prompt_wire.close()
 
 
 def requests_per_turn() -> list[int]:
@@ -76,40 +94,25 @@ def assert_one_window(bodies: list[bytes]) -> None:
     """One window over every turn: the same instructions, each block's value the turn's, the prefix kept."""
     assert len(bodies) == sum(requests_per_turn())
     assert len({instructions(body) for body in bodies}) == 1
-    turns = [turn for turn, count in enumerate(requests_per_turn()) for _ in range(count)]
-    assert [model_views(body) for body in bodies] == [
-        {'todos': Board(turn).todos, 'notes': Board(turn).notes} for turn in turns
-    ]
+    # Each turn's requests, the second of a tool turn after the tool ticked its task off.
+    boards = [Board(turn, looked_up=bool(at)) for turn, count in enumerate(requests_per_turn()) for at in range(count)]
+    assert [model_views(body) for body in bodies] == [{'todos': board.todos, 'notes': board.notes} for board in boards]
     assert_prefix_stable([segments('openai-chat', body) for body in bodies])
 
 
 @pytest.mark.parametrize('system_prompt', SYSTEM_PROMPTS)
 def test_one_window_over_ten_turns_through_the_adapter(protocol: Protocol, system_prompt: SystemPrompt):
-    prompt_wire = PromptWire()
-    try:
-        bodies = converse(in_process(prompt_wire, InMemoryRecordStore(), protocol, system_prompt))
-    finally:
-        prompt_wire.close()
-    assert_one_window(bodies)
+    assert_one_window(sent(InMemoryRecordStore(), protocol, system_prompt))
 
 
 def test_the_default_store_keeps_the_window(protocol: Protocol):
     from pydantic_ai_append._store import PROCESS_STORE
 
-    prompt_wire = PromptWire()
-    try:
-        bodies = converse(in_process(prompt_wire, PROCESS_STORE, protocol, 'server'))
-    finally:
-        prompt_wire.close()
-    assert_one_window(bodies)
+    assert_one_window(sent(PROCESS_STORE, protocol))
 
 
 def test_without_a_store_every_turn_opens_a_window(protocol: Protocol):
-    prompt_wire = PromptWire()
-    try:
-        bodies = converse(in_process(prompt_wire, None, protocol, 'server'))
-    finally:
-        prompt_wire.close()
+    bodies = sent(None, protocol)
     # The first request of each turn states the blocks afresh: one instruction text per turn (the tool loop's second
     # request continues its turn's window, whose records the run still holds).
     assert len({instructions(body) for body in bodies}) == TURNS
@@ -123,11 +126,7 @@ def test_a_store_emptied_between_turns_opens_a_new_window_and_no_error(protocol:
             with closing(sqlite3.connect(path)) as connection, connection:
                 connection.execute('DELETE FROM records')
 
-    prompt_wire = PromptWire()
-    try:
-        bodies = converse(in_process(prompt_wire, SQLiteRecordStore(path), protocol, 'server'), between=empty)
-    finally:
-        prompt_wire.close()
+    bodies = sent(SQLiteRecordStore(path), protocol, between=empty)
     first = [instructions(body) for body in bodies]
     at = sum(requests_per_turn()[:4])
     assert len(set(first[:at])) == 1 and len(set(first[at:])) == 1 and first[0] != first[at]
@@ -155,3 +154,16 @@ def test_two_processes_sharing_one_sqlite_store_alternate_turns(
         return future.result()
 
     assert_one_window(converse(turn_server))
+
+
+@pytest.mark.parametrize(
+    'record_store', [pytest.param(None, id='no-record-store'), pytest.param(InMemoryRecordStore(), id='record-store')]
+)
+def test_history_in_the_adapters_conversation_store_keeps_the_window(
+    protocol: Protocol, record_store: InMemoryRecordStore | None
+):
+    # Pydantic AI 2.68 keeps the history on the server, records and all; under `manage_system_prompt='server'` its
+    # `ReinjectSystemPrompt` would drop them from the history each run starts with.
+    conversation_store = pytest.importorskip('pydantic_ai.conversation_store')
+    store = conversation_store.InMemoryConversationStore()
+    assert_one_window(sent(record_store, protocol, conversation_store=store))

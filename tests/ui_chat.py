@@ -45,10 +45,12 @@ class Board:
     """The deps: what the blocks show on a turn."""
 
     turn: int
+    looked_up: bool = False
+    """Whether the turn's tool ran: it ticks the task off, a change after the tool's result."""
 
     @property
     def todos(self) -> str:
-        return f'- [ ] task {self.turn}'
+        return f'- [{"x" if self.looked_up else " "}] task {self.turn}'
 
     @property
     def notes(self) -> str:
@@ -92,9 +94,11 @@ def chat_agent(prompt_wire: PromptWire, record_store: RecordStore | SyncRecordSt
     model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='offline', http_client=http_client))
     agent = Agent(model, deps_type=Board, instructions='Be brief.', capabilities=[context])
 
-    @agent.tool_plain
-    def lookup(q: str) -> str:  # pyright: ignore[reportUnusedFunction]
-        return f'found {q}'
+    @agent.tool
+    def lookup(ctx: RunContext[Board], q: str) -> int:  # pyright: ignore[reportUnusedFunction]
+        ctx.deps.looked_up = True
+        # Not a string: AG-UI gives it back as one, `'5'`, and the next turn's history holds that.
+        return len(q)
 
     return agent
 
@@ -106,16 +110,27 @@ def _agui_types() -> tuple[Any, Any]:
 
 
 async def serve(
-    agent: Agent[Board], protocol: Protocol, chat_id: str, client: list[Any], turn: int, system_prompt: SystemPrompt
+    agent: Agent[Board],
+    protocol: Protocol,
+    chat_id: str,
+    client: list[Any],
+    turn: int,
+    system_prompt: SystemPrompt,
+    conversation_store: Any = None,
 ) -> list[Any]:
-    """One turn: the client's history and new prompt through the adapter's run path; the client's history after."""
+    """One turn: the client's history and new prompt through the adapter's run path; the client's history after.
+
+    With a `conversation_store` (Pydantic AI 2.68's), the server keeps the history, and the client sends only its
+    new message.
+    """
     results: list[AgentRunResult[Any]] = []
+    options: dict[str, Any] = {'manage_system_prompt': system_prompt}
+    if conversation_store is not None:
+        client, options['conversation_store'] = [], conversation_store
     if protocol == 'vercel':
         user = {'id': f'user-{turn}', 'role': 'user', 'parts': [{'type': 'text', 'text': prompt(turn)}]}
         messages = [UIMessage.model_validate(message) for message in [*client, user]]
-        adapter: Any = VercelAIAdapter(
-            agent=agent, run_input=SubmitMessage(id=chat_id, messages=messages), manage_system_prompt=system_prompt
-        )
+        adapter: Any = VercelAIAdapter(agent=agent, run_input=SubmitMessage(id=chat_id, messages=messages), **options)
     else:
         from pydantic_ai.ui.ag_ui import AGUIAdapter
 
@@ -131,7 +146,7 @@ async def serve(
             context=[],
             forwarded_props=None,
         )
-        adapter = AGUIAdapter(agent=agent, run_input=run, manage_system_prompt=system_prompt)
+        adapter = AGUIAdapter(agent=agent, run_input=run, **options)
     with warnings.catch_warnings():
         # Under 'server', the adapters warn that they strip the client's system prompts, as such a server means them to.
         warnings.filterwarnings(
