@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 from pydantic import TypeAdapter
 from pydantic_ai import AgentRunResult, RunContext
@@ -59,6 +59,11 @@ _CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(',', ':'), sort_ke
 
 def _canonical(value: object) -> str:
     return _CANONICAL.encode(to_jsonable_python(value, bytes_mode='base64'))
+
+
+def holds_record(part: object) -> TypeGuard[SystemPromptPart]:
+    """Whether `part` is a carrier that holds a record, not what is left of one (`is_carrier` counts both)."""
+    return isinstance(part, SystemPromptPart) and part.metadata is not None and RECORD_KEY in part.metadata
 
 
 def _user_item(item: object) -> object:
@@ -159,7 +164,7 @@ def records_entry(messages: Sequence[ModelMessage]) -> dict[str, Any]:
             for part in message.parts:
                 if _is_kept(part):
                     after, skip = after + 1, 0
-                elif isinstance(part, SystemPromptPart) and part.metadata and RECORD_KEY in part.metadata:
+                elif holds_record(part):
                     carrier = _CARRIER.dump_python(part, mode='json')
                     carriers.append({'key': key, 'after': after, 'skip': skip, 'part': carrier})
                 elif not is_carrier(part):
@@ -231,8 +236,8 @@ def last_record(messages: Sequence[ModelMessage]) -> object:
     for message in reversed(messages):
         if isinstance(message, ModelRequest):
             for part in reversed(message.parts):
-                if isinstance(part, SystemPromptPart) and part.metadata and RECORD_KEY in part.metadata:
-                    return part.metadata[RECORD_KEY]
+                if holds_record(part):
+                    return cast('dict[str, Any]', part.metadata)[RECORD_KEY]
     return None
 
 
@@ -283,10 +288,6 @@ def _apart_from_the_start(messages: list[ModelMessage]) -> None:
     """
     now = datetime.now(UTC)
     for index, message in enumerate(messages):
-        if isinstance(message, ModelRequest) and any(map(_holds_record, message.parts)):
-            parts = [replace(part, timestamp=now) if _holds_record(part) else part for part in message.parts]
+        if isinstance(message, ModelRequest) and any(map(holds_record, message.parts)):
+            parts = [replace(part, timestamp=now) if holds_record(part) else part for part in message.parts]
             messages[index] = replace(message, parts=parts)
-
-
-def _holds_record(part: ModelRequestPart) -> bool:
-    return isinstance(part, SystemPromptPart) and bool(part.metadata) and RECORD_KEY in part.metadata
