@@ -74,9 +74,10 @@ async def _time(turns: int, rounds: int, directory: Path) -> StoreTiming:
     }
     seconds: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
     for round_index in range(rounds):
-        # The entry of the history each run starts from: what the turn before it saved.
-        await memory.save('memory', entry)
-        sqlite.save('sqlite', entry)
+        # The entry of the history each run starts from, under the key the capability reads: what the turn before it
+        # saved.
+        await memory.save('scenario:memory', entry)
+        sqlite.save('scenario:sqlite', entry)
         for name in rotated(STORE_VARIANTS, round_index):
             messages = ModelMessagesTypeAdapter.validate_json(kept if name == 'kept' else lost)
             gc.collect()
