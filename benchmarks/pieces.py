@@ -24,7 +24,7 @@ from pydantic_ai_append._diff import diff_hunks
 from pydantic_ai_append._encoding import decode_record, encode_baseline, read_baseline
 from pydantic_ai_append._records import InstructionBaselinePart, InstructionBlock, InstructionDigest
 from pydantic_ai_append._rendering import change_text, context_element, diff_element
-from pydantic_ai_append._segments import segments
+from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import Segment, assert_prefix_stable
 
 from .scenario import BLOCKS, STATIC_INSTRUCTIONS, memory

@@ -32,7 +32,7 @@ from pydantic_ai.settings import ModelSettings
 
 from fake_provider import Text, ToolCalls, Turn
 from pydantic_ai_append import AppendInstructions, RecordStore, SyncRecordStore
-from pydantic_ai_append._store import PROCESS_STORE
+from pydantic_ai_append._store.memory import PROCESS_STORE
 
 from .measure import HookTimer, time_hooks
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from pydantic_ai_append import InMemoryRecordStore, SQLiteRecordStore
-from pydantic_ai_append._reattach import records_entry
+from pydantic_ai_append._store.reattach import records_entry
 
 from .measure import Spread, paired_ratios, rotated
 from .overhead import build_history, function_model

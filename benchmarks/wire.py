@@ -25,7 +25,7 @@ from pydantic_ai.usage import RequestUsage
 
 from fake_provider import FakeProvider, anthropic_model, openai_chat_model, openai_responses_model
 from pydantic_ai_append._request import is_inline
-from pydantic_ai_append._segments import common_prefix_length
+from pydantic_ai_append._wire.segments import common_prefix_length
 from pydantic_ai_append.testing import Api, Segment, WireConversation, prefix_reuse
 
 from .scenario import CHAT, Policy, Scenario, build_agent

@@ -31,7 +31,7 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from pydantic_ai_append._segments import API_PATHS
+from pydantic_ai_append._wire.segments import API_PATHS
 from pydantic_ai_append.testing import Api
 
 from .caching import CacheUse, PromptCache

@@ -43,8 +43,9 @@ if _typing.TYPE_CHECKING:
         InstructionDigest,
         InstructionRecord,
     )
-    from ._sqlite_store import SQLiteRecordStore
-    from ._store import InMemoryRecordStore, RecordEntry, RecordStore, RecordStoreError, SyncRecordStore
+    from ._store.memory import InMemoryRecordStore
+    from ._store.protocol import RecordEntry, RecordStore, RecordStoreError, SyncRecordStore
+    from ._store.sqlite import SQLiteRecordStore
     from ._telemetry import CacheSummary
 
 __all__ = (
@@ -93,8 +94,9 @@ _HOMES = {
         'InstructionDigest',
         'InstructionRecord',
     ),
-    '_sqlite_store': ('SQLiteRecordStore',),
-    '_store': ('InMemoryRecordStore', 'RecordEntry', 'RecordStore', 'RecordStoreError', 'SyncRecordStore'),
+    '_store.sqlite': ('SQLiteRecordStore',),
+    '_store.memory': ('InMemoryRecordStore',),
+    '_store.protocol': ('RecordEntry', 'RecordStore', 'RecordStoreError', 'SyncRecordStore'),
     '_telemetry': ('CacheSummary',),
 }
 _MODULES = {name: module for module, names in _HOMES.items() for name in names}

@@ -6,7 +6,7 @@ prompt-cache prefix; see `_check`.
 
 import sys
 
-from ._check import main
+from ._check.cli import main
 
 if __name__ == '__main__':  # not when imported, as the docs tests import every module
     sys.exit(main())

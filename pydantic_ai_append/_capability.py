@@ -23,14 +23,15 @@ from pydantic_ai.tools import AgentDepsT
 from ._blocks import BlockFunc, BlockPreset, ChangePolicy, OwnBlock, RequestSettings, WindowObserver, takes_run_context
 from ._compat import ask_for_framing_announcement
 from ._history import opens_window
-from ._reattach import run_keeping_records
 from ._rendering import SUPERSESSION_SENTENCE
 from ._request import handle_request, is_inline
 from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
-from ._store import PROCESS_STORE, OnStoreError, RecordStore, SyncRecordStore, checked_store
+from ._store.memory import PROCESS_STORE
+from ._store.protocol import OnStoreError, RecordStore, SyncRecordStore, checked_store
+from ._store.reattach import run_keeping_records
 from ._suspended import Resumed, resume_turn, resumed_window
 from ._telemetry import CacheTelemetry
-from ._transport import conversation_scope
+from ._wire.transport import conversation_scope
 
 _POLICIES: tuple[ChangePolicy, ...] = ('append', 'rewrite')
 _NAMESPACES = ('agent', 'capability', 'toolset')

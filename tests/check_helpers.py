@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pydantic_ai_append._check import main
+from pydantic_ai_append._check.cli import main
 
 CHAT = 'https://api.openai.com/v1/chat/completions'
 RESPONSES = 'https://api.openai.com/v1/responses'

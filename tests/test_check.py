@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._cassettes import read_cassette
+from pydantic_ai_append._check.cassettes import read_cassette
 from pydantic_ai_append.testing import WireConversation, prefix_reuse
 
 from .check_helpers import CHAT, MESSAGES, RESPONSES, assistant, chat_turns, interaction, run, user, write_cassette
@@ -474,7 +474,7 @@ def test_the_checker_starts_and_checks_a_cassette_without_pydantic_ai(tmp_path: 
     cassette = write_cassette(tmp_path / 'one.yaml', chat_turns(['Be brief.'] * 3, [[]] * 3))
     script = (
         'import contextlib, io, sys\n'
-        'from pydantic_ai_append._check import main\n'
+        'from pydantic_ai_append._check.cli import main\n'
         'with contextlib.redirect_stdout(io.StringIO()):\n'
         f'    codes = [main(["--help"]), main(["check", {str(cassette)!r}])]\n'
         'print(*codes, "pydantic_ai" in sys.modules)\n'

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._cassettes import read_cassette
-from pydantic_ai_append._check import main
+from pydantic_ai_append._check.cassettes import read_cassette
+from pydantic_ai_append._check.cli import main
 
 from .check_helpers import CHAT, RESPONSES, assistant, chat_turns, interaction, run, user, write_cassette
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._cassettes import read_cassette
+from pydantic_ai_append._check.cassettes import read_cassette
 from pydantic_ai_append.testing import WireConversation, assert_prefix_stable
 
 from .check_helpers import run

@@ -39,8 +39,8 @@ from pydantic_ai_append import (
     set_memory_limit,
 )
 from pydantic_ai_append._cache import BoundedCache, memory_limit, process_caches
-from pydantic_ai_append._segments import segments
-from pydantic_ai_append._store import PROCESS_STORE
+from pydantic_ai_append._store.memory import PROCESS_STORE
+from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.guard import PrefixGuard, WireVerifier
 from pydantic_ai_append.testing import assert_prefix_stable
 

@@ -28,7 +28,7 @@ PLUGIN = ROOT / 'pytest_pydantic_ai_append'
 
 OPTIONAL_IMPORTS = {
     ('pydantic_ai_append/guard/_wire.py', 'anthropic'),
-    *(('pydantic_ai_append/_cassettes.py', name) for name in ('yaml', 'brotli', 'brotlicffi', 'zstandard')),
+    *(('pydantic_ai_append/_check/cassettes.py', name) for name in ('yaml', 'brotli', 'brotlicffi', 'zstandard')),
 }
 """Third-party modules the package may import without declaring them, each only where its absence is handled.
 
@@ -121,10 +121,14 @@ def test_imports_are_read_as_python_reads_them():
     # The checks below rest on this reading, so it is pinned on real files: relative imports resolved (and the
     # import in the module docstring's example not read), and the one import whose absence is handled.
     testing = imports_of(PACKAGE / 'testing' / '__init__.py')
-    assert [found.module for found in testing if found.module.rpartition('.')[2].startswith('_')] == snapshot(
+    assert [
+        found.module
+        for found in testing
+        if '._' in found.module and (ROOT / f'{found.module.replace(".", "/")}.py').exists()
+    ] == snapshot(
         [
-            'pydantic_ai_append._conversation',
-            'pydantic_ai_append._segments',
+            'pydantic_ai_append._wire.conversation',
+            'pydantic_ai_append._wire.segments',
             'pydantic_ai_append.testing._assertions',
             'pydantic_ai_append.testing._capture',
             'pydantic_ai_append.testing._prompt_wire',
@@ -187,8 +191,8 @@ def test_pyyaml_and_inline_snapshot_are_the_testing_extra():
         for name, specs in pyproject['project']['optional-dependencies'].items()
     }
     assert extras == snapshot({'testing': ['brotli', 'brotlicffi', 'inline-snapshot', 'pyyaml', 'zstandard']})
-    assert 'pydantic-ai-append[testing]' in (PACKAGE / '_cassettes.py').read_text()
-    assert pyproject['project']['scripts'] == snapshot({'pydantic-ai-append': 'pydantic_ai_append._check:main'})
+    assert 'pydantic-ai-append[testing]' in (PACKAGE / '_check' / 'cassettes.py').read_text()
+    assert pyproject['project']['scripts'] == snapshot({'pydantic-ai-append': 'pydantic_ai_append._check.cli:main'})
 
 
 PRIVATE_USAGE_IGNORE = re.compile(r'pyright:\s*ignore\[[^\]]*\breportPrivateUsage\b')

@@ -45,7 +45,7 @@ from pydantic_ai.profiles import ModelProfile, merge_profile
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from pydantic_ai_append import AppendInstructions
-from pydantic_ai_append._segments import segments
+from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.guard import PrefixGuard, PrefixGuardWarning
 
 # A processor that changes the consumed prefix is applied as compaction, which the guard warns about.

@@ -36,7 +36,7 @@ from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 from pydantic_ai.ui.vercel_ai.request_types import SubmitMessage, UIMessage
 
 from pydantic_ai_append import AppendInstructions, instruction_records
-from pydantic_ai_append._reattach import content_keys, reattach, records_entry
+from pydantic_ai_append._store.reattach import content_keys, reattach, records_entry
 
 RoundTrip = Callable[[list[ModelMessage]], list[ModelMessage]]
 PROMPTS = ['What is next?', 'Look it up.', 'ok', 'ok', 'Anything else?']

@@ -32,7 +32,7 @@ from pydantic_ai_append import (
     SQLiteRecordStore,
     SyncRecordStore,
 )
-from pydantic_ai_append._store import as_async
+from pydantic_ai_append._store.protocol import as_async
 
 DAY = 24 * 3600
 

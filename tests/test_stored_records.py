@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_append import AppendInstructions, InMemoryRecordStore, RecordEntry, RecordStoreError, strip_records
-from pydantic_ai_append._reattach import records_entry
+from pydantic_ai_append._store.reattach import records_entry
 
 from .test_hostile_history import EDITS, Built, Edit, build, outcomes
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from pydantic_ai_append import InMemoryRecordStore, RecordStore, SQLiteRecordStore, SyncRecordStore
-from pydantic_ai_append._segments import segments
+from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import PromptWire, assert_prefix_stable
 
 from .ui_chat import (
@@ -106,7 +106,7 @@ def test_one_window_over_ten_turns_through_the_adapter(protocol: Protocol, syste
 
 
 def test_the_default_store_keeps_the_window(protocol: Protocol):
-    from pydantic_ai_append._store import PROCESS_STORE
+    from pydantic_ai_append._store.memory import PROCESS_STORE
 
     assert_one_window(sent(PROCESS_STORE, protocol))
 

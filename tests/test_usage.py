@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._segments import Api
-from pydantic_ai_append._usage import Disagreement, ProviderUsage, disagreement, reply_usage, usage_counts
+from pydantic_ai_append._wire.segments import Api
+from pydantic_ai_append._wire.usage import Disagreement, ProviderUsage, disagreement, reply_usage, usage_counts
 from pydantic_ai_append.testing import _wire_summary
 from pydantic_ai_append.testing._wire_summary import wire_summary
 
@@ -271,9 +271,7 @@ def test_the_wire_summary_reads_the_same_table(name: str):
 
 def test_the_module_imports_without_pydantic_ai():
     # The checker imports it, and the checker runs without Pydantic AI.
-    code = (
-        'import sys, pydantic_ai_append._usage; print(sorted(m for m in sys.modules if m.startswith("pydantic_ai.")))'
-    )
+    code = 'import sys, pydantic_ai_append._wire.usage; print(sorted(m for m in sys.modules if m.startswith("pydantic_ai.")))'
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
     assert result.stdout == '[]\n'
 

@@ -50,7 +50,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._blocks import WindowObserver
 from .._cache import BoundedCache
 from .._capability import AppendInstructions
-from .._transport import conversation_scope
+from .._wire.transport import conversation_scope
 from ._consumed import ConsumedHistory
 from ._decision import RewriteDecision, decide_rewrite
 from ._errors import (

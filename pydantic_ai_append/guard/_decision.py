@@ -40,7 +40,7 @@ from typing import Literal, TypeAlias
 
 from pydantic_ai.messages import ModelMessage
 
-from .._segments import first_difference
+from .._wire.segments import first_difference
 from ._bytes import message_bytes
 from ._compaction_of import Compacted, compaction_of
 from ._consumed import ConsumedHistory

@@ -3,7 +3,7 @@
 The rest of the guard looks at messages, but a provider caches bytes, and serialization (a model class, a provider
 SDK, a new Pydantic AI release) can move bytes the messages hide. So `WireVerifier` sits in the HTTP client the
 provider SDK sends through, splits every request to a known API into its cache-order segments (the same split the
-prompt tests and the cassette checker make, in `pydantic_ai_append._segments`) and compares them with the previous
+prompt tests and the cassette checker make, in `pydantic_ai_append._wire.segments`) and compares them with the previous
 request of the same conversation and model before the request leaves. In observe mode a divergence is a warning and a span; in enforce
 mode the request is refused and never reaches the provider.
 """
@@ -22,9 +22,9 @@ import logfire_api
 from pydantic_ai.exceptions import UserError
 
 from .._cache import BoundedCache
-from .._conversation import BoundedWireConversation, WireConversation, conversation_id, has_history, segments_size
-from .._segments import Api, Segment, common_prefix_length, segments
-from .._transport import current_conversation, decoded
+from .._wire.conversation import BoundedWireConversation, WireConversation, conversation_id, has_history, segments_size
+from .._wire.segments import Api, Segment, common_prefix_length, segments
+from .._wire.transport import current_conversation, decoded
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
 from ._wire_transport import Reply, VerifyingTransport

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._segments import Api, Segment, excerpt, first_difference
+from .._wire.segments import Api, Segment, excerpt, first_difference
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import cast
 
 import httpx2
 
-from .._segments import API_PATHS, Api
-from .._transport import TeeStream
+from .._wire.segments import API_PATHS, Api
+from .._wire.transport import TeeStream
 
 
 @dataclass

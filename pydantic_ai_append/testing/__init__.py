@@ -31,8 +31,8 @@ def test_my_agent(prompt_wire: PromptWire):
 ```
 """
 
-from .._conversation import WireConversation
-from .._segments import Api, Segment
+from .._wire.conversation import WireConversation
+from .._wire.segments import Api, Segment
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
 from ._prompt_wire import PromptWire

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from .._causes import explain, why_and_fix
-from .._segments import Segment, common_prefix_length, divergence_message
+from .._wire.causes import explain, why_and_fix
+from .._wire.segments import Segment, common_prefix_length, divergence_message
 
 
 def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: Collection[int] = ()) -> None:

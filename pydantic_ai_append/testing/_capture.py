@@ -7,9 +7,9 @@ from typing import Any, cast
 
 import httpx2
 
-from .._conversation import WireConversation
-from .._segments import API_PATHS, Api
-from .._transport import TeeStream, decoded
+from .._wire.conversation import WireConversation
+from .._wire.segments import API_PATHS, Api
+from .._wire.transport import TeeStream, decoded
 
 
 @dataclass

@@ -14,9 +14,9 @@ from typing import Any
 import httpx2
 from pydantic_ai.exceptions import UserError
 
-from .._conversation import WireConversation
-from .._segments import API_PATHS, Api, Segment
 from .._telemetry import CacheSummary
+from .._wire.conversation import WireConversation
+from .._wire.segments import API_PATHS, Api, Segment
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
 from ._transcript import DEFAULT_FOLD, transcript

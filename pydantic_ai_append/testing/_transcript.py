@@ -17,8 +17,8 @@ from typing import Any, cast
 
 from pydantic_ai.exceptions import UserError
 
-from .._causes import explain
-from .._segments import Segment, common_prefix_length
+from .._wire.causes import explain
+from .._wire.segments import Segment, common_prefix_length
 from ._assertions import PrefixReuse, prefix_reuse
 
 DEFAULT_FOLD = 2000

@@ -17,11 +17,11 @@ from typing import cast
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.usage import RequestUsage
 
-from .._conversation import Exchange, WireConversation
 from .._history import RECORD_KEY
-from .._segments import Api, Segment, common_prefix_length
 from .._telemetry import CacheSummary, expected_read, summary
-from .._usage import merged_usage, reply_holders, usage_counts
+from .._wire.conversation import Exchange, WireConversation
+from .._wire.segments import Api, Segment, common_prefix_length
+from .._wire.usage import merged_usage, reply_holders, usage_counts
 
 _PROVIDERS: Mapping[Api, str] = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
 """The provider name Pydantic AI gives a response from each API."""

@@ -35,9 +35,9 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 
 from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
-from pydantic_ai_append._cassettes import Interaction
-from pydantic_ai_append._segments import API_PATHS
-from pydantic_ai_append._verdicts import check_cassette
+from pydantic_ai_append._check.cassettes import Interaction
+from pydantic_ai_append._check.verdicts import check_cassette
+from pydantic_ai_append._wire.segments import API_PATHS
 from pydantic_ai_append.guard import (
     WireDivergence,
     WirePrefixDivergenceError,

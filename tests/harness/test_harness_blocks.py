@@ -23,7 +23,7 @@ from pydantic_ai.models import Model
 
 from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
 from pydantic_ai_append import HARNESS_BLOCKS, AppendInstructions, UnmatchedRouteWarning, instruction_records
-from pydantic_ai_append._segments import API_PATHS, segments
+from pydantic_ai_append._wire.segments import API_PATHS, segments
 from pydantic_ai_append.testing import Api, Segment, WireCapture, WireConversation, WireExchange, assert_prefix_stable
 
 pytest.importorskip(

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._segments import segments
+from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import PrefixReuse, Segment, assert_prefix_stable, prefix_reuse
 
 from .bodies import body

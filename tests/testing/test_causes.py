@@ -23,10 +23,10 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
 from pydantic_ai_append import AppendInstructions, strip_records
-from pydantic_ai_append._causes import explain
 from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE
-from pydantic_ai_append._segments import Segment, common_prefix_length, segments
-from pydantic_ai_append._store import PROCESS_STORE
+from pydantic_ai_append._store.memory import PROCESS_STORE
+from pydantic_ai_append._wire.causes import explain
+from pydantic_ai_append._wire.segments import Segment, common_prefix_length, segments
 from pydantic_ai_append.testing import Api, PromptWire
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._segments import segments
+from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import Segment
 
 from .bodies import body

@@ -22,7 +22,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel, OpenAIResponsesModelSettings
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from pydantic_ai_append._transport import decoded
+from pydantic_ai_append._wire.transport import decoded
 from pydantic_ai_append.guard import WirePrefixDivergenceError, WireVerifier
 from pydantic_ai_append.testing import WireCapture, assert_prefix_stable
 

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._cassettes import CASSETTE_SUFFIXES, CassetteError, read_cassette
-from ._causes import why_and_fix
-from ._verdicts import CassetteReport, ConversationReport, NewWindow, RequestVerdict, check_cassette, same_file
+from .._wire.causes import why_and_fix
+from .cassettes import CASSETTE_SUFFIXES, CassetteError, read_cassette
+from .verdicts import CassetteReport, ConversationReport, NewWindow, RequestVerdict, check_cassette, same_file
 
 REPORT_FORMAT = 1
 """The version of the `--json` document; it changes only when a key changes meaning or goes away.

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, cast
 
-from ._cache import BoundedCache
-from ._segments import CACHE_MARKER_KEYS, Api, Segment, parse_body, pieces, segments
+from .._cache import BoundedCache
+from .segments import CACHE_MARKER_KEYS, Api, Segment, parse_body, pieces, segments
 
 
 class Exchange(Protocol):

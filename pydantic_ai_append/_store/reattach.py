@@ -46,8 +46,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from ._history import RECORD_KEY, is_carrier
-from ._store import OnStoreError, RecordStore, RecordStoreError
+from .._history import RECORD_KEY, is_carrier
+from .protocol import OnStoreError, RecordStore, RecordStoreError
 
 ENTRY_FORMAT = 1
 """The version of the entry `records_entry` writes, and the only one `reattach` reads."""

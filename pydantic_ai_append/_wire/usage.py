@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from ._conversation import reply_payloads
-from ._segments import Api
+from .conversation import reply_payloads
+from .segments import Api
 
 USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[tuple[str, ...], ...]]] = {
     'openai-chat': {
@@ -65,7 +65,7 @@ class ProviderUsage:
     """What one reply says of its request's input, in the provider's tokens.
 
     ```python
-    from pydantic_ai_append._usage import reply_usage
+    from pydantic_ai_append._wire.usage import reply_usage
 
     body = b'{"usage": {"prompt_tokens": 2048, "prompt_tokens_details": {"cached_tokens": 1920}}}'
     print(reply_usage('openai-chat', body))
@@ -90,7 +90,7 @@ class Disagreement:
     """A request on which the provider's cache use and the checker's verdict don't agree.
 
     ```python
-    from pydantic_ai_append._usage import ProviderUsage, disagreement
+    from pydantic_ai_append._wire.usage import ProviderUsage, disagreement
 
     usage = ProviderUsage(input_tokens=5000, cache_read_tokens=4608, cache_write_tokens=0, cache_reported=True)
     found = disagreement('openai-chat', usage, reused_bytes=0, total_bytes=20000, first=False)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Literal, cast
 
-from ._rendering import SUPERSESSION_SENTENCE
-from ._segments import Segment, around, first_difference
+from .._rendering import SUPERSESSION_SENTENCE
+from .segments import Segment, around, first_difference
 
 CauseKind = Literal['literal', 'rewrite', 'policy', 'lost-record', 'compaction', 'tools', 'instructions', 'setting']
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
-from ._segments import Api, Segment, around, canonical, first_difference
+from .segments import Api, Segment, around, canonical, first_difference
 
 
 class Setting(NamedTuple):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from ._segments import canonical
+from .._wire.segments import canonical
 
 CASSETTE_SUFFIXES = ('.yaml', '.yml', '.json')
 """The file name endings of cassettes: a directory is searched for these."""

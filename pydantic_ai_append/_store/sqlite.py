@@ -15,7 +15,7 @@ from os import PathLike
 
 from pydantic_ai.exceptions import UserError
 
-from ._store import DEFAULT_TTL, RecordEntry, check_bounds
+from .protocol import DEFAULT_TTL, RecordEntry, check_bounds
 
 
 class SQLiteRecordStore:

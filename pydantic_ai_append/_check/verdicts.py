@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from ._cache_rules import setting_change
-from ._cassettes import CassetteError, Interaction
-from ._causes import Cause, explain
-from ._conversation import WireConversation, has_history, reply_payloads
-from ._segments import API_PATHS, Api, Segment, common_prefix_length, divergence_message, parse_body, segments
-from ._usage import Disagreement, ProviderUsage, disagreement, reply_usage
+from .._wire.cache_rules import setting_change
+from .._wire.causes import Cause, explain
+from .._wire.conversation import WireConversation, has_history, reply_payloads
+from .._wire.segments import API_PATHS, Api, Segment, common_prefix_length, divergence_message, parse_body, segments
+from .._wire.usage import Disagreement, ProviderUsage, disagreement, reply_usage
+from .cassettes import CassetteError, Interaction
 
 
 @dataclass(frozen=True)
