@@ -145,8 +145,8 @@ def test_a_conversation_breaks_where_its_resolved_prefix_does(tmp_path: Path, ca
                             1,
                             """\
 request 2 does not extend request 1 byte for byte: first divergent segment is 1 (instructions in request 1, instructions in request 2), at byte 43 of it
-  request 1: …u plan sailing trips. Check the weather before you answer."
-  request 2: …u plan sailing trips. Check the weather and the tides before you answer."\
+  request 1: "You plan sailing trips. Check the weather before you answer."
+  request 2: "You plan sailing trips. Check the weather and the tides before you answer."\
 """,
                         )
                     ],
@@ -328,7 +328,7 @@ def test_a_changed_setting_moves_the_cache_from_the_documented_point(
                                 2,
                                 'setting',
                                 1,
-                                'request 2 does not reuse the cache of request 1 from segment 1 (message) on: `response_format` changed from …:{"additionalProperties":false,"properties":{"go":{"type":"boolean"}},"required":["go"],"type":"object"},"strict":true}} to …ties":{"go":{"type":"boolean"},"leave_by":{"type":"string"}},"required":["go","leave_by"],"type":"object"},"strict":true…: OpenAI caches the structured-output schema before the system message, so the messages are not reused when it changes',
+                                'request 2 does not reuse the cache of request 1 from segment 1 (message) on: `response_format` changed from …:{"additionalProperties":false,"properties":{"go":{"type":"boolean"}},"required":["go"],"type":"object"},"strict":true}} to …se,"properties":{"go":{"type":"boolean"},"leave_by":{"type":"string"}},"required":["go","leave_by"],"type":"object"},"st…: OpenAI caches the structured-output schema before the system message, so the messages are not reused when it changes',
                             )
                         ],
                     }

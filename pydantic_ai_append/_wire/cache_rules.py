@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
-from .segments import Api, Segment, around, canonical, first_difference
+from .segments import Api, Segment, canonical, excerpt, first_difference
 
 
 class Setting(NamedTuple):
@@ -86,7 +86,7 @@ class SettingChange(NamedTuple):
 
 def _shown(value: bytes | None, offset: int) -> str:
     # A long value (a schema) is shown around its first difference, which is what a reader needs to find.
-    return '(not sent)' if value is None else around(value, offset)
+    return '(not sent)' if value is None else excerpt(value, offset)
 
 
 def _value(request: Mapping[str, Any], field: str) -> bytes | None:

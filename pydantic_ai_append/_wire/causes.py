@@ -31,7 +31,7 @@ from itertools import zip_longest
 from typing import Literal, cast
 
 from .._rendering import SUPERSESSION_SENTENCE
-from .segments import Segment, around, first_difference
+from .segments import Segment, excerpt, first_difference
 
 CauseKind = Literal['literal', 'rewrite', 'policy', 'lost-record', 'compaction', 'tools', 'instructions', 'setting']
 
@@ -125,12 +125,12 @@ def _first_changed(before: Sequence[str], after: Sequence[str]) -> str:
         # Whitespace folded first, so the excerpt is a line of the report however the text runs.
         old, new = ' '.join(old.split()).encode(), ' '.join(new.split()).encode()
         offset = first_difference(old, new)
-        return f'{around(old, offset)!r} became {around(new, offset)!r}'
+        return f'{excerpt(old, offset)!r} became {excerpt(new, offset)!r}'
     return f'{_short(old)!r} was removed' if old else f'{_short(new)!r} was added'
 
 
 def _short(text: str) -> str:
-    return around(' '.join(text.split()).encode(), 0)
+    return excerpt(' '.join(text.split()).encode(), 0)
 
 
 def _history_kept(earlier: Sequence[Segment], later: Sequence[Segment]) -> bool:

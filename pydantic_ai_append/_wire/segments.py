@@ -130,32 +130,28 @@ def common_prefix_length(earlier: Sequence[Segment], later: Sequence[Segment]) -
     return count
 
 
-_EXCERPT_BEFORE = 40
-_EXCERPT_AFTER = 80
-
-
 def first_difference(before: bytes, after: bytes) -> int:
     """Where `after` first differs from `before`: a byte offset, or the shorter length if one extends the other."""
     pairs = enumerate(zip(before, after, strict=False))
     return next((offset for offset, (x, y) in pairs if x != y), min(len(before), len(after)))
 
 
-def excerpt(data: bytes, offset: int) -> str:
-    """A short excerpt of `data` around `offset`, with `…` where it was cut."""
-    start = max(0, offset - _EXCERPT_BEFORE)
-    text = data[start : offset + _EXCERPT_AFTER].decode(errors='replace')
-    return ('…' if start else '') + text + ('…' if offset + _EXCERPT_AFTER < len(data) else '')
+EXCERPT_WIDTH = 120
+"""The most bytes of a value an excerpt shows."""
+
+EXCERPT_LEAD = 40
+"""How many of those come before the byte the excerpt is taken around, where the value has them."""
 
 
-_AROUND = 120
-"""The most bytes of a long value `around` shows."""
+def excerpt(data: bytes, offset: int, *, width: int = EXCERPT_WIDTH, lead: int = EXCERPT_LEAD) -> str:
+    """`data` around `offset` (where it first differs from another value), with `…` where it was cut.
 
-
-def around(data: bytes, offset: int) -> str:
-    """`data` whole if short, else the `_AROUND` bytes around `offset` (its first difference), with `…` where cut."""
-    start = max(0, min(offset - _AROUND // 4, len(data) - _AROUND))
-    text = data[start : start + _AROUND].decode(errors='replace')
-    return ('…' if start else '') + text + ('…' if start + _AROUND < len(data) else '')
+    The excerpt is `width` bytes from `lead` bytes before `offset`, moved back from the end of `data` as far as it
+    needs to stay `width` bytes long, so a value of `width` bytes or fewer is shown whole.
+    """
+    start = max(0, min(offset - lead, len(data) - width))
+    text = data[start : start + width].decode(errors='replace')
+    return ('…' if start else '') + text + ('…' if start + width < len(data) else '')
 
 
 def divergence_message(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> str:

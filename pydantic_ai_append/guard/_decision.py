@@ -40,7 +40,7 @@ from typing import Literal, TypeAlias
 
 from pydantic_ai.messages import ModelMessage
 
-from .._wire.segments import first_difference
+from .._wire.segments import excerpt, first_difference
 from ._bytes import message_bytes
 from ._compaction_of import Compacted, compaction_of
 from ._consumed import ConsumedHistory
@@ -85,10 +85,9 @@ class PrefixDivergence:
         )
 
 
-def _excerpt(data: bytes, offset: int, width: int = 40) -> str:
-    start = max(0, offset - width // 2)
-    text = data[start : start + width].decode(errors='replace')
-    return ('…' if start else '') + text + ('…' if start + width < len(data) else '')
+def _excerpt(data: bytes, offset: int) -> str:
+    # Narrower than the wire's excerpts: a reason holds two of them on one line, and messages are long.
+    return excerpt(data, offset, width=40, lead=20)
 
 
 @dataclass(frozen=True)

@@ -224,7 +224,7 @@ async def test_regenerating_a_reply_is_a_shorter_request():
         [
             """\
 openai-chat request 3 to model 'gpt-5.2' does not extend request 2 byte for byte: it ends after 4 segments, where request 2 goes on with segment 4 (message)
-  request 2: {"role":"assistant","content":null,"tool_calls":[{"id":"call_fake_1_0","type":"f…\
+  request 2: {"role":"assistant","content":null,"tool_calls":[{"id":"call_fake_1_0","type":"function","function":{"name":"get_time","…\
 """
         ]
     )

@@ -34,8 +34,8 @@ def test_prefix_divergence_names_request_segment_and_bytes():
         assert_prefix_stable(requests)
     assert str(error.value) == snapshot("""\
 request 2 does not extend request 1 byte for byte: first divergent segment is 0 (message in request 1, message in request 2), at byte 46 of it
-  request 1: …":"user","content":"What is the time in Paris, please? I need it for a meeting."}
-  request 2: …":"user","content":"What is the time in Berlin, please? I need it for a meeting."}
+  request 1: {"role":"user","content":"What is the time in Paris, please? I need it for a meeting."}
+  request 2: {"role":"user","content":"What is the time in Berlin, please? I need it for a meeting."}
 why: message 0 of the conversation changed or is gone in request 2: compaction or a history processor rewrote earlier messages, or this is another conversation
 fix: if that is the compaction you chose, the move is expected; otherwise keep history append-only (the guard refuses rewrites of what the model already read: docs/guard.md)
 (only if request 2 is meant to open a new window, pass new_windows=(2,))\
