@@ -154,6 +154,54 @@ def excerpt(data: bytes, offset: int, *, width: int = EXCERPT_WIDTH, lead: int =
     return ('…' if start else '') + text + ('…' if start + width < len(data) else '')
 
 
+def parting(earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> tuple[int, str, str | None]:
+    """Where two requests part in segment `position`: its first differing byte, and an excerpt of each side there.
+
+    Args:
+        earlier: The previous request's segments.
+        later: The request's segments.
+        position: The first segment of `earlier` that `later` does not repeat, as `common_prefix_length` finds it.
+
+    Returns:
+        The offset of the first differing byte (0 if `later` ends before the segment), the excerpt of `earlier`'s
+        segment around it, and of `later`'s, or `None` if `later` ends before it.
+    """
+    before = earlier[position]
+    if position >= len(later):
+        return 0, excerpt(before.data, 0), None
+    after = later[position]
+    offset = first_difference(before.data, after.data)
+    return offset, excerpt(before.data, offset), excerpt(after.data, offset)
+
+
+def describe_divergence(
+    subject: str, index: int, position: int, kind: str, sides: tuple[str, str | None], *, differs: str
+) -> str:
+    """Say how request `index` breaks the prefix of request `index - 1`, with both sides, in a few lines.
+
+    The checker, `assert_prefix_stable` and the verifier's `WireDivergence` all say it this way.
+
+    Args:
+        subject: How the message names request `index`, such as `request 2`.
+        index: The request's position in its conversation.
+        position: The first segment of request `index - 1` that request `index` does not repeat.
+        kind: That segment's kind in request `index - 1`.
+        sides: The excerpts of the segment in request `index - 1` and in request `index`, as `parting` makes them;
+            the second is `None` if request `index` ends before it.
+        differs: What differs in the segment, said when request `index` has it.
+    """
+    head = f'{subject} does not extend request {index - 1} byte for byte: '
+    previous, current = sides
+    if current is None:
+        # A request that ends early has `position` segments: every one of them repeats the previous request's.
+        counted = f'{position} segment' if position == 1 else f'{position} segments'
+        return (
+            f'{head}it ends after {counted}, where request {index - 1} goes on with segment {position} ({kind})\n'
+            f'  request {index - 1}: {previous}'
+        )
+    return f'{head}{differs}\n  request {index - 1}: {previous}\n  request {index}: {current}'
+
+
 def divergence_message(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> str:
     """Say how request `index` (segments `later`) breaks the prefix of request `index - 1` (segments `earlier`).
 
@@ -164,21 +212,15 @@ def divergence_message(index: int, earlier: Sequence[Segment], later: Sequence[S
         position: The first segment of `earlier` that `later` does not repeat, as `common_prefix_length` finds it.
 
     Returns:
-        A message naming the first divergent segment's index and kind, with an excerpt of both sides from the
-        first differing byte, or of what `earlier` goes on with if `later` stops short.
+        A message naming the first divergent segment's index and kind in both requests and its first differing byte,
+        with an excerpt of both sides there, or of what `earlier` goes on with if `later` stops short.
     """
-    head = f'request {index} does not extend request {index - 1} byte for byte: '
-    before = earlier[position]
-    if position >= len(later):
-        return (
-            f'{head}it ends after {len(later)} segments, where request {index - 1} goes on with segment {position} '
-            f'({before.kind}): {excerpt(before.data, 0)}'
+    offset, previous, current = parting(earlier, later, position)
+    kind = earlier[position].kind
+    differs = ''
+    if current is not None:
+        differs = (
+            f'first divergent segment is {position} ({kind} in request {index - 1}, {later[position].kind} in request '
+            f'{index}), at byte {offset} of it'
         )
-    after = later[position]
-    offset = first_difference(before.data, after.data)
-    return (
-        f'{head}first divergent segment is {position} ({before.kind} in request {index - 1}, {after.kind} in request '
-        f'{index}), at byte {offset} of it\n'
-        f'  request {index - 1}: {excerpt(before.data, offset)}\n'
-        f'  request {index}: {excerpt(after.data, offset)}'
-    )
+    return describe_divergence(f'request {index}', index, position, kind, (previous, current), differs=differs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._wire.segments import Api, Segment, excerpt, first_difference
+from .._wire.segments import Api, Segment, describe_divergence, parting
 
 
 @dataclass(frozen=True)
@@ -53,28 +53,15 @@ class WireDivergence:
     @property
     def message(self) -> str:
         """What diverged, with both sides, in a few lines."""
-        head = f'{self.api} request {self.request} to model {self.model!r} does not extend request {self.request - 1}'
-        if self.current is None:
-            return (
-                f'{head} byte for byte: it ends after {self.segment} segments, where request {self.request - 1} goes '
-                f'on with segment {self.segment} ({self.kind})\n'
-                f'  request {self.request - 1}: {self.previous}'
-            )
-        return (
-            f'{head} byte for byte: segment {self.segment} ({self.kind}) differs\n'
-            f'  request {self.request - 1}: {self.previous}\n'
-            f'  request {self.request}: {self.current}'
-        )
+        subject = f'{self.api} request {self.request} to model {self.model!r}'
+        sides = (self.previous, self.current)
+        differs = f'segment {self.segment} ({self.kind}) differs'
+        return describe_divergence(subject, self.request, self.segment, self.kind, sides, differs=differs)
 
 
 def divergence_of(
     api: Api, model: str, index: int, previous: list[Segment], current: list[Segment], position: int
 ) -> WireDivergence:
     """The divergence of request `index` from `previous`, at the segment `position` where they part."""
-    before = previous[position]
-    if position >= len(current):
-        return WireDivergence(api, model, index, position, before.kind, excerpt(before.data, 0), None)
-    offset = first_difference(before.data, current[position].data)
-    return WireDivergence(
-        api, model, index, position, before.kind, excerpt(before.data, offset), excerpt(current[position].data, offset)
-    )
+    _, before, after = parting(previous, current, position)
+    return WireDivergence(api, model, index, position, previous[position].kind, before, after)

@@ -48,7 +48,8 @@ def test_prefix_divergence_when_a_request_drops_segments():
     with pytest.raises(AssertionError) as error:
         assert_prefix_stable(requests)
     assert str(error.value) == snapshot("""\
-request 1 does not extend request 0 byte for byte: it ends after 1 segments, where request 0 goes on with segment 1 (message): {"role":"assistant","content":"Noon."}
+request 1 does not extend request 0 byte for byte: it ends after 1 segment, where request 0 goes on with segment 1 (message)
+  request 0: {"role":"assistant","content":"Noon."}
 why: message 1 of the conversation changed or is gone in request 1: compaction or a history processor rewrote earlier messages, or this is another conversation
 fix: if that is the compaction you chose, the move is expected; otherwise keep history append-only (the guard refuses rewrites of what the model already read: docs/guard.md)
 (only if request 1 is meant to open a new window, pass new_windows=(1,))\
