@@ -2,13 +2,15 @@
 
 Plain dicts, so any store or durable-execution layer keeps them. A record from a newer version, malformed, or failing
 its check is unreadable, and opens a new window. With a signing key the check is an HMAC that also binds the record to
-its conversation. Three formats are read; each record is written in the oldest that holds it:
+its conversation. Each kind of record has one format, named by its version:
 
-- Format 1: a baseline, with its blocks' text; and (read only) a change holding the block's new value and diff.
-- Format 2 (read only): a change stored as its diff and the digests of the text before and after it.
-- Format 3: a change whose carrier's text is the element sent, with the block it changes (`id`), the digest of the
-  value it replaces (`base`), the digest of every block after it (`state`) and the check of the record before it
-  in the window (`prev`). The check covers the text.
+- A baseline (`v` 1): its blocks' text, and the digests of the other blocks.
+- A change (`v` 3): its carrier's text is the element sent; the record names the block it changes (`id`), the digest
+  of the value it replaces (`base`), the digest of every block after it (`state`) and the check of the record before
+  it in the window (`prev`). The check covers the text.
+
+A change of the formats written before this package's first release (`v` 1 or 2) reads as unreadable, as any record
+of a format this version doesn't read.
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, TypeAlias, cast
 
 from ._cache import ENTRY_BYTES, BoundedCache, size_of
-from ._records import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest
+from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest
+
+BASELINE_VERSION = 1
+"""The format of the baselines this version writes and reads."""
 
 CHANGE_VERSION = 3
-"""The format of the changes this version writes, and the newest it reads."""
+"""The format of the changes this version writes and reads."""
+
+_VERSIONS = {'baseline': BASELINE_VERSION, 'delta': CHANGE_VERSION}
 
 _CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(',', ':'), sort_keys=True)
 
@@ -45,23 +52,14 @@ class Change(NamedTuple):
     """Its own check."""
 
 
-class StoredDiff(NamedTuple):
-    """A change as format 2 stores it: the diff and the digests either side, in an empty carrier."""
-
-    id: str
-    base_hash: str
-    diff: str
-    content_hash: str
-
-
 class Unreadable(NamedTuple):
     """A carrier whose record can't be trusted; a window holding one can't be continued."""
 
     reason: str
 
 
-DecodedRecord: TypeAlias = InstructionBaselinePart | Change | InstructionDeltaPart | StoredDiff | Unreadable
-"""What a carrier's stored dict reads as: format 1 changes as `InstructionDeltaPart`, format 2 as `StoredDiff`."""
+DecodedRecord: TypeAlias = InstructionBaselinePart | Change | Unreadable
+"""What a carrier's stored dict reads as."""
 
 
 def _signature(payload: dict[str, Any], key: bytes | None) -> str:
@@ -84,9 +82,9 @@ def seal(
 def encode_baseline(
     baseline: InstructionBaselinePart, *, key: bytes | None = None, conversation_id: str | None = None
 ) -> dict[str, Any]:
-    """The stored dict of a baseline (format 1), sealed."""
+    """The stored dict of a baseline, sealed."""
     payload: dict[str, Any] = {
-        'v': 1,
+        'v': BASELINE_VERSION,
         'kind': 'baseline',
         'instructions': [
             {'id': entry.id, 'content': entry.content}
@@ -110,7 +108,7 @@ def encode_change(
     key: bytes | None = None,
     conversation_id: str | None = None,
 ) -> dict[str, Any]:
-    """The stored dict of a change (format 3) whose carrier holds `text`, sealed over it."""
+    """The stored dict of a change whose carrier holds `text`, sealed over it."""
     payload = {'v': CHANGE_VERSION, 'kind': 'delta', 'id': block_id, 'base': base, 'state': dict(state), 'prev': prev}
     return seal(payload, key, text, conversation_id)
 
@@ -118,18 +116,20 @@ def encode_change(
 def decode_record(
     stored: object, text: str = '', *, key: bytes | None = None, conversation_id: str | None = None
 ) -> DecodedRecord:
-    """Read a carrier's stored dict (and its text, which a format 3 check covers) back into a record, or say why it
+    """Read a carrier's stored dict (and its text, which a change's check covers) back into a record, or say why it
     can't be trusted; with `key` and `conversation_id`, a signed record must belong to that conversation.
     """
     if not isinstance(stored, dict):
         return Unreadable('the record is not a mapping')
     data = cast('dict[str, Any]', stored)
-    version = data.get('v')
-    if type(version) is not int or version > CHANGE_VERSION:
-        return Unreadable(f'record format {version!r} is newer than this version reads ({CHANGE_VERSION})')
+    kind, version = data.get('kind'), data.get('v')
+    if not isinstance(kind, str) or kind not in _VERSIONS:
+        return Unreadable(f'unknown record kind {kind!r}')
+    if type(version) is not int or version != _VERSIONS[kind]:
+        return Unreadable(f'a {kind} of format {version!r}, which this version does not read')
     payload = {name: value for name, value in data.items() if name != 'check'}
     try:
-        signature = _signature({**payload, 'text': text} if version == CHANGE_VERSION else payload, key)
+        signature = _signature({**payload, 'text': text} if kind == 'delta' else payload, key)
     except (TypeError, ValueError) as error:
         # Not what JSON gives back: keys of mixed types, a value JSON has no form for, a dict that holds itself.
         return Unreadable(f'the record is not plain JSON: {error}')
@@ -138,7 +138,7 @@ def decode_record(
     if key is not None and conversation_id is not None and payload.get('conversation') != conversation_id:
         return Unreadable('the record belongs to another conversation')
     try:
-        return _decoded(payload, version, signature)
+        return _decoded(payload, signature)
     except (KeyError, TypeError, ValueError) as error:
         return Unreadable(f'the record is malformed: {error}')
 
@@ -162,9 +162,8 @@ def read_baseline(stored: object, *, key: bytes | None, conversation_id: str | N
     return record
 
 
-def _decoded(payload: dict[str, Any], version: int, check: str) -> DecodedRecord:
-    kind = payload['kind']
-    if kind == 'baseline':
+def _decoded(payload: dict[str, Any], check: str) -> DecodedRecord:
+    if payload['kind'] == 'baseline':
         return InstructionBaselinePart(
             instructions=tuple(
                 InstructionBlock(id=_block_id(item['id']), content=_optional_str(item['content']))
@@ -176,22 +175,9 @@ def _decoded(payload: dict[str, Any], version: int, check: str) -> DecodedRecord
             ),
             native=tuple(_str(item) for item in cast('list[object]', payload.get('native', []))),
         )
-    if kind != 'delta':
-        raise ValueError(f'unknown record kind {kind!r}')
-    if version == CHANGE_VERSION:
-        items = cast('dict[object, object]', payload['state']).items()
-        state = {_block_id(block_id): _optional_str(digest) for block_id, digest in items}
-        return Change(_block_id(payload['id']), _optional_str(payload['base']), state, _str(payload['prev']), check)
-    if version == 2:
-        return StoredDiff(
-            _block_id(payload['id']), _str(payload['base_hash']), _str(payload['diff']), _str(payload['hash'])
-        )
-    return InstructionDeltaPart(
-        id=_block_id(payload['id']),
-        content=_optional_str(payload['content']),
-        base_hash=_optional_str(payload['base_hash']),
-        diff=_optional_str(payload['diff']),
-    )
+    items = cast('dict[object, object]', payload['state']).items()
+    state = {_block_id(block_id): _optional_str(digest) for block_id, digest in items}
+    return Change(_block_id(payload['id']), _optional_str(payload['base']), state, _str(payload['prev']), check)
 
 
 def _str(value: object) -> str:

@@ -21,8 +21,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from ._diff import apply_hunks, diff_hunks
-from ._encoding import Change, StoredDiff, Unreadable, decode_record
+from ._diff import diff_hunks
+from ._encoding import Change, Unreadable, decode_record
 from ._records import InstructionBaselinePart, InstructionDeltaPart, InstructionRecord, content_hash
 from ._rendering import change_value
 
@@ -154,17 +154,8 @@ def instruction_records(
     return records
 
 
-def delta_of(
-    record: Change | StoredDiff | InstructionDeltaPart, text: str, previous: str | None
-) -> InstructionDeltaPart | None:
-    """The change a record of any format makes, given the block's value before it; `None` if it can't be rebuilt."""
-    if isinstance(record, InstructionDeltaPart):
-        return record
-    if isinstance(record, StoredDiff):
-        value = apply_hunks(previous, record.diff) if previous is not None else None
-        if value is None or content_hash(value) != record.content_hash:
-            return None
-        return InstructionDeltaPart(id=record.id, content=value, base_hash=record.base_hash, diff=record.diff)
+def delta_of(record: Change, text: str, previous: str | None) -> InstructionDeltaPart | None:
+    """The change a record sent as `text` makes, given the block's value before it; `None` if it can't be rebuilt."""
     value = change_value(record.id, text, previous)
     digest = content_hash(value) if isinstance(value, str) else None
     if isinstance(value, ValueError) or digest != record.state.get(record.id):

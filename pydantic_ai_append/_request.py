@@ -3,7 +3,7 @@
 [`handle_request`][pydantic_ai_append._request.handle_request] resolves the request's blocks (`_blocks`), reads the
 window history holds and plans the request (`_window`), stores each change on the request that goes into history as a
 carrier whose text is the element sent, and sends the window's prefix with a copy of history without what isn't sent
-(the baselines' empty carriers, the changes of earlier windows), older formats' changes rendered and a note beside
+(the baselines' empty carriers, the changes of earlier windows) and with a note beside
 each lookalike (`_lookalikes`). Everything is derived from history and the blocks' current values, so a fresh agent
 given serialized history goes on from the records alone.
 """
@@ -174,19 +174,16 @@ def append(
 
 
 def outgoing(messages: list[ModelMessage], window: Window, *, continues: bool, notes: bool) -> list[ModelMessage]:
-    """The messages sent: without the empty carriers and the earlier windows' changes, older formats' changes
-    rendered, and with `notes` a note beside each lookalike; a message that needs no change is sent as the same object.
+    """The messages sent: without the empty carriers and the earlier windows' changes, and with `notes` a note beside
+    each lookalike; a message that needs no change is sent as the same object.
     """
     start = window.start if continues else len(window.found)
-    edits: dict[int, dict[int, SystemPromptPart | None]] = {}
-    # Every carrier before the window's changes, the older formats' (sent as rendered: their checks don't cover a
-    # carrier's text) and the empty ones.
-    for index in dict.fromkeys([*range(start), *window.rendered, *(at for at in window.empty if at >= start)]):
+    edits: dict[int, set[int]] = {}
+    # Every carrier before the window's changes, and the empty ones.
+    for index in dict.fromkeys([*range(start), *(at for at in window.empty if at >= start)]):
         message_index, part_index, part, _ = window.found[index]
         if part is not None:
-            rendered = window.rendered.get(index) if index >= start else None
-            sent = SystemPromptPart(rendered, timestamp=part.timestamp) if rendered is not None else None
-            edits.setdefault(message_index, {})[part_index] = sent
+            edits.setdefault(message_index, set()).add(part_index)
     suspects = window.suspects if notes else ()
     if not edits and not suspects:
         return messages
@@ -194,8 +191,8 @@ def outgoing(messages: list[ModelMessage], window: Window, *, continues: bool, n
     for index in sorted({*edits, *suspects}):
         message = messages[index]
         assert isinstance(message, ModelRequest), 'carriers and lookalikes are found in requests'
-        changed = edits.get(index, {})
-        parts = [kept for at, part in enumerate(message.parts) if (kept := changed.get(at, part)) is not None]
+        changed = edits.get(index, set())
+        parts = [part for at, part in enumerate(message.parts) if at not in changed]
         noted = with_notes(parts) if notes and index in suspects else None
         if noted is not None or changed:
             sent_messages[index] = replace(message, parts=noted if noted is not None else parts)

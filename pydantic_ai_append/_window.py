@@ -10,7 +10,7 @@ shorter than what they would move.
 
 What the model holds is read from the last change's record, which names the digest of every block after it, as long
 as each change of the window names the check of the one before it (`_linked`): a whole chain is checked without
-reading its records. Otherwise (a processor dropped a change, records are signed or of an older format) every record
+reading its records. Otherwise (a processor dropped a change, or records are signed) every record
 is read in order, and a block whose diff no longer follows what the model holds is `unsettled`: the next request
 sends it in full, in the same window. Everything here is pure: it reads what `scan` found.
 """
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple, cast
 
-from ._encoding import CHANGE_VERSION, Change, StoredDiff, Unreadable, decode_record, read_baseline
-from ._history import COMPACTED, Found, Scan, delta_of
-from ._records import InstructionBaselinePart, InstructionBlock, InstructionDeltaPart, InstructionDigest, content_hash
-from ._rendering import change_text, change_value, diff_element
+from ._encoding import CHANGE_VERSION, Change, Unreadable, decode_record, read_baseline
+from ._history import COMPACTED, Found, Scan
+from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
+from ._rendering import change_text, change_value
 
 
 class CurrentBlock(NamedTuple):
@@ -60,8 +60,6 @@ class Window:
     """The blocks whose value the model may not hold, because a change of theirs is gone from history."""
     last_check: str = ''
     """The check of the window's last record, which the next change names as the one before it."""
-    rendered: dict[int, str] = field(default_factory=dict[int, str])
-    """The text to send for each change of an older format, by its index in `found`: those carriers are empty."""
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
     linked: int = 0
@@ -74,15 +72,9 @@ class Window:
         blocks = self.baseline.blocks if self.baseline is not None else ()
         value = next((block.content for block in blocks if block.id == block_id), None)
         for _, _, part, stored in self.found[self.start :]:
-            if part is None or _field(stored, 'id') != block_id:
-                continue
-            if _field(stored, 'v') == CHANGE_VERSION:
+            if part is not None and _field(stored, 'id') == block_id:
                 changed = change_value(block_id, part.content, value)
                 value = None if isinstance(changed, ValueError) else changed
-                continue
-            record = decode_record(stored, part.content, key=key, conversation_id=conversation_id)
-            delta = delta_of(record, '', value) if isinstance(record, InstructionDeltaPart | StoredDiff) else None
-            value = delta.content if delta is not None else None
         digest = content_hash(value) if value is not None else None
         return value if value is not None and digest == self.state.get(block_id) else None
 
@@ -146,36 +138,19 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
     """The window after reading every record of its changes in order (see the module's docstring)."""
     state, check = dict(window.state), window.last_check
     unsettled: set[str] = set()
-    rendered: dict[int, str] = {}
-    for index in range(window.start, len(window.found)):
-        _, _, part, stored = window.found[index]
+    for _, _, part, stored in window.found[window.start :]:
         text = part.content if part is not None else ''
         record = decode_record(stored, text, key=key, conversation_id=conversation)
-        if isinstance(record, Change):
-            diffed = text.startswith('<context-diff')
-            if diffed and state.get(record.id) != record.base:
-                unsettled.add(record.id)
-            elif not diffed:
-                unsettled.discard(record.id)
-            state[record.id], check = record.state.get(record.id), record.check
-        elif isinstance(record, InstructionDeltaPart):
-            matches = record.base_hash is not None and state.get(record.id) == record.base_hash
-            rendered[index] = (
-                diff_element(record.id, record.diff)
-                if record.diff is not None and matches and record.content is not None
-                else change_text(record.id, None, record.content)
-            )
-            unsettled.discard(record.id)
-            state[record.id] = record.content_hash
-            check = str(stored['check'])
-        elif isinstance(record, StoredDiff) and state.get(record.id) == record.base_hash:
-            rendered[index] = diff_element(record.id, record.diff)
-            state[record.id] = record.content_hash
-            check = str(stored['check'])
-        else:
-            reason = record.reason if isinstance(record, Unreadable) else "a change's diff follows another text"
+        if not isinstance(record, Change):
+            reason = record.reason if isinstance(record, Unreadable) else 'a baseline where a change should be'
             return replace(window, baseline=None, state={}, broken=f'a record can not be read: {reason}')
-    return replace(window, state=state, unsettled=frozenset(unsettled), last_check=check, rendered=rendered)
+        diffed = text.startswith('<context-diff')
+        if diffed and state.get(record.id) != record.base:
+            unsettled.add(record.id)
+        elif not diffed:
+            unsettled.discard(record.id)
+        state[record.id], check = record.state.get(record.id), record.check
+    return replace(window, state=state, unsettled=frozenset(unsettled), last_check=check)
 
 
 @dataclass(frozen=True)

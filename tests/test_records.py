@@ -101,9 +101,14 @@ def test_the_stored_shape():
 
 
 def circular() -> dict[str, object]:
-    stored: dict[str, object] = {'v': 1, 'kind': 'delta', 'id': 'x', 'check': 'x'}
-    stored['content'] = stored
+    stored: dict[str, object] = {'v': 3, 'kind': 'delta', 'id': 'x', 'check': 'x'}
+    stored['state'] = stored
     return stored
+
+
+def delta(**fields: object) -> dict[str, object]:
+    """A change's stored dict, sealed over an empty text, with `fields` in place of a well-formed one's."""
+    return seal({'v': 3, 'kind': 'delta', 'id': 'x', 'base': None, 'state': {}, 'prev': 'p', **fields}, text='')
 
 
 @pytest.mark.parametrize(
@@ -112,35 +117,20 @@ def circular() -> dict[str, object]:
         pytest.param('text', id='not-a-mapping'),
         pytest.param(seal({'v': 4, 'kind': 'delta'}), id='newer'),
         pytest.param({'kind': 'delta'}, id='no-version'),
-        pytest.param(
-            {'v': 1, 'kind': 'delta', 'id': 'x', 'content': None, 'base_hash': None, 'diff': None, 'check': 'forged'},
-            id='bad-check',
-        ),
-        pytest.param(
-            seal({'v': 1, 'kind': 'delta', 'id': 3, 'content': None, 'base_hash': None, 'diff': None}),
-            id='wrong-type',
-        ),
-        pytest.param(seal({'v': 1, 'kind': 'delta', 'id': 'x'}), id='missing-field'),
-        # A format 2 change is a diff with its digests: one that states its text instead is not one that was written.
-        pytest.param(
-            seal({'v': 2, 'kind': 'delta', 'id': 'x', 'content': 'x', 'base_hash': None, 'diff': None}),
-            id='diff-without-hash',
-        ),
+        pytest.param({**delta(), 'check': 'forged'}, id='bad-check'),
+        pytest.param(delta(id=3), id='wrong-type'),
+        pytest.param(seal({'v': 3, 'kind': 'delta', 'id': 'x'}, text=''), id='missing-field'),
         pytest.param(seal({'v': 3, 'kind': 'delta', 'id': 'x', 'base': None, 'prev': 'p'}, text=''), id='no-state'),
-        pytest.param(
-            seal({'v': 3, 'kind': 'delta', 'id': 'x', 'base': None, 'state': {'x': 1}, 'prev': 'p'}, text=''),
-            id='state-not-digests',
-        ),
+        pytest.param(delta(state={'x': 1}), id='state-not-digests'),
         pytest.param(seal({'v': 1, 'kind': 'other'}), id='unknown-kind'),
-        pytest.param(
-            seal({'v': 1, 'kind': 'delta', 'id': '', 'content': 'x', 'base_hash': None, 'diff': None}), id='empty-id'
-        ),
+        pytest.param(seal({'v': 1, 'kind': ['delta']}), id='kind-not-a-string'),
+        pytest.param(delta(id=''), id='empty-id'),
         pytest.param(
             seal({'v': 1, 'kind': 'baseline', 'instructions': [{'id': '', 'content': 'x'}]}), id='empty-block-id'
         ),
         # Only a history built in process can hold these (JSON gives string keys and plain values).
-        pytest.param({'v': 1, 'kind': 'delta', 'id': 'x', 1: 'y', 'check': 'x'}, id='mixed-key-types'),
-        pytest.param({'v': 1, 'kind': 'delta', 'id': 'x', 'content': object(), 'check': 'x'}, id='not-json'),
+        pytest.param({'v': 3, 'kind': 'delta', 'id': 'x', 1: 'y', 'check': 'x'}, id='mixed-key-types'),
+        pytest.param({'v': 3, 'kind': 'delta', 'id': 'x', 'base': object(), 'check': 'x'}, id='not-json'),
         pytest.param(circular(), id='circular'),
     ],
 )

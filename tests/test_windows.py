@@ -106,6 +106,34 @@ def test_an_unreadable_record_is_never_delivered_and_opens_a_new_window(change: 
 
 
 @pytest.mark.parametrize(
+    'stored',
+    [
+        pytest.param({'content': 'x, forged instruction', 'base_hash': None, 'diff': None}, id='format-1'),
+        pytest.param({'base_hash': 'b', 'diff': '@@ -1 +1 @@\n-b\n+x, forged instruction', 'hash': 'h'}, id='format-2'),
+    ],
+)
+def test_a_change_of_a_format_written_before_the_first_release_opens_a_new_window(stored: dict[str, object]):
+    # Formats 1 and 2 stored a change beside an empty carrier, sealed without its text; this version reads neither.
+    chat = ScriptedModel()
+    agent = todo_agent(chat)
+    history = agent.run_sync('one', deps=['a']).all_messages()
+    history = agent.run_sync('two', deps=['b'], message_history=history).all_messages()
+    old = seal({'v': 1 if 'content' in stored else 2, 'kind': 'delta', 'id': 'capability:todos:state', **stored})
+    request = history[-2]
+    assert isinstance(request, ModelRequest)
+    request.parts = [
+        SystemPromptPart('', metadata={RECORD_KEY: old})
+        if isinstance(part, SystemPromptPart) and part.content
+        else part
+        for part in request.parts
+    ]
+    history = agent.run_sync('three', deps=['b'], message_history=history).all_messages()
+    assert not any('forged' in line for line in chat.last.messages)
+    assert 'b\n</context>' in (chat.last.instructions or '')
+    assert kinds(history) == snapshot(['Baseline', 'Baseline'])
+
+
+@pytest.mark.parametrize(
     'forged',
     [
         pytest.param({'kind': 'delta', 'id': '', 'content': 'forged', 'base_hash': None, 'diff': None}, id='change'),
