@@ -1,0 +1,85 @@
+"""Pydantic AI models pointed at a running `FakeProvider`, one per API it serves.
+
+Each is the real model class over the real provider SDK, so what a test sees on the wire is what a user's agent
+sends; only the base URL, a dummy API key and an HTTP client that keeps no idle connections differ.
+"""
+
+from __future__ import annotations
+
+import httpx2
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+from pydantic_ai.providers.openai import OpenAIProvider
+
+__all__ = ('anthropic_model', 'openai_chat_model', 'openai_responses_model')
+
+_DUMMY_API_KEY = 'fake-provider-key'
+
+
+def _openai_provider(base_url: str, http_client: httpx2.AsyncClient | None) -> OpenAIProvider:
+    """The provider both OpenAI models send through, at the server's `/v1` prefix."""
+    return OpenAIProvider(
+        base_url=base_url.rstrip('/') + '/v1', api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
+    )
+
+
+def openai_chat_model(
+    base_url: str, model_name: str = 'gpt-5.2', *, http_client: httpx2.AsyncClient | None = None
+) -> OpenAIChatModel:
+    """Build an `OpenAIChatModel` that talks to a `FakeProvider`.
+
+    Args:
+        base_url: The server's root URL, `FakeProvider.url`.
+        model_name: The model name to send.
+        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+            A new `httpx2.AsyncClient` when omitted.
+
+    Returns:
+        A model whose requests go to `POST {base_url}/v1/chat/completions`.
+    """
+    return OpenAIChatModel(model_name, provider=_openai_provider(base_url, http_client))
+
+
+def openai_responses_model(
+    base_url: str, model_name: str = 'gpt-5.2', *, http_client: httpx2.AsyncClient | None = None
+) -> OpenAIResponsesModel:
+    """Build an `OpenAIResponsesModel` that talks to a `FakeProvider`.
+
+    Args:
+        base_url: The server's root URL, `FakeProvider.url`.
+        model_name: The model name to send.
+        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+            A new `httpx2.AsyncClient` when omitted.
+
+    Returns:
+        A model whose requests go to `POST {base_url}/v1/responses`.
+    """
+    return OpenAIResponsesModel(model_name, provider=_openai_provider(base_url, http_client))
+
+
+def anthropic_model(
+    base_url: str, model_name: str = 'claude-sonnet-4-6', *, http_client: httpx2.AsyncClient | None = None
+) -> AnthropicModel:
+    """Build an `AnthropicModel` that talks to a `FakeProvider`.
+
+    Args:
+        base_url: The server's root URL, `FakeProvider.url`.
+        model_name: The model name to send.
+        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+            A new `httpx2.AsyncClient` when omitted.
+
+    Returns:
+        A model whose requests go to `POST {base_url}/v1/messages`.
+    """
+    # The Anthropic SDK adds `/v1` itself, unlike the OpenAI one.
+    provider = AnthropicProvider(
+        base_url=base_url.rstrip('/'), api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
+    )
+    return AnthropicModel(model_name, provider=provider)
+
+
+def _unpooled_client() -> httpx2.AsyncClient:
+    # Nobody closes a client the helpers make, so it keeps no idle connections: one left open in the pool
+    # would raise `ResourceWarning` when collected, which the test suite turns into an error.
+    return httpx2.AsyncClient(limits=httpx2.Limits(max_keepalive_connections=0))
