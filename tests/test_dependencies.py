@@ -28,7 +28,8 @@ PLUGIN = ROOT / 'pytest_pydantic_ai_append'
 
 OPTIONAL_IMPORTS = {
     ('pydantic_ai_append/guard/_wire.py', 'anthropic'),
-    *(('pydantic_ai_append/_check/cassettes.py', name) for name in ('yaml', 'brotli', 'brotlicffi', 'zstandard')),
+    ('pydantic_ai_append/_check/cassettes.py', 'yaml'),
+    *(('pydantic_ai_append/_wire/encoding.py', name) for name in ('brotli', 'brotlicffi', 'zstandard')),
 }
 """Third-party modules the package may import without declaring them, each only where its absence is handled.
 

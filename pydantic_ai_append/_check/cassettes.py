@@ -5,9 +5,8 @@ Three recorders' files are read, all YAML (`.json`: vcrpy's JSON serializer) wit
 
 - vcrpy / pytest-recording: a request body is text, or bytes (YAML `!!binary`) where it isn't UTF-8, such as a
   gzip-compressed one; a response body is `{string: ...}` (or `content`, in cassettes of vcrpy's old httpx stubs).
-  Its `content-encoding` header says how a body was compressed: gzip, deflate, `br` (brotli) and `zstd` are decoded,
-  the last two with the libraries httpx uses for them, `brotli` (or `brotlicffi`) and `zstandard`, imported only when a
-  body needs them.
+  Its `content-encoding` header says how a body was compressed: gzip, deflate, `br` (brotli) and `zstd` are decoded
+  as the wire wrappers decode replies (`_wire.encoding`).
 - Pydantic AI's older vcrpy serializer (its test suite's `json_body_serializer.py`): the same, except that a request or
   response whose `content-type` is `application/json` keeps no `body` but the parsed JSON, under `parsed_body`.
 - cassetter, Pydantic AI's current recorder: every body is typed, `{type: json, content: <structure>}`,
@@ -25,12 +24,12 @@ file's name, so that the command says one cause once for all the files it applie
 from __future__ import annotations
 
 import json
-import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from .._wire.encoding import MissingDecoder, UnknownCoding, decode
 from .._wire.segments import canonical
 
 CASSETTE_SUFFIXES = ('.yaml', '.yml', '.json')
@@ -52,76 +51,6 @@ class CassetteError(Exception):
         super().__init__(cause if file is None else f'{file}: {cause}')
         self.cause = cause
         self.file = file
-
-
-class _NotCompressed(Exception):
-    """The body doesn't decompress with the encoding its header names."""
-
-
-class _MissingLibrary(Exception):
-    """The library that decodes an encoding is not installed; the argument names the package."""
-
-
-def _decompress_gzip(data: bytes) -> bytes:
-    try:
-        return zlib.decompress(data, zlib.MAX_WBITS | 16)
-    except zlib.error:
-        raise _NotCompressed from None
-
-
-def _decompress_deflate(data: bytes) -> bytes:
-    try:
-        return zlib.decompress(data)
-    except zlib.error:
-        pass
-    try:
-        # Some servers send raw deflate, without the zlib header the standard asks for.
-        return zlib.decompress(data, -zlib.MAX_WBITS)
-    except zlib.error:
-        raise _NotCompressed from None
-
-
-def _decompress_brotli(data: bytes) -> bytes:
-    # Imported here: neither is in the standard library, and only a `br` body needs one. httpx takes either.
-    try:
-        import brotli  # pyright: ignore[reportMissingTypeStubs]
-    except ImportError:
-        try:
-            import brotlicffi as brotli  # pyright: ignore[reportMissingImports]
-        except ImportError:
-            raise _MissingLibrary('brotli') from None
-    library: Any = brotli
-    try:
-        return library.decompress(data)
-    except library.error:
-        raise _NotCompressed from None
-
-
-def _decompress_zstd(data: bytes) -> bytes:
-    try:
-        import zstandard
-    except ImportError:
-        raise _MissingLibrary('zstandard') from None
-    frames: list[bytes] = []
-    try:
-        # A body may be several frames, one after another; a decompressor object reads one and keeps the rest.
-        while data:
-            decompressor = zstandard.ZstdDecompressor().decompressobj()
-            frames.append(decompressor.decompress(data))
-            data = decompressor.unused_data
-    except zstandard.ZstdError:
-        raise _NotCompressed from None
-    return b''.join(frames)
-
-
-_DECODERS: Mapping[str, Callable[[bytes], bytes]] = {
-    'gzip': _decompress_gzip,
-    'x-gzip': _decompress_gzip,
-    'deflate': _decompress_deflate,
-    'br': _decompress_brotli,
-    'zstd': _decompress_zstd,
-    'identity': lambda data: data,
-}
 
 
 def _header(headers: object, name: str) -> str | None:
@@ -192,24 +121,19 @@ class Interaction:
         else:
             raise self._error(f'the {what} body is a {type(body).__name__}, not text or bytes')
         encoding = _header(recorded.get('headers'), 'content-encoding')
-        for name in reversed([part.strip().lower() for part in (encoding or '').split(',') if part.strip()]):
-            decoder = _DECODERS.get(name)
-            if decoder is None:
-                raise self._error(f'the {what} body has content-encoding {name!r}, which the checker cannot decode')
-            try:
-                data = decoder(data)
-            except _MissingLibrary as missing:
-                # Not the interaction's fault: said without it, so that the cause is said once for every file.
-                raise CassetteError(
-                    f'decoding a body with content-encoding {name!r} needs {missing.args[0]}, which is not installed: '
-                    f'{_INSTALL}',
-                    self.file,
-                ) from None
-            except _NotCompressed:
-                # vcrpy's `decode_compressed_response` decompresses bodies but some recorders keep the header; as
-                # vcrpy does, a body that doesn't decompress is taken as already decompressed.
-                break
-        return data
+        try:
+            return decode(data, encoding)
+        except UnknownCoding as unknown:
+            raise self._error(
+                f'the {what} body has content-encoding {unknown.coding!r}, which the checker cannot decode'
+            ) from None
+        except MissingDecoder as missing:
+            # Not the interaction's fault: said without it, so that the cause is said once for every file.
+            raise CassetteError(
+                f'decoding a body with content-encoding {missing.coding!r} needs {missing.package}, which is not '
+                f'installed: {_INSTALL}',
+                self.file,
+            ) from None
 
     def _body(self, what: str, recorded: Mapping[str, Any], body: object) -> bytes | None:
         # Pydantic AI's serializer reads a `parsed_body` of null as none, and then the `body`: so does the checker.

@@ -3,7 +3,8 @@ the `testing` fixture and the cassette checker.
 
 - `segments`: a request body split into its cache-order segments, and where two requests part.
 - `conversation`: the requests of one conversation, with Responses' `previous_response_id` resolved.
-- `transport`: what the HTTP transport wrappers share (a reply teed as the client reads it, bodies decoded).
+- `transport`: what the HTTP transport wrappers share (a reply teed as the client reads it).
+- `encoding`: a body's `content-encoding` undone, for the wrappers' replies and the checker's cassettes.
 - `causes`: why a request moved the prefix, told from the plugin's elements in it.
 - `usage`: the provider's own cache figures, read from its replies.
 - `cache_rules`: the request settings each provider documents as breaking its cache.

@@ -3,8 +3,8 @@
 A provider SDK streams its replies event by event; reading a reply inside a transport would buffer it and change
 when the client sees each event. So a wrapper that needs the reply's bytes (to resolve a later
 `previous_response_id`, or to show it in a test) tees the stream instead. A teed stream is the body as it came
-over the wire, before the client undoes its `content-encoding` (real providers gzip their JSON replies), so
-`decoded` undoes it again for the wrappers.
+over the wire, before the client undoes its `content-encoding` (real providers gzip their JSON replies), so the
+wrappers undo it again (`encoding.decoded`).
 
 A transport is shared by every conversation a client sends for, and sees only bytes; the capabilities on the agent
 know which conversation a request is for. They name it in `conversation_scope` around each run, and the transport,
@@ -13,7 +13,6 @@ called inside the run's context, reads it with `current_conversation`.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import AsyncIterator, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,26 +34,6 @@ class TeeStream(httpx2.AsyncByteStream):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-def decoded(body: bytes, content_encoding: str | None) -> bytes:
-    """A body as sent with the `content-encoding` given, decoded: gzip and deflate are undone, others left as sent.
-
-    A body that doesn't decode (cut short, or not what its header says) is returned as it is; the caller then
-    finds no JSON or events in it, as it would in any unreadable body.
-    """
-    codings = [coding.strip().lower() for coding in (content_encoding or '').split(',')]
-    for coding in reversed(codings):
-        if coding in ('gzip', 'x-gzip', 'deflate'):
-            # `wbits=47` reads a gzip or a zlib header, whichever the body has; a decompressor object (rather than
-            # `zlib.decompress`) gives what decodes of a body cut short instead of failing on it.
-            try:
-                body = zlib.decompressobj(47).decompress(body)
-            except zlib.error:
-                return body
-        elif coding not in ('', 'identity'):
-            return body
-    return body
 
 
 _CONVERSATION = ContextVar[str | None]('pydantic_ai_append.conversation', default=None)

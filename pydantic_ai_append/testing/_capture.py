@@ -9,7 +9,8 @@ import httpx2
 
 from .._wire.conversation import WireConversation
 from .._wire.segments import API_PATHS, Api
-from .._wire.transport import TeeStream, decoded
+from .._wire.encoding import decoded
+from .._wire.transport import TeeStream
 
 
 @dataclass
