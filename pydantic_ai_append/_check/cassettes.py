@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from .._wire.encoding import MissingDecoder, UnknownCoding, decode
 from .._wire.segments import canonical
@@ -80,6 +81,11 @@ class Interaction:
     """The recorded request."""
     response: Mapping[str, Any]
     """The recorded response."""
+
+    @property
+    def path(self) -> str:
+        """The request URI's path, without the query or fragment."""
+        return urlsplit(self.uri).path
 
     def _error(self, message: str) -> CassetteError:
         return CassetteError(f'interaction {self.index} ({self.method} {self.uri}): {message}', self.file)

@@ -28,7 +28,7 @@ from typing import Any, cast
 from .._wire.cache_rules import setting_change
 from .._wire.causes import Cause, explain
 from .._wire.conversation import WireConversation, has_history, reply_payloads
-from .._wire.segments import API_PATHS, Api, Segment, common_prefix_length, divergence_message, parse_body, segments
+from .._wire.segments import Api, Segment, api_of, common_prefix_length, divergence_message, parse_body, segments
 from .._wire.usage import Disagreement, ProviderUsage, disagreement, reply_usage
 from .cassettes import CassetteError, Interaction
 
@@ -243,7 +243,7 @@ _RESPONSES: Api = 'openai-responses'
 
 def _add_conversation_items(interaction: Interaction, resolver: WireConversation) -> None:
     """Note the items a `POST /v1/conversations` or `.../items` call added, if `interaction` is one that succeeded."""
-    match = _CONVERSATIONS.search(re.sub(r'[?#].*', '', interaction.uri))
+    match = _CONVERSATIONS.search(interaction.path)
     reply = interaction.response_body() if interaction.method == 'POST' and match is not None else None
     payloads = reply_payloads(reply) if reply is not None else []
     # A call that succeeded replies with the conversation, or with the list of the items it added; an error added none.
@@ -283,13 +283,6 @@ def _fresh(request: dict[str, Any], resolved: list[Segment] | None) -> bool:
     return not has_history(request)
 
 
-def _api(interaction: Interaction) -> Api | None:
-    if interaction.method != 'POST':
-        return None
-    path = re.sub(r'[?#].*', '', interaction.uri)
-    return next((api for api, api_path in API_PATHS.items() if path.endswith(api_path)), None)
-
-
 def _conversation_for(
     conversations: list[_Conversation], api: Api, model: str, current: list[Segment], fresh: bool
 ) -> _Conversation | None:
@@ -326,7 +319,7 @@ def check_cassette(
     resolvers: dict[Api, WireConversation] = {}
     other = 0
     for interaction in interactions:
-        api = _api(interaction)
+        api = api_of(interaction.method, interaction.path)
         if api is None:
             if _RESPONSES not in resolvers:
                 resolvers[_RESPONSES] = WireConversation(_RESPONSES)

@@ -24,6 +24,21 @@ API_PATHS: Mapping[Api, str] = {
 }
 """The request path of each API."""
 
+
+def api_of(method: str, path: str) -> Api | None:
+    """The API a request is to: one of `API_PATHS` for a `POST` whose URL path ends in it, else `None`.
+
+    The verifier, the capture and the checker pick the requests they read by this; a `GET` to the same path (OpenAI
+    lists stored chat completions so) is not a request to the model.
+    """
+    if method != 'POST':
+        return None
+    for api, api_path in API_PATHS.items():
+        if path.endswith(api_path):
+            return api
+    return None
+
+
 CACHE_MARKER_KEYS: Mapping[Api, frozenset[str]] = {
     'anthropic': frozenset({'cache_control'}),
     'openai-chat': frozenset({'prompt_cache_breakpoint'}),

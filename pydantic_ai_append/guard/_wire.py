@@ -23,8 +23,8 @@ from pydantic_ai.exceptions import UserError
 
 from .._cache import BoundedCache
 from .._wire.conversation import BoundedWireConversation, WireConversation, conversation_id, has_history, segments_size
-from .._wire.segments import Api, Segment, common_prefix_length, segments
 from .._wire.encoding import decoded
+from .._wire.segments import Api, Segment, common_prefix_length, segments
 from .._wire.transport import current_conversation
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of

@@ -14,7 +14,7 @@ from typing import cast
 
 import httpx2
 
-from .._wire.segments import API_PATHS, Api
+from .._wire.segments import Api, api_of
 from .._wire.transport import TeeStream
 
 
@@ -38,7 +38,7 @@ class VerifyingTransport(httpx2.AsyncBaseTransport):
         self._inner = inner
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        api = _api_of(request)
+        api = api_of(request.method, request.url.path)
         if api is None:
             return await self._inner.handle_async_request(request)
         reply = self._check(api, await request.aread())
@@ -56,10 +56,3 @@ class VerifyingTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-def _api_of(request: httpx2.Request) -> Api | None:
-    if request.method != 'POST':
-        return None
-    path = request.url.path
-    return next((api for api, api_path in API_PATHS.items() if path.endswith(api_path)), None)

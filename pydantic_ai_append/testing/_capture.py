@@ -8,8 +8,8 @@ from typing import Any, cast
 import httpx2
 
 from .._wire.conversation import WireConversation
-from .._wire.segments import API_PATHS, Api
 from .._wire.encoding import decoded
+from .._wire.segments import Api, api_of
 from .._wire.transport import TeeStream
 
 
@@ -131,10 +131,10 @@ class WireCapture:
         """The conversation made of the exchanges sent to one API, in order.
 
         Args:
-            api: The provider API; exchanges are picked by their path ending in `API_PATHS[api]`.
+            api: The provider API; exchanges are picked by method and path, a `POST` to a path ending in the API's.
 
         Returns:
             A `WireConversation` of those exchanges.
         """
-        path = API_PATHS[api]
-        return WireConversation.from_exchanges(api, (e for e in self.exchanges if e.path.endswith(path)))
+        exchanges = [exchange for exchange in self.exchanges if api_of(exchange.method, exchange.path) == api]
+        return WireConversation.from_exchanges(api, exchanges)

@@ -16,7 +16,7 @@ from pydantic_ai.exceptions import UserError
 
 from .._telemetry import CacheSummary
 from .._wire.conversation import WireConversation
-from .._wire.segments import API_PATHS, Api, Segment
+from .._wire.segments import API_PATHS, Api, Segment, api_of
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
 from ._transcript import DEFAULT_FOLD, transcript
@@ -204,7 +204,9 @@ class PromptWire:
             The totals of the conversation's requests to that API.
         """
         name = self._api(api)
-        return wire_summary(name, [exchange for exchange in self.exchanges if exchange.path.endswith(API_PATHS[name])])
+        return wire_summary(
+            name, [exchange for exchange in self.exchanges if api_of(exchange.method, exchange.path) == name]
+        )
 
     def close(self) -> None:
         """Close every client `http_client` made that is still open; the fixture calls it at teardown.
@@ -232,9 +234,12 @@ class PromptWire:
             if api not in API_PATHS:
                 raise UserError(f'unknown API {api!r}: name one of {sorted(API_PATHS)}')
             return api
-        seen: list[Api] = sorted(
-            {name for exchange in self.exchanges for name, path in API_PATHS.items() if exchange.path.endswith(path)}
-        )
+        seen: list[Api] = []
+        for exchange in self.exchanges:
+            name = api_of(exchange.method, exchange.path)
+            if name is not None and name not in seen:
+                seen.append(name)
+        seen.sort()
         if len(seen) == 1:
             return seen[0]
         if not seen:
