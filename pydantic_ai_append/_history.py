@@ -90,15 +90,14 @@ class Scan(NamedTuple):
     without a `<`."""
 
 
-def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = None) -> Scan:  # noqa: C901 (one loop, written out: see the comment in it)
-    """The carriers and compactions of `messages[start:stop]`, unread, and the requests that may hold lookalikes."""
+def scan(messages: Sequence[ModelMessage]) -> Scan:  # noqa: C901 (one loop, written out: see the comment in it)
+    """The carriers and compactions of `messages`, unread, and the requests that may hold lookalikes."""
     found: list[Found] = []
     empty: list[int] = []
     suspects: list[int] = []
     # Runs on every request over the whole history, so written for speed: a type check per part, a look at user and
     # tool text, a tuple per carrier.
-    for message_index in range(start, len(messages) if stop is None else stop):
-        message = messages[message_index]
+    for message_index, message in enumerate(messages):
         if not isinstance(message, ModelRequest):
             if CompactionPart in map(type, message.parts):
                 empty.append(len(found))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from operator import itemgetter
 from typing import Any, Literal, NamedTuple, cast
 
 from ._encoding import CHANGE_VERSION, Change, Unreadable, decode_record, read_baseline
@@ -62,8 +61,6 @@ class Window:
     """The check of the window's last record, which the next change names as the one before it."""
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
-    linked: int = 0
-    """How many entries of `found` are known to be the baseline and linked changes: a later fold needn't read them."""
 
     def value_of(self, block_id: str, *, key: bytes | None, conversation_id: str | None) -> str | None:
         """The block's value as the model holds it, rebuilt from the texts of the window's changes and checked only
@@ -79,10 +76,8 @@ class Window:
         return value if value is not None and digest == self.state.get(block_id) else None
 
 
-def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linked: int = 0) -> Window:
-    """The window in effect after what `scan` found, its records checked with `key` for `conversation_id`, but for
-    the first `linked` entries, which an earlier fold of the same objects found linked (`Window.linked`).
-    """
+def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None) -> Window:
+    """The window in effect after what `scan` found, its records checked with `key` for `conversation_id`."""
     found, empty, suspects = scanned
     # Only an empty carrier (a baseline) or a compaction opens or ends a window.
     opens = next((at for at in reversed(empty) if _opens(found[at][3])), None)
@@ -101,15 +96,11 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linke
         # A window ended here; changes after it have lost the baseline they followed.
         return replace(window, broken=None if start == len(found) else 'the window baseline is gone from history')
     check = str(stored['check'])
-    seen = max(start, linked)
-    first = check if seen == start else str(found[seen - 1][3]['check'])
-    if key is None and start < len(found) and _linked(list(map(_STORED, found[seen:])), first):
+    if key is None and start < len(found) and _linked(found[start:], check):
         _, _, part, last = found[-1]
         record = decode_record(last, part.content if part is not None else '')
         if isinstance(record, Change):
-            return replace(
-                window, baseline=baseline, state=dict(record.state), last_check=record.check, linked=len(found)
-            )
+            return replace(window, baseline=baseline, state=dict(record.state), last_check=record.check)
     state = {block.id: block.content_hash for block in baseline.blocks}
     return _read_each(replace(window, baseline=baseline, state=state, last_check=check), key, conversation_id)
 
@@ -122,16 +113,17 @@ def _opens(stored: object) -> bool:
     return stored is COMPACTED or _field(stored, 'kind') == 'baseline'
 
 
-_PREV, _CHECK, _VERSION, _STORED = itemgetter('prev'), itemgetter('check'), itemgetter('v'), itemgetter(3)
-
-
-def _linked(stored: list[Any], first: str) -> bool:
-    """Whether every one of `stored` is a format 3 change naming the check of the one before it (`first` first)."""
-    try:
-        versions, prevs, checks = set(map(_VERSION, stored)), list(map(_PREV, stored)), list(map(_CHECK, stored[:-1]))
-    except (KeyError, TypeError):
-        return False
-    return not stored or (versions == {CHANGE_VERSION} and prevs == [first, *checks])
+def _linked(changes: Sequence[Found], first: str) -> bool:
+    """Whether every one of `changes` stores a change naming the check of the one before it (`first` first)."""
+    previous = first
+    for _, _, _, stored in changes:
+        if not isinstance(stored, dict):
+            return False
+        record = cast('dict[str, Any]', stored)
+        if record.get('v') != CHANGE_VERSION or record.get('prev') != previous:
+            return False
+        previous = record.get('check')
+    return True
 
 
 def _read_each(window: Window, key: bytes | None, conversation: str | None) -> Window:
