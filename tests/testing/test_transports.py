@@ -93,6 +93,19 @@ async def test_without_a_verifier_the_request_goes_out():
     assert len(user.reached) == 2
 
 
+async def test_a_get_to_an_api_path_is_not_a_request_to_the_model():
+    # OpenAI lists stored chat completions with a GET to the path requests are POSTed to: the capture keeps the
+    # exchange, but its conversation reads only the POST as a request, as the verifier and the checker do.
+    capture, verifier = WireCapture(), WireVerifier(mode='enforce')
+    url = 'https://api.example/v1/chat/completions'
+    transport = capture.transport(verifier.transport(UserTransport(chat_reply)))
+    async with httpx2.AsyncClient(transport=transport) as client:
+        await client.post(url, json={'model': 'gpt-5.2', 'messages': [{'role': 'user', 'content': 'Hi'}]})
+        await client.get(url)
+    requests = capture.conversation('openai-chat').requests
+    assert (len(capture.exchanges), len(requests), verifier.divergences) == (2, 1, [])
+
+
 class GzipStream(httpx2.AsyncByteStream):
     """A reply body as it comes off the wire from a real provider: gzip, and read by the client, not built read."""
 
