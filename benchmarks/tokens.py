@@ -24,7 +24,7 @@ from typing import Any
 from genai_prices import calc_price
 from pydantic_ai.usage import RequestUsage
 
-from pydantic_ai_append._telemetry import openai_steps
+from pydantic_ai_append._telemetry.observe import openai_steps
 
 from .tables import Verdict, table
 from .wire import PATHS, PathName, WireResult

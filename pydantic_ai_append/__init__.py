@@ -46,7 +46,7 @@ if _typing.TYPE_CHECKING:
     from ._store.memory import InMemoryRecordStore
     from ._store.protocol import RecordEntry, RecordStore, RecordStoreError, SyncRecordStore
     from ._store.sqlite import SQLiteRecordStore
-    from ._telemetry import CacheSummary
+    from ._telemetry.summary import CacheSummary
 
 __all__ = (
     'HARNESS_BLOCKS',
@@ -97,7 +97,7 @@ _HOMES = {
     '_store.sqlite': ('SQLiteRecordStore',),
     '_store.memory': ('InMemoryRecordStore',),
     '_store.protocol': ('RecordEntry', 'RecordStore', 'RecordStoreError', 'SyncRecordStore'),
-    '_telemetry': ('CacheSummary',),
+    '_telemetry.summary': ('CacheSummary',),
 }
 _MODULES = {name: module for module, names in _HOMES.items() for name in names}
 

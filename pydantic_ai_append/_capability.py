@@ -16,7 +16,7 @@ from typing import Any, cast, overload
 from pydantic_ai import AgentRunResult, RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel, WrapRunHandler
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelRequest, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
@@ -30,7 +30,8 @@ from ._store.memory import PROCESS_STORE
 from ._store.protocol import OnStoreError, RecordStore, SyncRecordStore, checked_store
 from ._store.reattach import run_keeping_records
 from ._suspended import Resumed, resume_turn, resumed_window
-from ._telemetry import CacheTelemetry
+from ._telemetry.observe import observe
+from ._telemetry.summary import CacheSummary, summary
 from ._wire.transport import conversation_scope
 
 _POLICIES: tuple[ChangePolicy, ...] = ('append', 'rewrite')
@@ -66,7 +67,7 @@ def _routes(append_ids: object) -> tuple[tuple[str, ...], frozenset[str]]:
 
 
 @dataclass
-class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
+class AppendInstructions(AbstractCapability[AgentDepsT]):
     r"""Instruction blocks that keep the prompt cache when they change.
 
     A block registered with `on_change='append'` keeps its first value in the prefix, as a `<context id="...">`
@@ -295,3 +296,14 @@ class AppendInstructions(CacheTelemetry, AbstractCapability[AgentDepsT]):
         if not is_inline(request_context.model) and any(part.content == SUPERSESSION_SENTENCE for part in parts):
             ask_for_framing_announcement(request_context)
         return request_context
+
+    async def after_model_request(
+        self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        """Report the provider's cache use in tokens and dollars against the prefix the window kept (`_telemetry`)."""
+        return observe(ctx, request_context, response)
+
+    @staticmethod
+    def cache_summary(messages: Sequence[ModelMessage]) -> CacheSummary:
+        """A conversation's cache use and cost, as its provider reported them, against rewrite mode's cost."""
+        return summary(messages)

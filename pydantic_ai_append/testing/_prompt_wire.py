@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 from pydantic_ai.exceptions import UserError
 
-from .._telemetry import CacheSummary
+from .._telemetry.summary import CacheSummary
 from .._wire.conversation import WireConversation
 from .._wire.segments import API_PATHS, Api, Segment, api_of
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse

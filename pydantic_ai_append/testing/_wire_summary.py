@@ -18,7 +18,8 @@ from pydantic_ai.messages import ModelResponse
 from pydantic_ai.usage import RequestUsage
 
 from .._history import RECORD_KEY
-from .._telemetry import CacheSummary, expected_read, summary
+from .._telemetry.observe import expected_read
+from .._telemetry.summary import CacheSummary, summary
 from .._wire.conversation import Exchange, WireConversation
 from .._wire.segments import Api, Segment, common_prefix_length
 from .._wire.usage import merged_usage, reply_holders, usage_counts

@@ -1,6 +1,6 @@
 """The provider's verdict on each request, in tokens and dollars, against the prefix the window kept.
 
-After each response, [`observe`][pydantic_ai_append._telemetry.observe] reads the cache use the provider reported
+After each response, [`observe`][pydantic_ai_append._telemetry.observe.observe] reads the cache use the provider reported
 (Pydantic AI's `RequestUsage`: `cache_read_tokens`, `cache_write_tokens`, the rest of `input_tokens` uncached) and
 compares the read with the tokens the plugin expected the provider to read: the whole previous request, in the
 provider's own count (its `input_tokens`), when the same model served it and this request opened no window, as the
@@ -14,71 +14,27 @@ The request is priced through `ModelResponse.cost()` (`genai-prices`), and so is
 would have sent it: where this request delivered a change, rewrite mode would have moved the prefix at the changed
 block, so it reads from cache at most the tools and the instructions before that block (estimated at 4 bytes a token,
 as no tokenizer is at hand), and writes or re-sends the rest. The figures go on a span and into the response's
-metadata, so [`summary`][pydantic_ai_append._telemetry.summary] totals a conversation from its history alone.
+metadata, so [`summary`][pydantic_ai_append._telemetry.summary.summary] totals a conversation from its history alone.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, cast
 
 from pydantic_ai import RunContext
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
+from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.profiles import prompt_cache_outlook
 from pydantic_ai.settings import merge_model_settings
 
-from ._history import RECORD_KEY, opens_window, request_records
+from .._history import RECORD_KEY, opens_window, request_records
+from .summary import costs, uncached
 
 _TAIL_SETTINGS = ('anthropic_cache', 'anthropic_cache_messages')
 """Settings that place a breakpoint at the tail of the request, where the next request reads the whole of it."""
-
-
-@dataclass(frozen=True)
-class CacheSummary:
-    """A conversation's prompt-cache use as its provider reported it, and its cost against rewrite mode's."""
-
-    requests: int
-    """The responses counted."""
-    cache_read_tokens: int
-    """Input tokens the provider read from its cache."""
-    cache_write_tokens: int
-    """Input tokens the provider wrote to its cache (Anthropic charges for these)."""
-    uncached_input_tokens: int
-    """Input tokens neither read nor written."""
-    expected_read_tokens: int
-    """Input tokens the plugin expected to be read: each request's previous one, where its window went on."""
-    shortfalls: int
-    """Requests that read less than expected."""
-    cost_usd: float
-    """What the priced responses cost, by `genai-prices`."""
-    rewrite_cost_usd: float
-    """What the same requests would have cost in rewrite mode (see the module docstring for the estimate)."""
-    unpriced: int
-    """Responses `genai-prices` could not price (an unknown model), left out of both costs."""
-
-    @property
-    def saving_usd(self) -> float:
-        """What append mode saved against rewrite mode."""
-        return self.rewrite_cost_usd - self.cost_usd
-
-
-class CacheTelemetry:
-    """The capability's telemetry: its `after_model_request` hook and `cache_summary`, apart from the window's logic."""
-
-    async def after_model_request(
-        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
-    ) -> ModelResponse:
-        """Report the provider's cache use in tokens and dollars against the prefix the window kept."""
-        return observe(ctx, request_context, response)
-
-    @staticmethod
-    def cache_summary(messages: Sequence[ModelMessage]) -> CacheSummary:
-        """A conversation's cache use and cost, as its provider reported them, against rewrite mode's cost."""
-        return summary(messages)
 
 
 def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response: ModelResponse) -> ModelResponse:
@@ -115,14 +71,14 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
         'logfire.msg': f'append_instructions cache: read {usage.cache_read_tokens} of {expected} expected tokens',
         'pydantic_ai_append.cache.read_tokens': usage.cache_read_tokens,
         'pydantic_ai_append.cache.write_tokens': usage.cache_write_tokens,
-        'pydantic_ai_append.cache.uncached_tokens': _uncached(response),
+        'pydantic_ai_append.cache.uncached_tokens': uncached(response),
         'pydantic_ai_append.cache.expected_tokens': expected,
     }
-    costs = _costs(response)
-    if costs is not None:
-        attributes['pydantic_ai_append.cost.usd'] = costs[0]
-        attributes['pydantic_ai_append.cost.rewrite_usd'] = costs[1]
-        attributes['pydantic_ai_append.cost.saving_usd'] = costs[1] - costs[0]
+    priced = costs(response)
+    if priced is not None:
+        attributes['pydantic_ai_append.cost.usd'] = priced[0]
+        attributes['pydantic_ai_append.cost.rewrite_usd'] = priced[1]
+        attributes['pydantic_ai_append.cost.saving_usd'] = priced[1] - priced[0]
     with ctx.tracer.start_as_current_span('append_instructions cache', attributes=attributes) as span:
         missed = expected - usage.cache_read_tokens
         if missed > 0:
@@ -134,57 +90,6 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
                 {'expected_tokens': expected, 'cache_read_tokens': usage.cache_read_tokens, 'reason': reason},
             )
     return response
-
-
-def summary(messages: Sequence[ModelMessage]) -> CacheSummary:
-    """The cache use and cost of every response in `messages`, as the provider reported them."""
-    responses = [message for message in messages if isinstance(message, ModelResponse)]
-    figures = [_figures(response) for response in responses]
-    costs = [cost for response in responses if (cost := _costs(response)) is not None]
-    return CacheSummary(
-        requests=len(responses),
-        cache_read_tokens=sum(response.usage.cache_read_tokens for response in responses),
-        cache_write_tokens=sum(response.usage.cache_write_tokens for response in responses),
-        uncached_input_tokens=sum(map(_uncached, responses)),
-        expected_read_tokens=sum(expected for expected, _ in figures),
-        shortfalls=sum(
-            response.usage.cache_read_tokens < expected
-            for response, (expected, _) in zip(responses, figures, strict=True)
-        ),
-        cost_usd=sum(cost for cost, _ in costs),
-        rewrite_cost_usd=sum(rewrite for _, rewrite in costs),
-        unpriced=len(responses) - len(costs),
-    )
-
-
-def _figures(response: ModelResponse) -> tuple[int, int]:
-    """The tokens `observe` expected `response`'s request to read, and those rewrite mode would have read."""
-    stored = (response.metadata or {}).get(RECORD_KEY)
-    if not isinstance(stored, dict):
-        return 0, response.usage.cache_read_tokens
-    figures = cast('dict[str, object]', stored)
-    expected, rewrite = figures.get('expected_read_tokens'), figures.get('rewrite_read_tokens')
-    if not isinstance(expected, int) or not isinstance(rewrite, int):
-        return 0, response.usage.cache_read_tokens
-    return expected, rewrite
-
-
-def _uncached(response: ModelResponse) -> int:
-    usage = response.usage
-    return usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
-
-
-def _costs(response: ModelResponse) -> tuple[float, float] | None:
-    """What `response` cost, and what it would have cost in rewrite mode; `None` if it can't be priced."""
-    usage = response.usage
-    moved = usage.cache_read_tokens - _figures(response)[1]
-    # What rewrite mode can't read it writes to the cache where the provider wrote this request, or else re-sends.
-    written = usage.cache_write_tokens + moved if usage.cache_write_tokens else usage.cache_write_tokens
-    rewrite = replace(usage, cache_read_tokens=usage.cache_read_tokens - moved, cache_write_tokens=written)
-    try:
-        return float(response.cost().total_price), float(replace(response, usage=rewrite).cost().total_price)
-    except (LookupError, ValueError, AssertionError):
-        return None
 
 
 def expected_read(response: ModelResponse, previous: int) -> int:
