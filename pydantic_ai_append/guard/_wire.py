@@ -23,9 +23,8 @@ from pydantic_ai.exceptions import UserError
 
 from .._cache import BoundedCache
 from .._wire.conversation import BoundedWireConversation, WireConversation, conversation_id, has_history, segments_size
-from .._wire.encoding import decoded
 from .._wire.segments import Api, Segment, common_prefix_length, segments
-from .._wire.transport import current_conversation
+from .._wire.transport import current_conversation, reply_body
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
 from ._wire_transport import Reply, VerifyingTransport
@@ -164,7 +163,7 @@ class WireVerifier:
         Returns:
             A new transport, to give an `httpx2.AsyncClient`.
         """
-        return VerifyingTransport(self._check, inner if inner is not None else httpx2.AsyncHTTPTransport())
+        return VerifyingTransport(self._check, inner)
 
     def http_client(
         self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
@@ -292,7 +291,7 @@ class WireVerifier:
             self._replies = [
                 (request, reply)
                 for request, reply in self._replies
-                if not responses.add_response(request, decoded(b''.join(reply.chunks), reply.content_encoding))
+                if not responses.add_response(request, reply_body(reply))
             ]
         return self._resolver_of(api)
 

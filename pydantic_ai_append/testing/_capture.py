@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import httpx2
 
 from .._wire.conversation import WireConversation
-from .._wire.encoding import decoded
 from .._wire.segments import Api, api_of
-from .._wire.transport import TeeStream
+from .._wire.transport import TeeTransport, reply_body
 
 
 @dataclass
@@ -31,34 +30,21 @@ class WireExchange:
 
     @property
     def response_body(self) -> bytes:
-        """The response body read so far, with a gzip or deflate `content_encoding` undone."""
-        return decoded(b''.join(self.response_chunks), self.content_encoding)
+        """The response body read so far, with its `content_encoding` undone (gzip, deflate, br or zstd)."""
+        return reply_body(self)
 
 
-class _CapturingTransport(httpx2.AsyncBaseTransport):
-    # Wrapping (not subclassing) `AsyncHTTPTransport` keeps vcrpy's class-level patch of it in the path, so
-    # what's kept is what the client sent in this run, whether vcrpy replays, records or is off.
+class _CapturingTransport(TeeTransport):
+    """A transport that keeps every exchange through it in `exchanges`."""
+
     def __init__(self, exchanges: list[WireExchange], inner: httpx2.AsyncBaseTransport | None = None) -> None:
-        self._inner = inner if inner is not None else httpx2.AsyncHTTPTransport()
+        super().__init__(inner)
         self._exchanges = exchanges
 
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+    async def note(self, request: httpx2.Request) -> WireExchange:
         exchange = WireExchange(request.method, request.url.path, await request.aread())
         self._exchanges.append(exchange)
-        response = await self._inner.handle_async_request(request)
-        if response.is_stream_consumed:
-            # A response made from bytes (as `httpx2.MockTransport` handlers make them) was read when it was
-            # built, so the client takes its content and never pulls the stream through a tee.
-            exchange.response_chunks.append(response.content)
-            return response
-        # The SDKs stream replies, so the body is kept as they read it rather than read here, which would
-        # buffer the stream and change when the client sees each event.
-        exchange.content_encoding = response.headers.get('content-encoding')
-        response.stream = TeeStream(cast('httpx2.AsyncByteStream', response.stream), exchange.response_chunks)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+        return exchange
 
 
 class WireCapture:
