@@ -11,11 +11,10 @@ mode the request is refused and never reaches the provider.
 from __future__ import annotations
 
 import functools
-import json
 import threading
 import warnings
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
 import httpx2
 import logfire_api
@@ -23,7 +22,7 @@ from pydantic_ai.exceptions import UserError
 
 from .._cache import BoundedCache
 from .._wire.conversation import BoundedWireConversation, WireConversation, conversation_id, has_history, segments_size
-from .._wire.segments import Api, Segment, common_prefix_length, segments
+from .._wire.segments import Api, Segment, common_prefix_length, parse_body, segments
 from .._wire.transport import current_conversation, reply_body
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
@@ -207,8 +206,9 @@ class WireVerifier:
         Raises:
             WirePrefixDivergenceError: In enforce mode, if the request diverges.
         """
-        request = _json_object(body)
-        if request is None:
+        try:
+            request = parse_body(api, body)
+        except (ValueError, TypeError):
             # Not a request this module can read; the provider will say what is wrong with it.
             return None
         model = request.get('model')
@@ -337,14 +337,6 @@ _SPAN_NAME = 'wire prefix {api} {model} request {request_index}'
 """The name of each request's span: the same for every request, as a template's is, in the words the docs use."""
 
 _WINDOW_HINT = 'If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.'
-
-
-def _json_object(body: bytes) -> dict[str, Any] | None:
-    try:
-        parsed: object = json.loads(body)
-    except ValueError:
-        return None
-    return cast('dict[str, Any]', parsed) if isinstance(parsed, dict) else None
 
 
 def _refusal_type(api: Api) -> type[WirePrefixDivergenceError]:

@@ -18,7 +18,7 @@ from typing import Any, cast
 from pydantic_ai.exceptions import UserError
 
 from .._wire.causes import explain
-from .._wire.segments import Segment, common_prefix_length
+from .._wire.segments import Segment, canonical, common_prefix_length
 from ._assertions import PrefixReuse, prefix_reuse
 
 DEFAULT_FOLD = 2000
@@ -72,7 +72,7 @@ class _Render:
         stable = self.stable(value, key)
         if isinstance(stable, str):
             return self.folded(stable)
-        return self.folded(json.dumps(stable, separators=(',', ':'), ensure_ascii=False))
+        return self.folded(canonical(stable).decode())
 
     def fields(self, mapping: dict[str, Any]) -> list[str]:
         """One `key: value` line per key left over, so that nothing a segment carries goes unshown."""

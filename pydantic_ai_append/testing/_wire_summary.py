@@ -21,7 +21,7 @@ from .._history import RECORD_KEY
 from .._telemetry.observe import expected_read
 from .._telemetry.summary import CacheSummary, summary
 from .._wire.conversation import Exchange, WireConversation
-from .._wire.segments import Api, Segment, common_prefix_length
+from .._wire.segments import Api, Segment, canonical, common_prefix_length
 from .._wire.usage import merged_usage, reply_holders, usage_counts
 
 _PROVIDERS: Mapping[Api, str] = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
@@ -108,8 +108,8 @@ def _head_tokens(api: Api, request: list[Segment], added: list[Segment]) -> int:
     if not changed:
         return _NO_CAP  # no change delivered: rewrite mode reads what this request read
     head = b''.join(segment.data for segment in request[: _prefix_length(api, request)])
-    # The opening as it is in a segment: JSON-encoded, with its quotes escaped.
-    openings = [json.dumps(f'<context id="{block_id}">', ensure_ascii=False)[1:-1].encode() for block_id in changed]
+    # The opening as it is in a segment: canonical JSON, with its quotes escaped.
+    openings = [canonical(f'<context id="{block_id}">')[1:-1] for block_id in changed]
     # A block absent from the prefix (a named route held while absent) would be added after all of it.
     return min((at for opening in openings if (at := head.find(opening)) >= 0), default=len(head)) // 4
 
