@@ -22,6 +22,7 @@ from pydantic_ai.tools import AgentDepsT
 
 from ._blocks import BlockFunc, BlockPreset, ChangePolicy, OwnBlock, RequestSettings, WindowObserver, takes_run_context
 from ._compat import ask_for_framing_announcement
+from ._encoding import key_bytes
 from ._history import opens_window
 from ._rendering import SUPERSESSION_SENTENCE
 from ._request import handle_request, is_inline
@@ -285,7 +286,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         return await handle_request(self._request(), ctx, request_context)
 
     def _request(self) -> RequestSettings[AgentDepsT]:
-        key = self.signing_key.encode() if isinstance(self.signing_key, str) else self.signing_key
+        key = key_bytes(self.signing_key)
         return RequestSettings(self, cast('str', self.id), self._blocks, *self._routing, key, self.verifier)
 
     async def prepare_model_request(

@@ -62,6 +62,11 @@ DecodedRecord: TypeAlias = InstructionBaselinePart | Change | Unreadable
 """What a carrier's stored dict reads as."""
 
 
+def key_bytes(signing_key: str | bytes | None) -> bytes | None:
+    """The bytes a signing key given as text or bytes signs with: text is encoded as UTF-8."""
+    return signing_key.encode() if isinstance(signing_key, str) else signing_key
+
+
 def _signature(payload: dict[str, Any], key: bytes | None) -> str:
     # A lone surrogate in a block's text is encoded as its code point, as `content_hash` does, rather than refused.
     encoded = _CANONICAL.encode(payload).encode('utf-8', 'surrogatepass')

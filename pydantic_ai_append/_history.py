@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple, TypeAlias, cast
+from typing import Any, NamedTuple, TypeAlias, TypeGuard, cast
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
 )
 
 from ._diff import diff_hunks
-from ._encoding import Change, Unreadable, decode_record
+from ._encoding import Change, Unreadable, decode_record, key_bytes
 from ._records import InstructionBaselinePart, InstructionDeltaPart, InstructionRecord, content_hash
 from ._rendering import change_value
 
@@ -45,13 +45,17 @@ def carrier(text: str, stored: dict[str, Any]) -> SystemPromptPart:
     return SystemPromptPart(content=text, metadata={RECORD_KEY: stored})
 
 
+def holds_record(part: object) -> TypeGuard[SystemPromptPart]:
+    """Whether `part` is a carrier that holds a record, not what is left of one (`is_carrier` counts both)."""
+    return type(part) is SystemPromptPart and part.metadata is not None and RECORD_KEY in part.metadata
+
+
 def stored_record(part: SystemPromptPart) -> object:
     """What a carrier stores: its record, `None` for what is left of a carrier, or a sentinel for any other part."""
-    metadata = part.metadata
-    if metadata and RECORD_KEY in metadata:
-        return metadata[RECORD_KEY]
+    if holds_record(part):
+        return cast('dict[str, Any]', part.metadata)[RECORD_KEY]
     # What a UI adapter that drops metadata leaves of a carrier: an empty system prompt, or a change's element alone.
-    if not metadata and (not part.content or part.content.startswith(_ELEMENTS)):
+    if not part.metadata and (not part.content or part.content.startswith(_ELEMENTS)):
         return None
     return _NOT_CARRIED
 
@@ -90,7 +94,7 @@ class Scan(NamedTuple):
     without a `<`."""
 
 
-def scan(messages: Sequence[ModelMessage]) -> Scan:  # noqa: C901 (one loop, written out: see the comment in it)
+def scan(messages: Sequence[ModelMessage]) -> Scan:
     """The carriers and compactions of `messages`, unread, and the requests that may hold lookalikes."""
     found: list[Found] = []
     empty: list[int] = []
@@ -106,13 +110,10 @@ def scan(messages: Sequence[ModelMessage]) -> Scan:  # noqa: C901 (one loop, wri
         suspect = False
         for part_index, part in enumerate(message.parts):
             if type(part) is SystemPromptPart:
-                metadata = part.metadata
-                if metadata and RECORD_KEY in metadata:
-                    if not part.content:
+                stored = stored_record(part)
+                if stored is not _NOT_CARRIED:
+                    if not part.content or not holds_record(part):
                         empty.append(len(found))
-                    found.append((message_index, part_index, part, metadata[RECORD_KEY]))
-                elif (stored := stored_record(part)) is not _NOT_CARRIED:
-                    empty.append(len(found))
                     found.append((message_index, part_index, part, stored))
             elif type(part) is UserPromptPart or type(part) is ToolReturnPart:
                 content = part.content
@@ -135,7 +136,7 @@ def instruction_records(
         signing_key: The key the capability signed its records with, if any.
         conversation_id: With `signing_key`, the conversation the records must belong to.
     """
-    key = signing_key.encode() if isinstance(signing_key, str) else signing_key
+    key = key_bytes(signing_key)
     records: list[InstructionRecord] = []
     held: dict[str, str | None] = {}
     for _, _, part, stored in scan(messages).found:

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeGuard, cast
+from typing import Any, cast
 
 from pydantic import TypeAdapter
 from pydantic_ai import AgentRunResult, RunContext
@@ -46,7 +46,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
-from .._history import RECORD_KEY, is_carrier
+from .._history import RECORD_KEY, holds_record, is_carrier
 from .protocol import OnStoreError, RecordStore, RecordStoreError
 
 ENTRY_FORMAT = 1
@@ -59,11 +59,6 @@ _CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(',', ':'), sort_ke
 
 def _canonical(value: object) -> str:
     return _CANONICAL.encode(to_jsonable_python(value, bytes_mode='base64'))
-
-
-def holds_record(part: object) -> TypeGuard[SystemPromptPart]:
-    """Whether `part` is a carrier that holds a record, not what is left of one (`is_carrier` counts both)."""
-    return isinstance(part, SystemPromptPart) and part.metadata is not None and RECORD_KEY in part.metadata
 
 
 def _user_item(item: object) -> object:

@@ -11,7 +11,7 @@ from typing import Any
 import pydantic
 from pydantic_ai.messages import ModelMessage
 
-from .._history import RECORD_KEY
+from .._history import RECORD_KEY, holds_record
 
 MESSAGE_ADAPTER = pydantic.TypeAdapter[ModelMessage](ModelMessage)
 
@@ -51,11 +51,10 @@ def encode_message(message: ModelMessage) -> tuple[bytes, dict[str, Any]]:
     """
     dumped: dict[str, Any] = MESSAGE_ADAPTER.dump_python(message)
     parts: list[dict[str, Any]] = []
-    for part in dumped['parts']:
-        kept = {key: value for key, value in part.items() if key not in _UNSENT_PART_KEYS}
-        metadata = part.get('metadata')
-        if isinstance(metadata, dict) and RECORD_KEY in metadata:
-            kept[RECORD_KEY] = metadata[RECORD_KEY]
+    for part, data in zip(message.parts, dumped['parts'], strict=True):
+        kept = {key: value for key, value in data.items() if key not in _UNSENT_PART_KEYS}
+        if holds_record(part):
+            kept[RECORD_KEY] = data['metadata'][RECORD_KEY]
         parts.append(kept)
     return _MESSAGE_BYTES.dump_json({'kind': dumped['kind'], 'parts': parts}), dumped
 
