@@ -10,12 +10,15 @@ missed, `--json PATH` writes every figure, `--plot PATH` an SVG of each request'
   measured in cache-order segment bytes;
 - `measure`: CPU time in rotated rounds, per-round paired ratios with their spread, and the timer of the plugin's
   hooks inside a run;
+- `histories`: the function model, and histories of N turns built without N runs;
+- `baselines`: the capabilities that do part of the plugin's work and nothing more, the floors its cost is told from;
 - `overhead`: one `agent.run` on long histories with a function model, variants in rotated rounds, and the hooks'
   time against the number of past changes;
 - `huge`: one-line edits to a 10 MB block, the hooks' time to deliver each and the stored history's growth;
 - `servers`: the server cases: many conversations served in turn by one agent on history loaded per request, and
   instrumented runs with a tool loop;
 - `pieces`: recording and rendering one change, and verifying a 1 MB prefix, on their own;
-- `report`: the tables, the targets and their verdicts, JSON and the plot, with `server_tables` for the server
-  cases and `tables` for what every table shares.
+- `report`: the tables, the targets and their verdicts, and JSON, taken from each part's own (`wire_tables`,
+  `overhead_tables`, `huge_tables`, `server_tables`), with `tables` for what every table shares; `plot` draws the
+  SVG.
 """

@@ -16,10 +16,12 @@ from pydantic_ai.messages import ModelMessage
 
 from .breakpoints import BreakpointResult, run_breakpoints
 from .coding import CODING, run_coding_conversation
+from .histories import Profile, build_history, real_history
 from .huge import HugeResult, run_huge
-from .overhead import ChangeTiming, Profile, Timing, build_history, real_history, time_change_counts, time_runs
+from .overhead import ChangeTiming, Timing, time_change_counts, time_runs
 from .pieces import PieceTiming, time_pieces
-from .report import Results, machine, render_svg, render_text, to_json, verdicts
+from .plot import render_svg
+from .report import Results, machine, render_text, to_json, verdicts
 from .scenario import POLICIES, Policy, native_available
 from .servers import ManyConversations, time_instrumented, time_many_conversations
 from .startup import time_startup
@@ -263,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(json.dumps(to_json(results), indent=2) + '\n')
     if args.plot is not None:
         args.plot.parent.mkdir(parents=True, exist_ok=True)
-        args.plot.write_text(render_svg(results, args.plot_path))
+        args.plot.write_text(render_svg(results.wire, args.plot_path))
     return 1 if args.check and any(verdict.met is False for verdict in verdicts(results)) else 0
 
 

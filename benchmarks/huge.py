@@ -18,8 +18,8 @@ from pydantic_ai import Agent, RunContext
 
 from pydantic_ai_append import AppendInstructions
 
+from .histories import Profile, fresh, function_model, stored_bytes
 from .measure import HookTimer, time_hooks
-from .overhead import Profile, fresh, function_model, stored_bytes
 from .scenario import memory, prompt
 
 __all__ = ('HugeResult', 'block_value', 'run_huge')

@@ -1,26 +1,11 @@
-"""Framework overhead: how long one `agent.run` takes with a history of N turns, per policy, in process.
+"""Framework overhead: how long one `agent.run` takes with a history of N turns, per variant, in process.
 
-The model is a `FunctionModel` that answers at once, so the time is Pydantic AI's and the plugin's. Two
-profiles are timed, because Pydantic AI does more work for system messages on models without inline support
-(it wraps each one in `<system>` user text): `inline` and `wrapped`.
-
-Histories are built the way the agent builds them, but without running the agent N times (that is quadratic
-in N): the first turn is a real run, and each later turn adds the user prompt, the carriers the plugin would
-record (made with the plugin's own `record_changes`), and the reply. `tests/test_benchmark.py` checks that a built
-history equals a history of real runs. Pydantic AI's own append mechanism keeps records of its own, so its
-histories are made by real runs, and only up to `native_max_turns`.
-
-Besides the policies, a `floor` variant sends what the append policy sends with none of the plugin's logic: a
-static agent, the append history, and a capability that only leaves out the baseline's empty carrier. Its time is
-what Pydantic AI itself charges for the extra parts; the distance from it to `append` is the plugin's own cost. An
-`injected` variant is the lower bound of any design that sends the changes' text: the static history, with no
-records in it at all, and a capability that adds each change's text to the request it belongs to, just before the
-request is sent. A `reader-loaded` variant is the floor of any hook that reads the plugin's records exactly: a
-capability that reads only what such a reader must (`_Reader`), on the append history loaded afresh, and does
-nothing else; its hooks are timed like the plugin's. The timed runs reuse one history's objects, as one process running a conversation does;
-`append-loaded` gets the history freshly loaded from JSON before each run (outside the clock), as a server that
-stores history between requests does, and `static-loaded` does the same with the static history: what a fresh load
-costs Pydantic AI itself.
+Each policy's agent runs on the history of its own (`histories`), beside the baselines the plugin's cost is told
+from (`baselines`): `floor`, `injected`, and `reader-loaded`, which runs the `Reader` on the append history loaded
+afresh, its hooks timed like the plugin's. The timed runs reuse one history's objects, as one process running a
+conversation does; `append-loaded` gets the history freshly loaded from JSON before each run (outside the clock), as
+a server that stores history between requests does, and `static-loaded` does the same with the static history: what
+a fresh load costs Pydantic AI itself.
 
 Runs are timed in process CPU time, in rounds that run every variant once in rotated order (`measure`), and the
 append variants' hooks are timed inside each run. `time_change_counts` times the hooks on histories of one length
@@ -30,206 +15,30 @@ history's length.
 
 from __future__ import annotations
 
-import collections
 import gc
 import itertools
-import operator
 import statistics
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias, cast
 
-from pydantic_ai import Agent, RunContext
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelRequestPart,
-    ModelResponse,
-    SystemPromptPart,
-    TextPart,
-    UserPromptPart,
-)
-from pydantic_ai.models import ModelRequestContext
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.profiles import ModelProfile
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest
 
-from pydantic_ai_append._history import RECORD_KEY, scan
-from pydantic_ai_append._request import record_changes
-from pydantic_ai_append._window import fold
-
+from .baselines import Floor, Injected, Reader, change_texts
+from .histories import Profile, build_history, count_changes, fresh, function_model, stored_bytes
 from .measure import HookTimer, Spread, least_squares_slope, paired_ratios, rotated, time_hooks
-from .scenario import (
-    BLOCKS,
-    CLOCK_CHANGE_TURN,
-    MEMORY_EDIT_EVERY,
-    STATIC_INSTRUCTIONS,
-    Policy,
-    build_agent,
-    prompt,
-)
+from .scenario import CLOCK_CHANGE_TURN, MEMORY_EDIT_EVERY, Policy, build_agent, prompt
 
 __all__ = (
     'ChangeTiming',
-    'Profile',
     'Rounds',
     'Timing',
     'Variant',
-    'build_history',
     'changes_until',
-    'count_changes',
-    'fresh',
-    'function_model',
-    'real_history',
     'run_rounds',
-    'stored_bytes',
     'time_change_counts',
     'time_runs',
 )
-
-Profile: TypeAlias = Literal['inline', 'wrapped']
-
-REPLY = 'Noted.'
-
-
-def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    return ModelResponse(parts=[TextPart(REPLY)])
-
-
-def function_model(profile: Profile) -> FunctionModel:
-    """A model that answers at once, with or without inline system message support."""
-    return FunctionModel(_reply, profile=ModelProfile(supports_inline_system_prompts=profile == 'inline'))
-
-
-async def real_history(policy: Policy, turns: int, profile: Profile = 'inline') -> list[ModelMessage]:
-    """The history of `turns` real runs of the scenario's agent (no tool calls)."""
-    agent = build_agent(policy, function_model(profile))
-    history: list[ModelMessage] = []
-    for turn in range(1, turns + 1):
-        history = (await agent.run(prompt(turn), deps=turn, message_history=history)).all_messages()
-    return history
-
-
-async def build_history(policy: Policy, turns: int, *, changes_until: int | None = None) -> list[ModelMessage]:
-    """A history equal to `real_history(policy, turns)` in every part, built in time linear in `turns`.
-
-    With `changes_until`, the blocks keep the values they have at that turn for the turns after it, so the history
-    has as many turns but fewer changes (none recorded after that turn).
-    """
-    last_change = turns if changes_until is None else changes_until
-    history = await real_history(policy, 1)
-    first = history[0]
-    assert isinstance(first, ModelRequest)
-    response = history[1]
-    window = fold(scan(history), key=None, conversation_id=None)
-    for turn in range(2, turns + 1):
-        parts: list[ModelRequestPart] = [UserPromptPart(prompt(turn))]
-        instructions = first.instructions
-        at, previous = min(turn, last_change), min(turn - 1, last_change)
-        if policy == 'append':
-            changes = [
-                (f'capability:scenario:{name}', after)
-                for name, function in BLOCKS
-                if function(previous) != (after := function(at))
-            ]
-            carriers = record_changes(window, changes, key=None, conversation_id=None)
-            parts += carriers
-            if carriers:
-                record = cast('dict[str, Any]', carriers[-1].metadata)[RECORD_KEY]
-                window = replace(window, state=record['state'], last_check=record['check'])
-        elif policy == 'rewrite':
-            instructions = '\n\n'.join([STATIC_INSTRUCTIONS, *(function(at) for _, function in BLOCKS)])
-        history += [replace(first, parts=parts, instructions=instructions), replace(response)]
-    return history
-
-
-class _Floor(AbstractCapability[Any]):
-    """Leaves the baselines' empty carriers out of the outgoing messages, and nothing else."""
-
-    async def before_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
-    ) -> ModelRequestContext:
-        request_context.messages = [
-            replace(message, parts=[part for part in message.parts if not _is_empty_carrier(part)])
-            if isinstance(message, ModelRequest) and any(_is_empty_carrier(part) for part in message.parts)
-            else message
-            for message in request_context.messages
-        ]
-        return request_context
-
-
-def _is_empty_carrier(part: ModelRequestPart) -> bool:
-    return isinstance(part, SystemPromptPart) and not part.content and bool(part.metadata)
-
-
-class _Reader(AbstractCapability[Any]):
-    """Reads what any exact reader of the plugin's records must, as fast as Python can, and changes nothing.
-
-    That is each part's type, each system prompt's metadata and the record in it with the two fields that link it
-    to the one before, and each user prompt's text (the lookalike check).
-    """
-
-    async def before_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
-    ) -> ModelRequestContext:
-        requests = [message for message in request_context.messages if type(message) is ModelRequest]
-        parts = list(itertools.chain.from_iterable(map(_PARTS, requests)))
-        metadata = [part.metadata for part in parts if type(part) is SystemPromptPart]
-        records = [cast('dict[str, Any]', held[RECORD_KEY]) for held in metadata if held and RECORD_KEY in held]
-        texts = [part.content for part in parts if type(part) is UserPromptPart]
-        collections.deque(map(_CHECK, records), maxlen=0)
-        collections.deque(map(_PREV, records), maxlen=0)
-        collections.deque(map(str.isascii, cast('list[str]', texts)), maxlen=0)
-        return request_context
-
-
-_CHECK = operator.itemgetter('check')
-_PREV = operator.methodcaller('get', 'prev')
-_PARTS = operator.attrgetter('parts')
-
-
-class _Injected(AbstractCapability[Any]):
-    """Adds the changes' texts to the outgoing requests they belong to."""
-
-    def __init__(self, texts: dict[int, list[str]]) -> None:
-        self._texts = texts
-
-    async def before_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
-    ) -> ModelRequestContext:
-        request_context.messages = [
-            replace(message, parts=[*message.parts, *(SystemPromptPart(text) for text in self._texts[index])])
-            if index in self._texts and isinstance(message, ModelRequest)
-            else message
-            for index, message in enumerate(request_context.messages)
-        ]
-        return request_context
-
-
-def _change_texts(history: Sequence[ModelMessage]) -> dict[int, list[str]]:
-    """Each change's text, by the index of the request that carries it."""
-    by_request: dict[int, list[str]] = {}
-    for message_index, _, part, _ in scan(history).found:
-        if part is not None and part.content:
-            by_request.setdefault(message_index, []).append(part.content)
-    return by_request
-
-
-def fresh(history: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """`history` through JSON and back: new objects, as a server that stores history between requests reads it."""
-    return ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(list(history)))
-
-
-def stored_bytes(history: Sequence[ModelMessage]) -> int:
-    """The size of `history` serialized as JSON, as it is stored between requests."""
-    return len(ModelMessagesTypeAdapter.dump_json(list(history)))
-
-
-def count_changes(history: Sequence[ModelMessage]) -> int:
-    """The number of change records in `history`."""
-    return sum(part is not None and bool(part.content) for _, _, part, _ in scan(history).found)
 
 
 @dataclass(frozen=True)
@@ -356,11 +165,11 @@ async def time_runs(profile: Profile, turns: int, histories: dict[Policy, list[M
         append_history = histories['append']
         first = append_history[0]
         assert isinstance(first, ModelRequest)
-        floor = Agent(model, deps_type=int, instructions=first.instructions, capabilities=[_Floor()])
+        floor = Agent(model, deps_type=int, instructions=first.instructions, capabilities=[Floor()])
         variants['floor'] = Variant(floor, append_history, turns + 1)
         reader_hooks = HookTimer()
         reader = Agent(
-            model, deps_type=int, instructions=first.instructions, capabilities=[time_hooks(_Reader(), reader_hooks)]
+            model, deps_type=int, instructions=first.instructions, capabilities=[time_hooks(Reader(), reader_hooks)]
         )
         variants['reader-loaded'] = Variant(reader, append_history, turns + 1, loaded=True, hooks=reader_hooks)
         if 'static' in histories:
@@ -369,7 +178,7 @@ async def time_runs(profile: Profile, turns: int, histories: dict[Policy, list[M
                 model,
                 deps_type=int,
                 instructions=first.instructions,
-                capabilities=[_Injected(_change_texts(append_history))],
+                capabilities=[Injected(change_texts(append_history))],
             )
             variants['injected'] = Variant(injected, histories['static'], turns + 1)
         variants['append-loaded'] = replace(variants['append'], loaded=True)

@@ -50,8 +50,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
+from .histories import REPLY, Profile, build_history, function_model, stored_bytes
 from .measure import HookTimer, Spread, paired_ratios, rotated
-from .overhead import REPLY, Profile, Timing, Variant, build_history, function_model, run_rounds, stored_bytes
+from .overhead import Timing, Variant, run_rounds
 from .scenario import Policy, build_agent, lookup, prompt
 
 __all__ = (

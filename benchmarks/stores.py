@@ -27,8 +27,8 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai_append import InMemoryRecordStore, SQLiteRecordStore
 from pydantic_ai_append._store.reattach import records_entry
 
+from .histories import build_history, function_model
 from .measure import Spread, paired_ratios, rotated
-from .overhead import build_history, function_model
 from .scenario import build_agent, prompt
 from .tables import table
 

@@ -24,19 +24,10 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from benchmarks.__main__ import main
+from benchmarks.histories import build_history, count_changes, function_model, real_history
 from benchmarks.huge import HugeResult, block_value, run_huge
 from benchmarks.measure import HookTimer, Spread, hook_names, least_squares_slope, paired_ratios, rotated, time_hooks
-from benchmarks.overhead import (
-    ChangeTiming,
-    Timing,
-    Variant,
-    build_history,
-    changes_until,
-    count_changes,
-    function_model,
-    real_history,
-    run_rounds,
-)
+from benchmarks.overhead import ChangeTiming, Timing, Variant, changes_until, run_rounds
 from benchmarks.report import Results, verdicts
 from benchmarks.scenario import Policy, build_agent, memory, native_available, prompt, state
 from benchmarks.servers import INSTRUMENTED, ManyConversations, tool_model, with_tool_calls
