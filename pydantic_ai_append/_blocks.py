@@ -121,10 +121,13 @@ class OwnBlock(Generic[AgentDepsT]):
 
     name: str
     """The block's name; its id is `capability:<capability id>:<name>`."""
+
     function: BlockFunc[AgentDepsT]
     """The function computing its text."""
+
     on_change: ChangePolicy
     """What a change to it does."""
+
     takes_ctx: bool
     """Whether `function` takes the `RunContext`."""
 
@@ -142,18 +145,25 @@ class RequestSettings(Generic[AgentDepsT]):
 
     owner: object
     """The capability, to tell it from another one on the same agent."""
+
     source_id: str
     """The capability's id, the middle segment of its blocks' ids."""
+
     own: Mapping[str, OwnBlock[AgentDepsT]]
     """The capability's own blocks, by name, in registration order."""
+
     routed: Sequence[str]
     """Ids of other sources' blocks to route through append mode, exact or by source."""
+
     named: frozenset[str]
     """The entries of `routed` the user named rather than took from a preset."""
+
     warned: set[str]
     """The entries already warned about, shared by every request of the capability, so each is warned once."""
+
     key: bytes | None
     """The signing key of records, if any."""
+
     verifier: WindowObserver | None
     """What to tell when a request opens a new window."""
 
@@ -223,7 +233,7 @@ def _absent_routed(
     capability it names is on the agent. Warned as `UnmatchedRouteWarning` says, if the request has instructions.
     """
     ids = [str(part.id) for part in parts if part.id is not None]
-    ids.extend(map(blocks.block_id, blocks.own))
+    ids.extend(blocks.block_id(name) for name in blocks.own)
     absent: list[CurrentBlock] = []
     for routed in blocks.routed:
         if any(_matches(part_id, routed) for part_id in ids):

@@ -105,25 +105,32 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     An id you name is held in the window while its block is absent, so its appearance is delivered as a change (an
     `UnmatchedRouteWarning` says once that it matches nothing); a preset's only while its capability is on the agent.
     """
+
     _: KW_ONLY
 
     signing_key: str | bytes | None = field(default=None, repr=False)
     """A secret to sign records with, so records forged in history from a client are told apart from genuine ones,
     and bound to their `conversation_id`. A record that fails the check opens a new window, and a resumed turn whose
     recorded instructions its signed window doesn't vouch for is refused with a `UserError`."""
+
     verifier: WindowObserver | None = field(default=None, repr=False)
     """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] (or anything with `open_window()`) to tell when a
     request opens a new window, so the prefix that request moves isn't reported as a divergence."""
+
     record_store: RecordStore | SyncRecordStore | None = field(default=PROCESS_STORE, repr=False)
     """Where a run whose history lost its records (behind a UI adapter) finds them: unless given, one for the process."""
+
     on_store_error: OnStoreError = 'raise'
     """What a failed load from `record_store` does: `'raise'` a `RecordStoreError`, or `'new_window'`: warn, go on."""
+
     _blocks: dict[str, OwnBlock[AgentDepsT]] = field(
         default_factory=dict[str, 'OwnBlock[AgentDepsT]'], init=False, repr=False
     )
     """The blocks registered with `instructions`, by name, in registration order."""
+
     _routing: tuple[tuple[str, ...], frozenset[str], set[str]] = field(init=False, repr=False, compare=False)
     """Every id of `append_ids` (presets flattened), the ones named directly, and those warned about once."""
+
     _resumed: Resumed | None = field(default=None, init=False, repr=False)
     """Per run: the window of the suspended turn the run resumes, as the run's history had it at the start."""
 

@@ -34,7 +34,12 @@ CHANGE_VERSION = 3
 
 _VERSIONS = {'baseline': BASELINE_VERSION, 'delta': CHANGE_VERSION}
 
-_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(',', ':'), sort_keys=True)
+_SORTED_JSON = json.JSONEncoder(ensure_ascii=False, separators=(',', ':'), sort_keys=True)
+
+
+def sorted_json(value: object) -> str:
+    """`value` as compact JSON with its keys sorted: equal data, equal text, whatever order it was built in."""
+    return _SORTED_JSON.encode(value)
 
 
 class Change(NamedTuple):
@@ -42,12 +47,16 @@ class Change(NamedTuple):
 
     id: str
     """The block it changes."""
+
     base: str | None
     """The digest of the value it replaces, `None` if the block had none."""
+
     state: dict[str, str | None]
     """The digest of each block of the window after it, by id (`None`: withdrawn)."""
+
     prev: str
     """The check of the record before it in its window: the baseline's, for the first change."""
+
     check: str
     """Its own check."""
 
@@ -69,7 +78,7 @@ def key_bytes(signing_key: str | bytes | None) -> bytes | None:
 
 def _signature(payload: dict[str, Any], key: bytes | None) -> str:
     # A lone surrogate in a block's text is encoded as its code point, as `content_hash` does, rather than refused.
-    encoded = _CANONICAL.encode(payload).encode('utf-8', 'surrogatepass')
+    encoded = sorted_json(payload).encode('utf-8', 'surrogatepass')
     if key is None:
         return hashlib.sha256(encoded).hexdigest()[:32]
     return hmac.new(key, encoded, hashlib.sha256).hexdigest()

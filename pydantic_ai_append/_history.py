@@ -87,8 +87,10 @@ class Scan(NamedTuple):
 
     found: list[Found]
     """Every carrier and compaction, in history order."""
+
     empty: list[int]
     """Where in `found` the empty carriers and the compactions are: only those can open or end a window."""
+
     suspects: list[int]
     """The requests with a user prompt or tool return whose text may imitate an element: anything but ASCII text
     without a `<`."""
@@ -103,7 +105,7 @@ def scan(messages: Sequence[ModelMessage]) -> Scan:
     # tool text, a tuple per carrier.
     for message_index, message in enumerate(messages):
         if not isinstance(message, ModelRequest):
-            if CompactionPart in map(type, message.parts):
+            if any(type(part) is CompactionPart for part in message.parts):
                 empty.append(len(found))
                 found.append((message_index, -1, None, COMPACTED))
             continue

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from itertools import chain
 from typing import cast
 
 from pydantic_ai.messages import ModelRequestPart, SystemPromptPart, ToolReturnPart, UserPromptPart
@@ -54,8 +53,8 @@ def _holds_lookalike(value: object) -> bool:
     if isinstance(value, str):
         return imitates(value)
     if isinstance(value, dict):
-        value = [*chain.from_iterable(cast('dict[object, object]', value).items())]
-    return isinstance(value, list | tuple) and any(map(_holds_lookalike, cast('Sequence[object]', value)))
+        value = [item for pair in cast('dict[object, object]', value).items() for item in pair]
+    return isinstance(value, list | tuple) and any(_holds_lookalike(item) for item in cast('Sequence[object]', value))
 
 
 _IDENTIFIER = re.compile(r'[A-Za-z0-9_.:-]{1,128}')

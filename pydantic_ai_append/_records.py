@@ -32,6 +32,7 @@ class InstructionBlock:
 
     id: str
     """The block's id, such as `'capability:todos:state'`."""
+
     content: str | None
     """The block's text, or `None` while it is withdrawn."""
 
@@ -56,8 +57,10 @@ class InstructionDigest:
 
     id: str | None
     """The block's id, or `None` if nothing addresses it."""
+
     dynamic: bool
     """Whether the block is computed (rewrite mode) rather than literal text."""
+
     content_hash: str
     """The digest of the block's text."""
 
@@ -85,6 +88,7 @@ class InstructionBaselinePart:
 
     instructions: tuple[InstructionBlock | InstructionDigest, ...]
     """The prefix's blocks in the order they were sent."""
+
     native: tuple[str, ...] = ()
     """The ids of the blocks Pydantic AI's own append mode owned when the window opened: a block that moves between
     the two opens a new window."""
@@ -115,10 +119,13 @@ class InstructionDeltaPart:
 
     id: str
     """The id of the block that changed."""
+
     content: str | None
     """The block's new text, or `None` if it was withdrawn (a diff's is rebuilt from the text before it)."""
+
     base_hash: str | None
     """The digest of the text the change replaces, or `None` if the block had no text before."""
+
     diff: str | None = None
     """The change as unified-diff hunks against the replaced text, when it was sent as a `<context-diff>`."""
 

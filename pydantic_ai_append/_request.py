@@ -3,9 +3,9 @@
 [`handle_request`][pydantic_ai_append._request.handle_request] resolves the request's blocks (`_blocks`), reads the
 window history holds and plans the request (`_window`), stores each change on the request that goes into history as a
 carrier whose text is the element sent, and sends the window's prefix with a copy of history without what isn't sent
-(the baselines' empty carriers, the changes of earlier windows) and with a note beside
-each lookalike (`_lookalikes`). Everything is derived from history and the blocks' current values, so a fresh agent
-given serialized history goes on from the records alone.
+(the baselines' empty carriers, the changes of earlier windows) and with a note beside each lookalike (`_lookalikes`).
+Everything is derived from history and the blocks' current values, so a fresh agent given serialized history goes on
+from the records alone.
 """
 
 from __future__ import annotations

@@ -32,8 +32,10 @@ class CurrentBlock(NamedTuple):
 
     id: str | None
     """The block's id, or `None` if nothing addresses it (never for an append-mode block)."""
+
     content: str | None
     """The block's text; `None` only for a withdrawn append-mode block."""
+
     mode: Literal['literal', 'append', 'rewrite', 'native']
     """`'literal'` (fixed text), `'append'`, `'rewrite'` (computed, rewritten in the prefix) or `'native'` (owned
     by Pydantic AI's own append mode)."""
@@ -45,20 +47,28 @@ class Window:
 
     found: Sequence[Found] = ()
     """Every carrier and compaction in the history, in order."""
+
     suspects: Sequence[int] = ()
     """The requests that may hold text imitating an element (`Scan.suspects`)."""
+
     empty: Sequence[int] = ()
     """Where the empty carriers and compactions are in `found` (`Scan.empty`)."""
+
     start: int = 0
     """Where the window's changes start in `found`: after its baseline."""
+
     baseline: InstructionBaselinePart | None = None
     """The baseline of the open window, or `None` if no window is open."""
+
     state: dict[str, str | None] = field(default_factory=dict[str, 'str | None'])
     """The digest of each block's value as the model holds it (`None`: withdrawn)."""
+
     unsettled: frozenset[str] = frozenset()
     """The blocks whose value the model may not hold, because a change of theirs is gone from history."""
+
     last_check: str = ''
     """The check of the window's last record, which the next change names as the one before it."""
+
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
 
@@ -151,12 +161,16 @@ class WindowPlan:
 
     baseline: InstructionBaselinePart | None
     """The baseline to record, if the request opens (or ends) a window."""
+
     prefix: tuple[InstructionBlock, ...]
     """The append-mode blocks the prefix states, with the values it states them with."""
+
     changes: tuple[tuple[str, str | None], ...]
     """Each block this request changes, with its new value, in order."""
+
     continues: bool
     """Whether the request continues the window history holds."""
+
     opened: str | None
     """Why this request opens a new window, or `None` if it continues one or has none."""
 
@@ -216,7 +230,9 @@ def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock
     """Whether `current` can be sent with `baseline`'s prefix: its other blocks are the same, in the same order."""
     others = [block for block in current if block.mode in ('literal', 'rewrite')]
     digests = baseline.digests
-    return len(digests) == len(others) and all(map(lambda d, b: d == _baseline_entry(b), digests, others))
+    if len(digests) != len(others):
+        return False
+    return all(digest == _baseline_entry(block) for digest, block in zip(digests, others, strict=True))
 
 
 def _cheaper(kept: dict[str, str | None], current: dict[str, str | None]) -> bool:

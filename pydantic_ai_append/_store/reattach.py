@@ -20,7 +20,6 @@ the carriers from there on are left out, and the plugin opens a new window there
 from __future__ import annotations
 
 import hashlib
-import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
@@ -46,6 +45,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_core import to_jsonable_python
 
+from .._encoding import sorted_json
 from .._history import RECORD_KEY, holds_record, is_carrier
 from .protocol import OnStoreError, RecordStore, RecordStoreError
 
@@ -54,11 +54,10 @@ ENTRY_FORMAT = 1
 
 _RETRY = RetryPromptPart  # pyright: ignore[reportDeprecated] (what 2.58 writes, and older histories hold)
 _CARRIER = TypeAdapter(SystemPromptPart)
-_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(',', ':'), sort_keys=True)
 
 
 def _canonical(value: object) -> str:
-    return _CANONICAL.encode(to_jsonable_python(value, bytes_mode='base64'))
+    return sorted_json(to_jsonable_python(value, bytes_mode='base64'))
 
 
 def _user_item(item: object) -> object:
@@ -184,7 +183,7 @@ def reattach(messages: Sequence[ModelMessage], entry: dict[str, Any]) -> list[Mo
     parts: dict[int, list[ModelRequestPart]] = {
         index: [part for part in message.parts if not is_carrier(part)]
         for index, message in enumerate(messages)
-        if isinstance(message, ModelRequest) and any(map(is_carrier, message.parts))
+        if isinstance(message, ModelRequest) and any(is_carrier(part) for part in message.parts)
     }
     if entry.get('format') == ENTRY_FORMAT:
         units = dict(_units(messages))
@@ -283,6 +282,6 @@ def _apart_from_the_start(messages: list[ModelMessage]) -> None:
     """
     now = datetime.now(UTC)
     for index, message in enumerate(messages):
-        if isinstance(message, ModelRequest) and any(map(holds_record, message.parts)):
+        if isinstance(message, ModelRequest) and any(holds_record(part) for part in message.parts):
             parts = [replace(part, timestamp=now) if holds_record(part) else part for part in message.parts]
             messages[index] = replace(message, parts=parts)

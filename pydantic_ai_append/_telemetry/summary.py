@@ -22,20 +22,28 @@ class CacheSummary:
 
     requests: int
     """The responses counted."""
+
     cache_read_tokens: int
     """Input tokens the provider read from its cache."""
+
     cache_write_tokens: int
     """Input tokens the provider wrote to its cache (Anthropic charges for these)."""
+
     uncached_input_tokens: int
     """Input tokens neither read nor written."""
+
     expected_read_tokens: int
     """Input tokens the plugin expected to be read: each request's previous one, where its window went on."""
+
     shortfalls: int
     """Requests that read less than expected."""
+
     cost_usd: float
     """What the priced responses cost, by `genai-prices`."""
+
     rewrite_cost_usd: float
     """What the same requests would have cost in rewrite mode (see the module docstring for the estimate)."""
+
     unpriced: int
     """Responses `genai-prices` could not price (an unknown model), left out of both costs."""
 
