@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic_ai.messages import ModelMessage
 
 from .breakpoints import BreakpointResult, run_breakpoints
+from .caches import CacheTiming, time_caches
 from .coding import CODING, run_coding_conversation
 from .histories import Profile, build_history, real_history
 from .huge import HugeResult, run_huge
@@ -64,12 +65,30 @@ class Size:
     store_turns: tuple[int, ...]
     """The history sizes (turns) the record store's runs are timed on."""
 
+    cache_turns: tuple[int, ...]
+    """The history sizes (turns) the process caches' runs are timed on."""
+
 
 SIZES = {
     'default': Size(
-        20, (10, 100, 300, 1000), (1000,), 15, 200, 1000, 10_000_000, 3, 100, 300, 10, (100, 300), 200, 2, (100, 1000)
+        20,
+        (10, 100, 300, 1000),
+        (1000,),
+        15,
+        200,
+        1000,
+        10_000_000,
+        3,
+        100,
+        300,
+        10,
+        (100, 300),
+        200,
+        2,
+        (100, 1000),
+        (100, 1000),
     ),
-    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,), 3, 1, (5,)),
+    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,), 3, 1, (5,), (5,)),
 }
 PARTS = (
     'wire',
@@ -81,6 +100,7 @@ PARTS = (
     'many',
     'instrumented',
     'stores',
+    'caches',
     'pieces',
     'startup',
 )
@@ -225,6 +245,10 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
     if 'stores' in parts:
         print('  stores: a run behind a UI adapter, with and without a record store', file=sys.stderr)
         stores = await time_stores(chosen.store_turns, chosen.rounds)
+    caches: list[CacheTiming] = []
+    if 'caches' in parts:
+        print('  caches: a conversation in progress with each process cache off', file=sys.stderr)
+        caches = await time_caches(chosen.cache_turns, chosen.rounds)
     pieces: list[PieceTiming] = []
     if 'pieces' in parts:
         print('  pieces', file=sys.stderr)
@@ -249,6 +273,7 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
         coding_turns=chosen.coding_turns,
         startup=startup,
         stores=stores,
+        caches=caches,
     )
 
 

@@ -8,8 +8,8 @@
   Splitting a 1 MB body into its segments (parsing and re-encoding the JSON) is timed apart, since a check of
   a live request pays it once per request whatever the prefix's length.
 - Checking a window's baseline (the scenario's three blocks, the static instructions as a digest) is what each request
-  paid before the `baselines` cache; reading it again from an equal payload, loaded afresh from JSON, is what a
-  request pays with it.
+  pays without the `baselines` cache; reading it again from an equal payload, loaded afresh from JSON, is what a
+  request pays with it. The same again with each block 70 times as long (about 1 MB): a check grows with the text.
 """
 
 from __future__ import annotations
@@ -65,11 +65,28 @@ def _long_conversation() -> tuple[bytes, list[Segment], list[Segment]]:
     return body, segments('openai-chat', body), segments('openai-chat', later.encode())
 
 
-def _baseline() -> dict[str, object]:
-    """The stored baseline of the scenario's window at its first turn."""
-    blocks = [InstructionBlock(id=f'capability:scenario:{name}', content=function(1)) for name, function in BLOCKS]
+def _baseline(repeats: int = 1) -> dict[str, object]:
+    """The stored baseline of the scenario's window at its first turn, each block's text `repeats` times over."""
+    blocks = [
+        InstructionBlock(id=f'capability:scenario:{name}', content=function(1) * repeats) for name, function in BLOCKS
+    ]
     digest = InstructionDigest.of(id='agent', dynamic=False, content=STATIC_INSTRUCTIONS)
     return encode_baseline(InstructionBaselinePart(instructions=(digest, *blocks)))
+
+
+def _baseline_pieces(name: str, stored: dict[str, object], repeats: int) -> list[PieceTiming]:
+    """Checking `stored`, and reading it again from an equal payload loaded afresh once it was checked."""
+    loaded = json.loads(json.dumps(stored))
+    read_baseline(stored, key=None, conversation_id='pieces')
+    size = len(json.dumps(stored))
+    return [
+        PieceTiming(f'check {name}', _median_us(lambda: decode_record(stored), repeats), size),
+        PieceTiming(
+            f'read {name} already checked',
+            _median_us(lambda: read_baseline(loaded, key=None, conversation_id='pieces'), repeats),
+            size,
+        ),
+    ]
 
 
 def time_pieces(repeats: int) -> list[PieceTiming]:
@@ -80,10 +97,6 @@ def time_pieces(repeats: int) -> list[PieceTiming]:
     diff = diff_hunks(before, after)
     body, earlier, later = _long_conversation()
     prefix_bytes = sum(len(segment.data) for segment in earlier)
-    stored = _baseline()
-    loaded = json.loads(json.dumps(stored))
-    read_baseline(stored, key=None, conversation_id='pieces')
-    stored_bytes = len(json.dumps(stored))
     return [
         PieceTiming(
             'record a one-line edit (diff)',
@@ -97,12 +110,9 @@ def time_pieces(repeats: int) -> list[PieceTiming]:
         PieceTiming(
             'verify a 1 MB prefix', _median_us(lambda: assert_prefix_stable([earlier, later]), repeats), prefix_bytes
         ),
-        PieceTiming('check a window baseline', _median_us(lambda: decode_record(stored), repeats), stored_bytes),
-        PieceTiming(
-            'read a baseline already checked',
-            _median_us(lambda: read_baseline(loaded, key=None, conversation_id='pieces'), repeats),
-            stored_bytes,
-        ),
+        *_baseline_pieces('a window baseline', _baseline(), repeats),
+        # Large repository context: the cost of a check grows with the blocks' text, a read of one checked doesn't.
+        *_baseline_pieces('a 1 MB window baseline', _baseline(70), max(3, repeats // 10)),
         PieceTiming(
             'split a 1 MB body into segments',
             _median_us(lambda: segments('openai-chat', body), max(3, repeats // 10)),

@@ -15,6 +15,7 @@ from importlib.metadata import version
 from typing import Any
 
 from .breakpoints import BreakpointResult, breakpoints_json, breakpoints_section
+from .caches import CacheTiming, cache_sections, caches_json
 from .huge import HugeResult
 from .huge_tables import huge_json, huge_section, huge_verdicts
 from .overhead import ChangeTiming, Timing
@@ -68,6 +69,8 @@ class Results:
     """The cassette checker's commands, each run in a process of its own."""
     stores: Sequence[StoreTiming] = ()
     """A run behind a UI adapter, with and without a record store."""
+    caches: Sequence[CacheTiming] = ()
+    """A conversation in progress with each process cache off."""
 
 
 def machine() -> dict[str, str]:
@@ -164,6 +167,7 @@ def render_text(results: Results) -> str:
             )
         )
     sections.extend(store_sections(results.stores))
+    sections.extend(cache_sections(results.caches))
     sections.extend(startup_sections(results.startup))
     sections.append(
         'Targets\n\n'
@@ -191,6 +195,7 @@ def to_json(results: Results) -> dict[str, Any]:
             }
             for t in results.stores
         ],
+        'caches': caches_json(results.caches),
         'coding_turns': results.coding_turns,
         # Without each request's bytes: 528 requests a conversation would make the file a megabyte.
         'coding': [summary(result, per_request=False) | token_summary(result) for result in results.coding],

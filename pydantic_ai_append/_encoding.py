@@ -161,7 +161,9 @@ _BASELINES = BoundedCache[tuple[str, bytes | None, str | None], tuple[dict[str, 
     max_entries=sys.maxsize, max_bytes=sys.maxsize, name='baselines', pooled=True
 )
 """Each baseline read, with a copy of what it was read from, by its check, key and conversation: an equal one is not
-checked again on every request (the benchmark's pieces: about 80 us to check the scenario's baseline, 1 us to read)."""
+checked again on every request. What it buys grows with the blocks' text (the benchmark's `pieces`: a check costs
+51 us for the scenario's 16 KB baseline and 8.5 ms for a 1 MB one, a read of one checked 1 us and 29 us); at the
+scenario's sizes a whole run shows no difference (`caches`: 1.03x, p25-p75 0.95-1.11, at 1,000 turns)."""
 
 
 def read_baseline(stored: object, *, key: bytes | None, conversation_id: str | None) -> DecodedRecord:

@@ -85,8 +85,9 @@ async def handle_request(
 _TEXTS = BoundedCache[tuple[str | None, str], str](
     max_entries=sys.maxsize, max_bytes=sys.maxsize, name='block texts', pooled=True
 )
-"""The value of each block the model was sent, by conversation and digest, for a change to be diffed against: the
-benchmark's hooks' time against the number of past changes, as a miss rebuilds it from the window's diffs."""
+"""The value of each block the model was sent, by conversation and digest, for a change to be diffed against, where a
+miss rebuilds it from the window's diffs: without it a run on a 1,000-turn conversation in progress takes 1.09x as
+long (the benchmark's `caches`, p25-p75 1.03-1.12)."""
 
 
 def _remember(conversation_id: str | None, text: str, digest: str | None = None) -> None:
