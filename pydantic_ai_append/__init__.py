@@ -2,19 +2,17 @@
 
 An instruction block marked `on_change='append'` keeps its first value in the prefix; each change is appended to
 the conversation as an element that replaces the earlier one, so what the provider cached stays byte-identical.
-The public surface is this `__all__`, `guard` (the prefix invariant) and `testing` (what an agent sends). Behind it:
+The public surface is this `__all__`, `guard` and `testing`. The folders are the wings:
 
-- `_capability` (options, hooks), `_blocks` (a request's blocks, routes, presets), `_request` (one request),
-  `_suspended` (a resumed turn), `_window` (what the model holds, pure), `_kept` (each conversation's last scan).
-- `_records` (record types), `_encoding` (how they are stored and checked), `_history` (carriers in history).
-- `_rendering` (the text of every element), `_diff` (diff hunks), `_lookalikes` (notes beside imitations).
-- `_telemetry` (the provider's cache use in tokens and dollars, against the prefix kept and rewrite mode).
-- `_store`, `_sqlite_store` (record stores, by conversation id), `_reattach` (records put back into history that
-  came through a UI adapter).
-- `_spec` (spec entries), `_compat` (release differences), `_cache` (memory across conversations).
-- `_segments`, `_conversation`, `_transport`: request bodies as cache-order segments, for `guard` and `testing`.
-- `_causes`: why a request moved the prefix, told from its elements, for the messages of `testing` and the checker.
-- `_cassettes`, `_verdicts`, `_check`, `__main__`: the cassette checker, `pydantic-ai-append check`.
+- Here, the append engine: `_capability` (options, hooks), `_blocks` (a request's blocks), `_request` (one request),
+  `_suspended` (a resumed turn), `_window` (what the model holds), `_records`, `_encoding` and `_history` (records,
+  stored and found in history), `_rendering` and `_diff` (the elements' text), `_lookalikes`, `_spec`, `_compat`,
+  `_cache` (memory across conversations).
+- `_store/`: record stores, and records put back into history that came through a UI adapter.
+- `_telemetry/`: the provider's cache use in tokens and dollars.
+- `_wire/`: request bodies read as the provider's cache reads them, for `guard`, `testing` and `_check/`.
+- `_check/` and `__main__`: the cassette checker, `pydantic-ai-append check`.
+- `guard/`: the prefix invariant. `testing/`: what an agent sends, for a user's tests.
 
 The names are imported when first used, so `pydantic-ai-append check`, which needs none of them, starts without
 importing Pydantic AI.
