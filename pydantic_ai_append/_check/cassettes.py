@@ -71,14 +71,19 @@ class Interaction:
 
     file: Path
     """The cassette it was read from."""
+
     index: int
     """Its position among the cassette's interactions, from 0."""
+
     method: str
     """The HTTP method, upper case."""
+
     uri: str
     """The request URI as recorded."""
+
     request: Mapping[str, Any]
     """The recorded request."""
+
     response: Mapping[str, Any]
     """The recorded response."""
 

@@ -1,8 +1,8 @@
 """`pydantic-ai-append check`: does every conversation recorded in a set of cassettes keep its prompt-cache prefix?
 
-The command line: it finds the cassettes in the paths it is given, reads each (`_cassettes`), has its requests grouped
-into conversations and judged (`_verdicts`), and prints the verdicts, as a report or a JSON document. How a request is
-told to belong to a conversation is in `_verdicts`.
+The command line: it finds the cassettes in the paths it is given, reads each (`cassettes`), has its requests grouped
+into conversations and judged (`verdicts`), and prints the verdicts (`reports`), as a report or a JSON document. How a
+request is told to belong to a conversation is in `verdicts`.
 
 Exit status: 0 when every conversation keeps its prefix, 1 when one breaks it, 2 on bad usage or a file that
 isn't a readable cassette. On status 2 the report still gives the verdicts of the cassettes that were read, and its
@@ -24,7 +24,8 @@ from typing import Any, TextIO
 
 from .._wire.causes import why_and_fix
 from .cassettes import CASSETTE_SUFFIXES, CassetteError, read_cassette
-from .verdicts import CassetteReport, ConversationReport, NewWindow, RequestVerdict, check_cassette, same_file
+from .reports import CassetteReport, ConversationReport, NewWindow, RequestVerdict, same_file
+from .verdicts import check_cassette
 
 REPORT_FORMAT = 1
 """The version of the `--json` document; it changes only when a key changes meaning or goes away.
@@ -34,7 +35,7 @@ verdicts of those that were read) and, added since, `errors_by_cause` (each caus
 none for an error in the arguments); in a divergence, `setting` (the request field that moved the cache, for kind
 `setting`), `cause`, `why` and `fix` (why the prefix moved, where told); in a conversation, `request_verdicts` (each
 request's `reused_bytes` and `total_bytes`, the `provider`'s cache use where its reply reports it, and a
-`disagreement` between the two, `read_more` or `missed`, as `_usage.disagreement` decides).
+`disagreement` between the two, `read_more` or `missed`, as `_wire.usage.disagreement` decides).
 """
 
 _SHOWN_FILES = 5

@@ -30,8 +30,10 @@ class Setting(NamedTuple):
 
     field: str
     """The field, with `.` between the keys of a nested one (`text.format`)."""
+
     invalidates: frozenset[str]
     """The segment kinds it invalidates: the cache is invalidated from the first segment of one of them on."""
+
     rule: str
     """What the provider's documentation says of a change, to end a report with."""
 
@@ -66,10 +68,13 @@ class SettingChange(NamedTuple):
 
     setting: Setting
     """The setting."""
+
     segment: int
     """The first segment of the earlier request the change invalidates (its length if it invalidates none)."""
+
     before: bytes | None
     """Its value in the earlier request as canonical JSON, or `None` if that request doesn't send it."""
+
     after: bytes | None
     """Its value in the later request, the same way."""
 

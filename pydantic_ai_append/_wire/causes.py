@@ -15,7 +15,7 @@ rewrite-mode blocks. So comparing the instructions of the two requests part by p
 - `compaction`: the earlier messages are not all there any more (compaction or a history processor rewrote them);
 - `tools`: a tool definition changed, was added or removed;
 - `instructions`: instructions changed where the plugin states no block;
-- `setting`: a request field the provider documents as part of its cache changed (the checker's `_cache_rules`).
+- `setting`: a request field the provider documents as part of its cache changed (`cache_rules`).
 
 Only the checks' messages use this: the verdict itself stays byte for byte.
 """
@@ -48,8 +48,10 @@ class Cause:
 
     kind: CauseKind
     """What moved it, as the module docstring lists."""
+
     reason: str
     """The cause in a sentence, naming the block or the text that changed."""
+
     fix: str
     """What to change in the agent so the prefix stays."""
 
@@ -60,8 +62,10 @@ class _Instructions:
 
     head: str
     """The text before the first block (literal instructions)."""
+
     blocks: dict[str, str]
     """Each stated block's id and text, in order."""
+
     tail: list[str]
     """The parts after the blocks and the sentence: dynamic instructions and rewrite-mode blocks."""
 

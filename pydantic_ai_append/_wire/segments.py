@@ -54,6 +54,7 @@ class Segment(NamedTuple):
     """What the piece is: `tool`, `system`, `message` (Anthropic, Chat), `instructions`, `input` or `output`
     (Responses, where `output` is a previous response's output item that `previous_response_id` or `conversation`
     brings in)."""
+
     data: bytes
     """The piece as canonical JSON: as sent, key order kept, cache markers dropped, no whitespace."""
 

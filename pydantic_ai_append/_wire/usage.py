@@ -76,10 +76,13 @@ class ProviderUsage:
     input_tokens: int
     """All prompt tokens, cached ones included, as Pydantic AI counts them (on Anthropic, the sum of `input_tokens`,
     `cache_creation_input_tokens` and `cache_read_input_tokens`)."""
+
     cache_read_tokens: int
     """Prompt tokens read from the cache."""
+
     cache_write_tokens: int
     """Prompt tokens written to the cache (Anthropic; OpenAI reports none)."""
+
     cache_reported: bool
     """Whether the reply has a cache-read field at all: an OpenAI-compatible server at the same path may report prompt
     tokens only, and then its `cache_read_tokens` of 0 says nothing."""
@@ -103,6 +106,7 @@ class Disagreement:
     """`read_more`: the provider read markedly more from cache than the checker judged reusable, so the checker's
     verdict is likely wrong. `missed`: the provider read nothing of a large prefix the checker judged reusable, a
     cache miss the prefix doesn't explain, not an error of the checker."""
+
     message: str
     """One sentence for the report, with both figures."""
 

@@ -40,8 +40,10 @@ class _Chain:
 
     last: list[Segment]
     """The full segments of the last request sent."""
+
     sent: int = 1
     """How many requests were sent; the next one's index."""
+
     window_open: bool = False
     """Whether the next request may move the prefix, as `WireVerifier.open_window` allowed."""
 
@@ -117,9 +119,12 @@ class WireVerifier:
 
     mode: VerifierMode = 'observe'
     """`'observe'` sends a divergent request and warns; `'enforce'` refuses to send it."""
+
     _: KW_ONLY
+
     divergences: list[WireDivergence] = field(default_factory=list[WireDivergence], init=False)
     """Every divergence found, in the order the requests were checked, including the ones refused."""
+
     _chains: BoundedCache[tuple[str | int, Api, str], _Chain] = field(
         default_factory=lambda: BoundedCache[tuple[str | int, Api, str], _Chain](
             max_entries=_CHAINS_KEPT, max_bytes=_CHAIN_BYTES_KEPT
@@ -129,18 +134,22 @@ class WireVerifier:
     )
     """The requests sent so far, per conversation, API and model: a conversation is its `conversation_id` when a
     capability on the agent names it, or a number for one told apart by its bytes."""
+
     _unnamed: int = field(default=0, init=False, repr=False)
     """How many conversations were told apart by their bytes: the next one's number."""
+
     _conversations: dict[Api, WireConversation] = field(
         default_factory=dict[Api, WireConversation], init=False, repr=False
     )
     """Per API, the replies a `previous_response_id` may name, to resolve it (only Responses keeps any): the most
     recent `4096` (and at most `256 MiB` of them)."""
+
     _replies: list[tuple[list[Segment], Reply]] = field(
         default_factory=list[tuple[list[Segment], Reply]], init=False, repr=False
     )
     """Responses requests sent and their replies' chunks, until a reply is read whole; the client reads each after
     its request was checked, and concurrent conversations' replies may still be streaming."""
+
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     """Held while a request is checked: one verifier serves every conversation, in every thread."""
 

@@ -36,17 +36,23 @@ class WireDivergence:
 
     api: Api
     """The provider API the request was sent to."""
+
     model: str
     """The model name in the request body; with `api`, it names the conversation the request belongs to."""
+
     request: int
     """The request's position in its conversation, from 0; the previous request is `request - 1`."""
+
     segment: int
     """The index of the first segment that differs, counted over the previous request's segments."""
+
     kind: str
     """What that segment is in the previous request: `tool`, `system`, `message`, `instructions`, `input` or
     `output` (see [`Segment.kind`][pydantic_ai_append.testing.Segment.kind])."""
+
     previous: str
     """An excerpt of the segment in the previous request, around the first byte that differs."""
+
     current: str | None
     """An excerpt of the segment in this request around the same byte, or `None` if this request ends before it."""
 

@@ -24,6 +24,7 @@ class Reply:
 
     response_chunks: list[bytes] = field(default_factory=list[bytes])
     """The body's chunks, before `content_encoding` is undone."""
+
     content_encoding: str | None = None
     """The reply's `content-encoding` header, when its chunks are read off the wire rather than decoded already."""
 

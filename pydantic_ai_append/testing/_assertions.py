@@ -19,7 +19,7 @@ def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: 
     Raises:
         AssertionError: Naming the first request that breaks the prefix, its first divergent segment's index and
             kind, and an excerpt of both sides from the first differing byte; then why the prefix moved and the fix,
-            where the plugin's elements in the requests tell it (`_causes`).
+            where the plugin's elements in the requests tell it (`_wire.causes`).
     """
     __tracebackhide__ = True  # pytest shows the failure at the test's call, not inside this package
     for index in range(1, len(requests)):
@@ -40,10 +40,13 @@ class PrefixReuse:
 
     index: int
     """The request's position, from 0."""
+
     reused_bytes: int
     """Bytes of the segments it shares, from the start, with the previous request (0 for the first request)."""
+
     new_bytes: int
     """Bytes of the segments after those."""
+
     total_bytes: int
     """Bytes of all its segments."""
 

@@ -18,13 +18,17 @@ class WireExchange:
 
     method: str
     """The HTTP method."""
+
     path: str
     """The URL path, without the query."""
+
     request_body: bytes
     """The raw request body, exactly as sent."""
+
     response_chunks: list[bytes] = field(default_factory=list[bytes])
     """The response body's chunks as the client consumed them, before `content_encoding` is undone; complete once
     the client has read it all."""
+
     content_encoding: str | None = None
     """The response's `content-encoding` header, which `response_chunks` are encoded with; `None` if they are not."""
 
