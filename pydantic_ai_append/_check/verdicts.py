@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from .._wire.cache_rules import setting_change
 from .._wire.causes import Cause, explain
-from .._wire.conversation import WireConversation, has_history, reply_payloads
+from .._wire.conversation import WireConversation, continued, reply_payloads, starts_conversation
 from .._wire.segments import Api, Segment, api_of, common_prefix_length, divergence_message, parse_body, segments
 from .._wire.usage import ProviderUsage, disagreement, reply_usage
 from .cassettes import CassetteError, Interaction
@@ -184,33 +184,15 @@ def _reply(interaction: Interaction, api: Api) -> bytes | None:
         return None
 
 
-def _fresh(request: dict[str, Any], resolved: list[Segment] | None) -> bool:
-    """Whether a request starts a conversation: it carries no history, or names state the cassette holds none of."""
-    if resolved is None:
-        return True
-    if request.get('conversation') is not None and request.get('previous_response_id') is None:
-        # A stored conversation holds history only once a response of it was recorded: until then, only the items it
-        # was created with, like the first request of any conversation.
-        return not any(segment.kind == 'output' for segment in resolved) and not has_history(
-            {**request, 'conversation': None}
-        )
-    return not has_history(request)
-
-
 def _conversation_for(
-    conversations: list[_Conversation], api: Api, model: str, current: list[Segment], fresh: bool
+    conversations: list[_Conversation], api: Api, model: str, current: list[Segment], starts: bool
 ) -> _Conversation | None:
     """The conversation a request belongs to, or `None` if it starts a new one."""
     candidates = sorted(
         (c for c in conversations if c.api == api and c.model == model), key=lambda c: c.last_update, reverse=True
     )
-    shared = [common_prefix_length(c.last, current) for c in candidates]
-    extended = next((c for c, count in zip(candidates, shared, strict=True) if count == len(c.last)), None)
-    if extended is not None:
-        return extended
-    if fresh or not candidates:
-        return None
-    return candidates[shared.index(max(shared))]
+    index = continued([c.last for c in candidates], current, starts=starts)
+    return candidates[index] if index is not None else None
 
 
 def check_cassette(
@@ -254,7 +236,7 @@ def check_cassette(
         current = resolved if resolved is not None else segments(api, body)
         model = request.get('model')
         model = model if isinstance(model, str) else ''
-        conversation = _conversation_for(conversations, api, model, current, fresh=_fresh(request, resolved))
+        conversation = _conversation_for(conversations, api, model, current, starts_conversation(request, resolved))
         if conversation is None:
             conversation = _Conversation(api, model, len(conversations))
             conversations.append(conversation)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, cast
 
 from .._cache import BoundedCache
-from .segments import CACHE_MARKER_KEYS, Api, Segment, parse_body, pieces, segments
+from .segments import CACHE_MARKER_KEYS, Api, Segment, common_prefix_length, parse_body, pieces, segments
 
 
 class Exchange(Protocol):
@@ -275,3 +275,49 @@ def has_history(request: dict[str, Any]) -> bool:
             ):
                 return True
     return False
+
+
+def starts_conversation(request: dict[str, Any], resolved: list[Segment] | None) -> bool:
+    """Whether a request starts a conversation: it carries no history, or names state nothing seen so far holds.
+
+    Args:
+        request: The request body, parsed.
+        resolved: Its segments with `previous_response_id` or `conversation` resolved, or `None` if what it names
+            was never seen (or was forgotten): then there is nothing to compare it with.
+    """
+    if resolved is None:
+        return True
+    if request.get('conversation') is not None and request.get('previous_response_id') is None:
+        # A stored conversation holds history only once a response of it was seen: until then, only the items it was
+        # created with, like the first request of any conversation.
+        return not any(segment.kind == 'output' for segment in resolved) and not has_history(
+            {**request, 'conversation': None}
+        )
+    return not has_history(request)
+
+
+def continued(lasts: Sequence[Sequence[Segment]], current: Sequence[Segment], *, starts: bool) -> int | None:
+    """Which conversation a request continues, of those of its API and model whose last requests are `lasts`.
+
+    The checker and the verifier (where no capability names the conversation) tell conversations apart this way,
+    so that they judge the same requests against the same ones.
+
+    Args:
+        lasts: Each conversation's last request, the most recent first.
+        current: The request's segments.
+        starts: Whether the request starts a conversation, as `starts_conversation` says.
+
+    Returns:
+        The index in `lasts` of the first conversation whose last request `current` extends byte for byte; else, unless
+        the request starts one, of the one it shares the longest prefix with (the most recent on a tie), whose prefix
+        it breaks; else `None`, for a new conversation.
+    """
+    shared: list[int] = []
+    for index, last in enumerate(lasts):
+        count = common_prefix_length(last, current)
+        if count == len(last):
+            return index
+        shared.append(count)
+    if starts or not shared:
+        return None
+    return shared.index(max(shared))

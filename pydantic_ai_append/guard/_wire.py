@@ -21,7 +21,14 @@ import logfire_api
 from pydantic_ai.exceptions import UserError
 
 from .._cache import BoundedCache
-from .._wire.conversation import BoundedWireConversation, WireConversation, conversation_id, has_history, segments_size
+from .._wire.conversation import (
+    BoundedWireConversation,
+    WireConversation,
+    continued,
+    conversation_id,
+    segments_size,
+    starts_conversation,
+)
 from .._wire.segments import Api, Segment, common_prefix_length, parse_body, segments
 from .._wire.transport import current_conversation, reply_body
 from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
@@ -229,7 +236,7 @@ class WireVerifier:
             # only the request's own segments: nothing to compare them with, but the requests after it are compared
             # with them.
             current = resolved if resolved is not None else segments(api, body)
-            key, chain = self._chain_for(api, model, current, known=resolved is not None, request=request)
+            key, chain = self._chain_for(api, model, current, request=request, resolved=resolved)
             index = chain.sent if chain is not None else 0
             # `Any`: pyright checks the values unpacked into `span` against its own keywords (`_tags`, `_links`) too.
             attributes: dict[str, Any] = {_WIRE + 'api': api, _WIRE + 'model': model, _WIRE + 'request_index': index}
@@ -268,7 +275,7 @@ class WireVerifier:
             return reply
 
     def _chain_for(
-        self, api: Api, model: str, current: list[Segment], *, known: bool, request: dict[str, Any]
+        self, api: Api, model: str, current: list[Segment], *, request: dict[str, Any], resolved: list[Segment] | None
     ) -> tuple[tuple[str | int, Api, str], _Chain | None]:
         """The chain a request belongs to (its key, and the chain if it has one yet), with the lock held."""
         conversation = current_conversation()
@@ -280,15 +287,11 @@ class WireVerifier:
             for key, chain in reversed(self._chains.items())
             if isinstance(key[0], int) and key[1:] == (api, model)
         ]
-        shared = [common_prefix_length(chain.last, current) for _, chain in candidates]
-        extended = next(
-            (candidate for candidate, count in zip(candidates, shared, strict=True) if count == len(candidate[1].last)),
-            None,
-        )
-        if extended is not None:
-            return extended
-        if known and candidates and has_history(request):
-            return candidates[shared.index(max(shared))]
+        # Told apart as the cassette checker tells them, so that both judge a request against the same one.
+        starts = starts_conversation(request, resolved)
+        index = continued([chain.last for _, chain in candidates], current, starts=starts)
+        if index is not None:
+            return candidates[index]
         self._unnamed += 1
         return (self._unnamed, api, model), None
 
