@@ -2,7 +2,8 @@
 the `testing` fixture and the cassette checker.
 
 - `segments`: a request body split into its cache-order segments, and where two requests part.
-- `conversation`: the requests of one conversation, with Responses' `previous_response_id` resolved.
+- `conversation`: the requests of one conversation, with Responses' `previous_response_id` resolved, and which
+  conversation a request continues.
 - `transport`: what the HTTP transport wrappers share (a reply teed as the client reads it).
 - `encoding`: a body's `content-encoding` undone, for the wrappers' replies and the checker's cassettes.
 - `causes`: why a request moved the prefix, told from the plugin's elements in it.

@@ -8,7 +8,7 @@ then each earlier response's input and output items, added when that response co
 parameter of https://platform.openai.com/docs/api-reference/responses/create, and
 https://platform.openai.com/docs/guides/conversation-state). Checking such a request's prefix needs the full input,
 rebuilt from the replies seen earlier. The test-time checker and the runtime verifier both rebuild it, so it lives
-here once.
+here once, with the rule both tell conversations apart by (`starts_conversation`, `continued`).
 """
 
 from __future__ import annotations
