@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from pydantic_ai import AgentRunResult, RunContext
@@ -36,15 +36,9 @@ from pydantic_ai.capabilities import (
     SelectModel,
     WrapRunHandler,
 )
-from pydantic_ai.messages import (
-    InstructionPart,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    repair_messages,
-)
+from pydantic_ai.messages import InstructionPart, ModelRequest, ModelResponse, repair_messages
 from pydantic_ai.models import ModelRequestContext
-from pydantic_ai.tools import AgentDepsT, ToolDefinition
+from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._blocks import WindowObserver
@@ -52,16 +46,10 @@ from .._cache import BoundedCache
 from .._capability import AppendInstructions
 from .._wire.transport import conversation_scope
 from ._consumed import ConsumedHistory
-from ._decision import RewriteDecision, decide_rewrite
-from ._errors import (
-    ConsumedPrefixChangedWarning,
-    InstructionsChangedWarning,
-    OrphanedToolPairWarning,
-    PrefixGuardWarning,
-    RetiredToolReferencedWarning,
-)
+from ._errors import InstructionsChangedWarning, OrphanedToolPairWarning
 from ._options import DeferPolicy, GuardMode, PrefixGuardSpecOptions, check_options, spec_options
-from ._proposal import last_instructions, new_messages, newly_compacted, opens_instruction_window, provider_compacted
+from ._plan import GuardWarning, RequestPlan, outcome_warnings, plan_request
+from ._proposal import last_instructions, opens_instruction_window
 from ._repair import RepairPolicy, repaired
 from ._retired import RetiredTools
 from ._tool_memory import CONVERSATIONS_KEPT, ToolMemory, tell_retired, warn_tool_changes
@@ -107,32 +95,22 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     """A [`WireVerifier`][pydantic_ai_append.guard.WireVerifier] to tell when a request opens a new window by
     compaction, so the prefix that request moves isn't reported as a divergence."""
 
-    _consumed: ConsumedHistory | None = field(default=None, init=False, repr=False)
-    """What the model has consumed in this run so far."""
-
-    _tools: dict[str, ToolDefinition] | None = field(default=None, init=False, repr=False)
-    """The tools the previous request of this run declared, by name."""
+    _consumed: ConsumedHistory = field(default_factory=lambda: ConsumedHistory.of([]), init=False, repr=False)
+    """What the model has consumed in this run so far: taken when the run starts, replaced after each response."""
 
     _instructions: str | None = field(default=None, init=False, repr=False)
-    """The instructions the previous request was sent with, as sent."""
+    """The instructions the previous request was sent with, as sent: taken when the run starts, replaced after each
+    response."""
 
-    _opened: bool = field(default=False, init=False, repr=False)
-    """Whether the current request opens a new window (it starts with a new compaction marker)."""
-
-    _sent: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
-    """The messages the current request sends, once decided."""
+    _plan: RequestPlan | None = field(default=None, init=False, repr=False)
+    """What this guard does with the run's latest request, replaced when the next one is seen: the request's later
+    hooks read it, and the next request compares its tools with the ones this declares."""
 
     _retired: set[str] = field(default_factory=set[str], init=False, repr=False)
     """The retired tools this run's latest step declared (written by its `RetiredTools`)."""
 
     _found: set[str] = field(default_factory=set[str], init=False, repr=False)
     """In observe mode, the calls whose broken pairs the run's given history was already warned about."""
-
-    _rewritten: bool = field(default=False, init=False, repr=False)
-    """Whether this guard put a history of its own in the run for the current request (refused or compacted)."""
-
-    _verified: int = field(default=0, init=False, repr=False)
-    """How many leading messages the current request sends with the bytes the model consumed."""
 
     _memory: ToolMemory = field(default_factory=lambda: ToolMemory(), init=False, repr=False, compare=False)
     """The tools this run's conversation has declared: its own, never another conversation's."""
@@ -189,7 +167,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             else:
                 run._found = {problem.tool_call_id for problem, _ in done}
             outcome = 'Repaired the history the run was given' if self.mode == 'enforce' else 'Found (observe mode)'
-            _warn([(OrphanedToolPairWarning, f'{problem.describe()}: {action}') for problem, action in done], outcome)
+            found = [(OrphanedToolPairWarning, f'{problem.describe()}: {action}') for problem, action in done]
+            _warn(outcome_warnings(found, outcome))
         # The run starts from the history as given, but Pydantic AI repairs it before anything reads it (merging
         # consecutive requests, dropping orphaned tool results), and before sending it: the consumed history is
         # taken in that shape, which is both what history processors see and what the model was sent.
@@ -212,141 +191,60 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Decide on what history processing did to the consumed prefix, and keep tools that history calls."""
-        consumed = self._consumed if self._consumed is not None else ConsumedHistory.of([])
         proposed = list(request_context.messages)
-        self._opened = newly_compacted(consumed, proposed) or provider_compacted(consumed)
-        self._rewritten = False
-        # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
-        new = new_messages(consumed, proposed)
-        judged = ConsumedHistory((*consumed.messages, *new), 0) if self._opened else consumed.adding(new)
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
-        decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=self._memory.seen)
-        # How many leading messages are sent with the bytes the model consumed: all of the consumed prefix, unless
-        # a divergent rewrite goes out as it is.
-        self._verified = consumed.boundary
+        plan = plan_request(
+            self._consumed,
+            proposed,
+            declared,
+            mode=self.mode,
+            on_defer=self.on_defer,
+            declared_before=self._memory.seen,
+            warned=self._found,
+        )
         attributes: dict[str, str | int] = {
-            'logfire.msg': f'prefix_guard {decision.action}',
-            'pydantic_ai_append.guard.action': decision.action,
+            'logfire.msg': f'prefix_guard {plan.decision.action}',
+            'pydantic_ai_append.guard.action': plan.decision.action,
             'pydantic_ai_append.guard.mode': self.mode,
-            'pydantic_ai_append.guard.reason': decision.reason,
-            'pydantic_ai_append.guard.boundary': judged.boundary,
+            'pydantic_ai_append.guard.reason': plan.decision.reason,
+            'pydantic_ai_append.guard.boundary': plan.boundary,
             'pydantic_ai_append.guard.messages': len(proposed),
         }
         # On the run's tracer, so the span follows the agent's instrumentation settings.
         with ctx.tracer.start_as_current_span('prefix_guard', attributes=attributes):
-            if decision.action != 'compact' and not self._opened:
-                warn_tool_changes(self._tools, declared)
-            if decision.action == 'compact':
-                self._compact(ctx, request_context, consumed, decision)
-            elif decision.action != 'patch':
-                self._refuse(ctx, request_context, consumed, decision)
-            elif decision.history is not None:
-                # A compaction that comes to nothing in whole tool pairs: the history goes out as it was.
-                self._send(ctx, request_context, decision.history)
-            elif self._opened:
-                self._verified = 0
+            if plan.compares_tools:
+                warn_tool_changes(self._plan.declared if self._plan is not None else None, plan.declared)
+            if plan.error is not None:
+                raise plan.error
+            if plan.rewritten:
+                # What is sent in place of the proposal is put in the run's history the same way.
+                request_context.messages = list(plan.sends)
+                ctx.messages[:] = plan.sends
+            _warn(plan.warnings)
         if self._retired:
             tell_retired(ctx, request_context, self._retired)
-        if self._opened and self.verifier is not None:
+        if plan.opened and self.verifier is not None:
             self.verifier.open_window()
-        self._tools = declared
-        self._memory.seen.update(declared)
-        self._sent = list(request_context.messages)
+        self._memory.seen.update(plan.declared)
+        self._plan = plan
         return request_context
-
-    def _refuse(
-        self,
-        ctx: RunContext[AgentDepsT],
-        request_context: ModelRequestContext,
-        consumed: ConsumedHistory,
-        decision: RewriteDecision,
-    ) -> None:
-        conditions: list[tuple[type[PrefixGuardWarning], str]] = [
-            (OrphanedToolPairWarning, problem.describe())
-            for problem in decision.problems
-            if problem.tool_call_id not in self._found
-        ]
-        conditions += [
-            (RetiredToolReferencedWarning, f'history calls `{name}`, which this request does not declare')
-            for name in decision.retired_tools
-        ]
-        if decision.divergence is not None:
-            conditions.append((ConsumedPrefixChangedWarning, decision.divergence.describe()))
-        if self.mode == 'observe' or (decision.divergence is None and not decision.problems):
-            # In enforce mode, that is a tool missing that this guard never declared as a function tool (an output
-            # tool of another run, say): there is no definition to declare again, and no older shape of the
-            # messages would change that.
-            _warn(conditions, 'Sent anyway (observe mode)' if self.mode == 'observe' else 'Sent as it is')
-            if decision.divergence is not None:
-                self._verified = decision.divergence.message_index
-            elif self._opened:
-                self._verified = 0
-            return
-        # A processor may have edited the very objects the history holds, so they are taken as consumed, not as now;
-        # a refused compaction keeps the history it would have closed.
-        self._opened = False
-        kept = [
-            *consumed.consumed_messages(),
-            *consumed.messages[consumed.boundary :],
-            *new_messages(consumed, request_context.messages),
-        ]
-        retry = decide_rewrite(consumed, kept, sending=True)
-        if retry.action == 'abort':
-            # The new messages themselves break a pair: no older shape of the history can be sent instead.
-            error = retry.error()
-            assert error is not None
-            raise error
-        self._send(ctx, request_context, kept)
-        _warn(conditions, 'Refused, the consumed prefix kept')
-
-    def _compact(
-        self,
-        ctx: RunContext[AgentDepsT],
-        request_context: ModelRequestContext,
-        consumed: ConsumedHistory,
-        decision: RewriteDecision,
-    ) -> None:
-        """Apply a compaction as a new window, or refuse it as `on_defer='keep'` says (or a resumed turn needs)."""
-        split = [(OrphanedToolPairWarning, problem.describe()) for problem in decision.problems]
-        if self.mode == 'observe':
-            self._opened = True
-            self._verified = 0
-            _warn(split, 'Sent anyway (observe mode)')
-            return
-        # A resumed turn (history ends with the suspended response) is sent with the instructions it was started
-        # with, so it can't open the window a compaction needs; a later request of the conversation may compact.
-        resuming = isinstance(request_context.messages[-1], ModelResponse)
-        assert decision.history is not None
-        if self.on_defer == 'keep' or resuming:
-            self._refuse(ctx, request_context, consumed, replace(decision, action='defer'))
-            return
-        self._send(ctx, request_context, decision.history)
-        self._opened = True
-        self._verified = 0
-        _warn(split, 'Compacted in whole tool pairs, the cut moved')
-
-    def _send(
-        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext, messages: Sequence[ModelMessage]
-    ) -> None:
-        """Send `messages` in place of the proposal, and put them in the run's history the same way."""
-        request_context.messages = list(messages)
-        ctx.messages[:] = messages
-        self._rewritten = True
 
     async def after_model_request(
         self, ctx: RunContext[AgentDepsT], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
         """Take what the model has now consumed, and check the instructions the request was sent with."""
+        # `before_model_request` runs once per request step, before any attempt, so the plan is this request's.
+        plan = self._plan
+        assert plan is not None
         sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
-        if self._rewritten:
+        if plan.rewritten:
             # The history put back holds this guard's request objects, and Pydantic AI 2.58 records the instructions
             # sent on the request it built, which the history no longer holds; a resumed turn reads them from history.
             last = next(message for message in reversed(ctx.messages) if isinstance(message, ModelRequest))
             last.instructions = last.instructions or sent or None
-        base = self._consumed if self._consumed is not None else ConsumedHistory.of([])
-        self._consumed = base.advance([*ctx.messages, response], sent=self._sent, verified=self._verified)
-        opened = self._opened or opens_instruction_window(ctx.messages)
+        self._consumed = self._consumed.advance([*ctx.messages, response], sent=plan.sends, verified=plan.verified)
+        opened = plan.opened or opens_instruction_window(ctx.messages)
         if self._instructions is not None and sent != self._instructions and not opened:
             warnings.warn(
                 'The instructions changed within a conversation, which moves the cached prefix; keep changing '
@@ -358,7 +256,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         return response
 
 
-def _warn(conditions: Sequence[tuple[type[PrefixGuardWarning], str]], outcome: str) -> None:
-    """One warning for each condition, of the condition's own class, so each can be silenced on its own."""
-    for category, condition in conditions:
-        warnings.warn(f'{outcome}: {condition}', category, stacklevel=4)
+def _warn(told: Sequence[GuardWarning]) -> None:
+    """Give each warning, pointing at what called the hook that gives it."""
+    for category, text in told:
+        warnings.warn(text, category, stacklevel=3)
