@@ -193,6 +193,21 @@ def test_a_block_with_a_lone_surrogate_is_delivered_on_either_policy(policy: Lit
     assert len(instruction_records(history)) == (2 if policy == 'append' else 0)
 
 
+def test_a_diff_whose_base_was_trimmed_from_history_is_left_out_of_the_records():
+    notes = ['\n'.join(f'{line}. a note long enough that a one-line edit is sent as a diff' for line in range(20))]
+    context = AppendInstructions(id='notes')
+    context.instructions(name='memory')(lambda: notes[-1])
+    agent = Agent(ScriptedModel().model(), capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    notes.append(notes[-1].replace('3. a note', '3. an edited note'))
+    history = agent.run_sync('two', message_history=history).all_messages()
+    full = instruction_records(history)
+    assert [type(record).__name__ for record in full] == snapshot(['InstructionBaselinePart', 'InstructionDeltaPart'])
+    assert isinstance(full[1], InstructionDeltaPart) and full[1].diff is not None
+    # Without the baseline the diff has no text to apply to, so its value can't be rebuilt.
+    assert instruction_records(history[2:]) == []
+
+
 FIVE = 'a\nb\nc\nd\ne'
 
 
