@@ -26,7 +26,9 @@ The modules, by concept (all private; this page's names are the public surface):
 - `_repair`: histories that arrive broken, mended in whole tool-pair units.
 - `_retired`: tool schema versions: a retired tool stays declared while history calls it, and never runs.
 - `_edit_tool`: a tool that lets the model edit chosen append-mode blocks, as appended changes only.
-- `_capability`: `PrefixGuard`, the guard on an agent's requests.
+- `_plan`: what `PrefixGuard` does with one request, worked out in one pure step: the decision under its mode and
+  policies, what it sends, how much of it is verified, its warnings.
+- `_capability`: `PrefixGuard`, the guard on an agent's requests, whose hooks apply and read that plan.
 - `_options`: what `PrefixGuard` may be told: its modes and policies, checked, and its agent-spec entry.
 - `_proposal`: a proposed request read against what the model consumed: whether it opens a new window, and which of
   its messages are new.
