@@ -36,32 +36,46 @@ class Size:
 
     turns: int
     """Turns of the wire scenario."""
+
     histories: tuple[int, ...]
     """The history sizes (turns) one `agent.run` is timed on."""
+
     target_turns: tuple[int, ...]
     """The history sizes the timing targets are judged at."""
+
     rounds: int
     """Rounds of the timed runs, each running every variant once."""
+
     piece_repeats: int
     """Repeats of each piece on its own."""
+
     change_turns: int
     """The length of the histories whose number of changes varies."""
+
     huge_bytes: int
     """The size of the huge block."""
+
     huge_edits: int
     """The one-line edits made to the huge block."""
+
     conversations: int
     """The conversations one agent serves in turn in the many-conversations case."""
+
     conversation_turns: int
     """The length of each of those conversations' history."""
+
     served_per_round: int
     """The requests to those conversations in each round, each to the next conversation in turn."""
+
     instrumented_turns: tuple[int, ...]
     """The history sizes (turns) the instrumented tool-loop runs are timed on."""
+
     coding_turns: int
     """Turns of the coding agent's conversation."""
+
     coding_processes: int
     """The processes its conversations run in side by side (1: in this one); they measure bytes and tokens only."""
+
     store_turns: tuple[int, ...]
     """The history sizes (turns) the record store's runs are timed on."""
 

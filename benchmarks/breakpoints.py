@@ -51,6 +51,7 @@ class BreakpointResult:
     path: PathName
     variant: str
     """The variant, or `append, clock rewritten`."""
+
     setting: str
     tokens: TokenResult
 

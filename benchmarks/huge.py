@@ -43,12 +43,16 @@ class HugeResult:
     profile: Profile
     block_bytes: int
     """The size of the block's first value, in bytes."""
+
     hook_seconds: list[float] = field(default_factory=list[float])
     """The CPU seconds of the plugin's hooks on each turn, the first turn first."""
+
     run_seconds: list[float] = field(default_factory=list[float])
     """The CPU seconds of each turn's `agent.run`."""
+
     append_bytes: list[int] = field(default_factory=list[int])
     """The stored size of append mode's history after each turn."""
+
     static_bytes: list[int] = field(default_factory=list[int])
     """The stored size of the static agent's history after each turn."""
 

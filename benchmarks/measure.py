@@ -95,10 +95,13 @@ class HookTimer:
 
     clock: Callable[[], float] = time.process_time
     """The clock read at each boundary; process CPU time unless a test gives another."""
+
     seconds: float = 0.0
     """Seconds counted since the last `reset`."""
+
     by_hook: dict[str, float] = field(default_factory=dict[str, float])
     """The same seconds, by the outermost hook they were spent in."""
+
     _depth: int = 0
     _hook: str = ''
     _since: float = 0.0

@@ -49,8 +49,10 @@ class Variant:
     history: list[ModelMessage]
     deps: int
     """The turn the agent's blocks are computed at."""
+
     loaded: bool = False
     """Whether the history is freshly loaded from JSON before each run (outside the clock)."""
+
     hooks: HookTimer | None = None
     """The timer the agent's append-mode hooks count into, if they are timed."""
 
@@ -61,10 +63,13 @@ class Rounds:
 
     seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     """The CPU seconds of each variant's runs."""
+
     hook_seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     """For the variants whose hooks are timed, the CPU seconds of those hooks in each run."""
+
     by_hook: dict[str, list[dict[str, float]]] = field(default_factory=dict[str, list[dict[str, float]]])
     """The same hook seconds, by hook."""
+
     order: list[str] = field(default_factory=list[str])
     """The variants in the order they ran, every round's after the one before."""
 
@@ -110,10 +115,13 @@ class Timing:
     turns: int
     seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     """The CPU seconds of each variant's runs, in round order."""
+
     hook_seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     """For `append`, `append-loaded` and `reader-loaded`: the CPU seconds spent in their hooks in each run."""
+
     history_bytes: dict[str, int] = field(default_factory=dict[str, int])
     """The serialized size of each policy's history."""
+
     by_hook: dict[str, list[dict[str, float]]] = field(default_factory=dict[str, list[dict[str, float]]])
     """The hook seconds of each run, by hook."""
 
@@ -199,8 +207,10 @@ class ChangeTiming:
     turns: int
     changes: dict[str, int] = field(default_factory=dict[str, int])
     """For each variant (`append` or `append-loaded`, at one number of changes), the changes its history holds."""
+
     seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     """The CPU seconds of each variant's runs, in round order."""
+
     hook_seconds: dict[str, list[float]] = field(default_factory=dict[str, list[float]])
     """The CPU seconds of the hooks in each of those runs."""
 

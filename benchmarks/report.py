@@ -54,21 +54,28 @@ class Results:
     machine: dict[str, str]
     target_turns: Sequence[int] = ()
     """The history sizes the timing targets are judged at."""
+
     changes: Sequence[ChangeTiming] = ()
     huge: Sequence[HugeResult] = ()
     many: Sequence[ManyConversations] = ()
     """Many conversations served in turn by one agent, one per model profile."""
+
     instrumented: Sequence[Timing] = ()
     """The instrumented tool-loop runs, with their uninstrumented peers."""
+
     breakpoints: Sequence[BreakpointResult] = ()
     """The wire scenario on the Anthropic paths under each of Pydantic AI's cache settings."""
+
     coding: Sequence[WireResult] = ()
     """The coding agent's long conversation (`coding`) on every path and variant."""
+
     coding_turns: int = 0
     startup: Sequence[StartupTiming] = ()
     """The cassette checker's commands, each run in a process of its own."""
+
     stores: Sequence[StoreTiming] = ()
     """A run behind a UI adapter, with and without a record store."""
+
     caches: Sequence[CacheTiming] = ()
     """A conversation in progress with each process cache off."""
 

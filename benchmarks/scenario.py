@@ -169,11 +169,14 @@ class Scenario:
     name: str
     blocks: Sequence[tuple[str, Callable[[int], str]]]
     """The changing blocks, by name, in prefix order; each is a function of the turn."""
+
     tools: Sequence[Callable[..., Any]]
     prompt: Callable[[int], str]
     """The user's message at each turn."""
+
     script: Callable[[], Iterator[Turn]]
     """A new iterator over the model's replies, one per request."""
+
     rewritten: frozenset[str] = frozenset()
     """The blocks append mode keeps in rewrite mode (`on_change='rewrite'`)."""
 

@@ -82,18 +82,25 @@ class ManyConversations:
     profile: Profile
     turns: int
     """The length of every conversation's history."""
+
     conversations: int
     """How many conversations the agent serves in turn."""
+
     first_hook_seconds: list[float] = field(default_factory=list[float])
     """The hooks' CPU seconds on each conversation's first request in the process, served before the rounds."""
+
     second_hook_seconds: list[float] = field(default_factory=list[float])
     """The same on each conversation's second request, served before the rounds too."""
+
     hook_seconds: list[list[float]] = field(default_factory=list[list[float]])
     """Per round, the hooks' CPU seconds on each request to the next conversations in turn."""
+
     seconds: list[list[float]] = field(default_factory=list[list[float]])
     """Per round, the CPU seconds of each of those requests' `agent.run`."""
+
     one_hook_seconds: list[float] = field(default_factory=list[float])
     """Per round, the hooks' CPU seconds on one request to the one conversation."""
+
     one_seconds: list[float] = field(default_factory=list[float])
     """Per round, the CPU seconds of that request's `agent.run`."""
 

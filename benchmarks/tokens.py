@@ -47,12 +47,15 @@ class TokenResult:
 
     input: int
     """Every input token, read and written ones included."""
+
     read: int
     written: int
     cost: float
     """The input side's price in dollars."""
+
     limit: float
     """The limit's price in dollars (see the module docstring)."""
+
     step_limit: float
     """The limit in the provider's cache steps, where it reads in steps; else the limit."""
 

@@ -82,12 +82,16 @@ class RequestBytes:
 
     total: int
     """All its segments."""
+
     reused: int
     """The segments, from the start, it shares byte for byte with the previous request."""
+
     previous_total: int
     """All the previous request's segments (0 for the first request)."""
+
     moved_at: tuple[int, str] | None
     """Where it stops repeating the previous request (segment index and kind), or `None` if it repeats all of it."""
+
     change_bytes: int
     """Bytes of the change elements in its conversation segments."""
 
@@ -105,17 +109,23 @@ class WireResult:
     policy: Variant
     delivery: str
     """`'inline'` or `'wrapped'`: how the model takes mid-conversation system messages."""
+
     body_bytes: int = 0
     """Raw request bodies, as sent."""
+
     requests: list[RequestBytes] = field(default_factory=list[RequestBytes])
     unique_change_bytes: int = 0
     """Bytes of distinct change elements, each counted once."""
+
     block_bytes: dict[str, int] = field(default_factory=dict[str, int])
     """Each block's full text size at the end of the scenario, to compare its changes with."""
+
     largest_diff: dict[str, int] = field(default_factory=dict[str, int])
     """Each block's largest `<context-diff>` element, in bytes."""
+
     model: str = ''
     """The model name sent, which prices the usage."""
+
     usages: list[RequestUsage] = field(default_factory=list[RequestUsage])
     """What the provider reported for each request, as Pydantic AI reads it."""
 

@@ -25,8 +25,10 @@ class Reply:
 
     status: int
     """The HTTP status."""
+
     body: bytes = b''
     """The JSON body; empty for a streamed reply."""
+
     events: list[bytes] | None = None
     """Server-sent events, each already framed; `None` for a JSON reply."""
 

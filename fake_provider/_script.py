@@ -53,10 +53,13 @@ class FakeRequest:
 
     index: int
     """Position of this request among all the server received, from 0."""
+
     api: Api
     """Which provider API was called."""
+
     body: bytes
     """The raw request body."""
+
     json: Mapping[str, Any]
     """The parsed request body."""
 

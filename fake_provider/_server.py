@@ -43,10 +43,13 @@ class ServerExchange:
 
     api: Api
     """Which provider API was called."""
+
     request_body: bytes
     """The raw request body."""
+
     response_body: bytes
     """The raw response body: JSON, or the whole event stream for a streamed reply."""
+
     response_id: str
     """The id the reply carries (`resp_...` for Responses, which `previous_response_id` can name)."""
 

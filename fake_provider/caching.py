@@ -82,10 +82,13 @@ class CacheUse:
 
     prompt: int
     """Every token of the prompt."""
+
     read: int = 0
     """The tokens read from the cache."""
+
     written_5m: int = 0
     """The tokens written to the cache for 5 minutes (Anthropic)."""
+
     written_1h: int = 0
     """The tokens written to the cache for an hour (Anthropic)."""
 
@@ -100,8 +103,10 @@ class _Block:
     data: bytes
     ttl: Literal['5m', '1h'] | None
     """The retention of a breakpoint on this block, `None` if it isn't one."""
+
     messages_start: bool = False
     """Whether the messages start here, where a change of `tool_choice` or thinking settings ends the prefix."""
+
     tool_run: bool = False
     """Whether it continues a run of tool calls or tool results in one message, which takes no lookback position."""
 
