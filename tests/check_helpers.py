@@ -1,5 +1,5 @@
-"""Shared helpers of the cassette checker's tests (`test_check.py`, `test_check_formats.py`): cassettes built by hand,
-as vcrpy records them, and the command run in-process."""
+"""Shared helpers of the cassette checker's tests (`_check/test_cli.py`, `_check/test_cassettes.py`,
+`_wire/test_usage.py`): cassettes built by hand, as vcrpy records them, and the command run in-process."""
 
 from __future__ import annotations
 

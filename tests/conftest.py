@@ -54,7 +54,7 @@ def anyio_backend() -> str:
 def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
     # pytest-recording's default is a `cassettes/` directory beside each test file; keeping them all in one place
     # means a test module can move between test packages without its cassettes moving. Test module names are
-    # unique across the packages (`test_cassettes.py` checks), so no two modules share a directory.
+    # unique across the packages (`test_suite_cassettes.py` checks), so no two modules share a directory.
     return str(wire.CASSETTES / request.path.stem)
 
 

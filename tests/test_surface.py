@@ -117,7 +117,7 @@ def test_nothing_public_outside_all(module: ModuleType):
 
 
 def test_the_package_imports_its_names_when_first_used():
-    # So that `pydantic-ai-append check` starts without Pydantic AI (`test_check`); `dir` lists them all the same.
+    # So that `pydantic-ai-append check` starts without Pydantic AI (`_check/test_cli.py`); `dir` lists them all the same.
     assert set(pydantic_ai_append.__all__) <= set(dir(pydantic_ai_append))
     with pytest.raises(AttributeError, match="module 'pydantic_ai_append' has no attribute 'Missing'"):
         pydantic_ai_append.Missing  # noqa: B018  # pyright: ignore[reportAttributeAccessIssue]

@@ -1,4 +1,5 @@
-"""A chat server behind Pydantic AI's UI adapters, and the client that talks to it, for `test_ui_adapters.py`.
+"""A chat server behind Pydantic AI's UI adapters, and the client that talks to it, for
+`_store/test_reattach_ui_adapters.py`.
 
 The server runs one agent turn per client request through the adapter's own run path (`run_stream`), as an
 endpoint does: the client sends its whole history in the protocol's shape, the adapter loads it (dropping every

@@ -14,7 +14,7 @@ from inline_snapshot import snapshot
 from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import PrefixReuse, Segment, assert_prefix_stable, prefix_reuse
 
-from .bodies import body
+from ..bodies import body
 
 
 def conversation_of(*message_lists: list[dict[str, Any]]) -> list[list[Segment]]:

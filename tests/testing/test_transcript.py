@@ -15,7 +15,7 @@ from pydantic_ai.exceptions import UserError
 
 from pydantic_ai_append.testing import Api, Segment, WireConversation, transcript
 
-from .bodies import body
+from ..bodies import body
 
 
 def conversation(api: Api, *requests: dict[str, object]) -> list[list[Segment]]:

@@ -1,4 +1,4 @@
-"""Request bodies written by hand for the tests of `pydantic_ai_append.testing`."""
+"""Request bodies written by hand for the tests of `pydantic_ai_append.testing` and of the wire wing (`_wire`)."""
 
 from __future__ import annotations
 

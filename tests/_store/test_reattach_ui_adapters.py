@@ -24,7 +24,7 @@ from pydantic_ai_append import InMemoryRecordStore, RecordStore, SQLiteRecordSto
 from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import PromptWire, assert_prefix_stable
 
-from .ui_chat import (
+from ..ui_chat import (
     TOOL_TURNS,
     TURNS,
     Board,

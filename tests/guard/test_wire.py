@@ -5,7 +5,7 @@ provider, recorded as a cassette and replayed with the network blocked. A transp
 reaches the network, which shows that a refused request (and any retry of it) never leaves. The last tests drive
 the client directly, for requests no Pydantic AI model sends.
 
-To record the cassettes again: `uv run pytest tests/guard/test_wire_verifier.py --no-cov --record-mode=rewrite
+To record the cassettes again: `uv run pytest tests/guard/test_wire.py --no-cov --record-mode=rewrite
 --allowed-hosts=127.0.0.1`.
 """
 

@@ -1,6 +1,6 @@
 """`pydantic-ai-append check`: the cassette checker, on this package's own cassettes, on cassettes built here with a
 deliberate cache bust, on one shaped like a recording of the real OpenAI API, and at scale. The forms a cassette's
-bodies come in, and the files, bodies and usage the checker refuses, are in `test_check_formats.py`.
+bodies come in, and the files, bodies and usage the checker refuses, are in `test_cassettes.py`.
 
 The command runs in-process through `main` (so its output is captured and covered); one test runs it as
 `python -m pydantic_ai_append` in a subprocess, to show the module entry works.
@@ -23,8 +23,8 @@ from inline_snapshot import snapshot
 from pydantic_ai_append._check.cassettes import read_cassette
 from pydantic_ai_append.testing import WireConversation, prefix_reuse
 
-from .check_helpers import CHAT, MESSAGES, RESPONSES, assistant, chat_turns, interaction, run, user, write_cassette
-from .wire import CASSETTES
+from ..check_helpers import CHAT, MESSAGES, RESPONSES, assistant, chat_turns, interaction, run, user, write_cassette
+from ..wire import CASSETTES
 
 # --- this package's own cassettes ---
 
@@ -39,17 +39,18 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
         for conversation in cassette['conversations']
     }
     # Each broken prefix is one its test makes on purpose, and asserts:
-    # - test_prefix_guard, without the guard: history processing orphans a tool result on request 2; with it, the
-    #   trim is applied as a compaction whose history starts anew, which the checker takes for a new conversation (#1);
-    # - test_installed_compaction: a processor keeping the first message and the last 5, applied as a compaction on
-    #   every other request from request 3, each opening the verifier's window;
+    # - test_guard_capability, without the guard: history processing orphans a tool result on request 2; with it,
+    #   the trim is applied as a compaction whose history starts anew, which the checker takes for a new
+    #   conversation (#1);
+    # - test_compaction_of: a processor keeping the first message and the last 5, applied as a compaction on every
+    #   other request from request 3, each opening the verifier's window; and a summarizing processor applied as
+    #   compaction (request 3), which opens the verifier's window;
     # - test_harness_compaction: harness's `SlidingWindowCompaction`, applied as a compaction on every other request
     #   from request 4, each opening the verifier's window;
-    # - test_verifier_windows: a rewrite-mode block changes (request 1), a compaction (request 2), each opening the
+    # - test_wire_windows: a rewrite-mode block changes (request 1), a compaction (request 2), each opening the
     #   verifier's window; without being told, the verifier refuses the second request, so only one was sent;
-    # - test_summarizing: a summarizing processor applied as compaction (request 3), which opens the verifier's window;
-    # - test_wire_engine: a rewrite-mode block changes before request 6 (`NEW_WINDOW`), passed as `new_windows`;
-    # - test_wire_verifier: observe sends changed instructions (request 3); enforce sends after `open_window()`
+    # - test_request_wire: a rewrite-mode block changes before request 6 (`NEW_WINDOW`), passed as `new_windows`;
+    # - test_wire (the verifier): observe sends changed instructions (request 3); enforce sends after `open_window()`
     #   (request 1) and refuses otherwise (so 3 requests, kept); a regenerated reply is a shorter request (3);
     #   new instructions for the Responses chain (3); two models taking turns, a window opened for gpt-5.2 only, so
     #   both diverge (gpt-5-mini at its request 1, gpt-5.2 at its request 2), each a conversation of its own.
@@ -77,7 +78,7 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
                 12,
                 14,
             ],
-            'test_installed_compaction/test_on_the_wire_every_call_goes_with_its_result[anthropic].yaml#0': [
+            'test_compaction_of/test_on_the_wire_every_call_goes_with_its_result[anthropic].yaml#0': [
                 3,
                 5,
                 7,
@@ -86,7 +87,7 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
                 13,
                 15,
             ],
-            'test_installed_compaction/test_on_the_wire_every_call_goes_with_its_result[openai-chat].yaml#0': [
+            'test_compaction_of/test_on_the_wire_every_call_goes_with_its_result[openai-chat].yaml#0': [
                 3,
                 5,
                 7,
@@ -95,44 +96,44 @@ def test_the_package_cassettes(capsys: pytest.CaptureFixture[str], monkeypatch: 
                 13,
                 15,
             ],
-            'test_prefix_guard/test_with_the_guard_on_anthropic.yaml#0': 'kept',
-            'test_prefix_guard/test_with_the_guard_on_anthropic.yaml#1': 'kept',
-            'test_prefix_guard/test_with_the_guard_the_orphaning_request_never_goes_out.yaml#0': 'kept',
-            'test_prefix_guard/test_with_the_guard_the_orphaning_request_never_goes_out.yaml#1': 'kept',
-            'test_prefix_guard/test_without_the_guard_the_request_orphans_a_tool_result.yaml#0': [2],
+            'test_guard_capability/test_with_the_guard_on_anthropic.yaml#0': 'kept',
+            'test_guard_capability/test_with_the_guard_on_anthropic.yaml#1': 'kept',
+            'test_guard_capability/test_with_the_guard_the_orphaning_request_never_goes_out.yaml#0': 'kept',
+            'test_guard_capability/test_with_the_guard_the_orphaning_request_never_goes_out.yaml#1': 'kept',
+            'test_guard_capability/test_without_the_guard_the_request_orphans_a_tool_result.yaml#0': [2],
             'test_prompt_wire/test_a_cassette_recorded_against_anthropic_replays_through_the_fixture.yaml#0': 'kept',
             'test_prompt_wire/test_a_cassette_recorded_against_openai_replays_through_the_fixture.yaml#0': 'kept',
-            'test_summarizing/test_on_the_wire_the_summary_goes_out_with_every_call_answered.yaml#0': [3],
-            'test_verifier_windows/test_a_compaction_opens_the_verifiers_window.yaml#0': [2],
-            'test_verifier_windows/test_append_instructions_opens_the_verifiers_window.yaml#0': [1],
-            'test_verifier_windows/test_without_being_told_the_verifier_refuses_the_new_window.yaml#0': 'kept',
-            'test_wire_engine/test_a_resumed_turn_sends_the_suspended_requests_bytes[claude-opus-4-8].yaml#0': 'kept',
-            'test_wire_engine/test_a_resumed_turn_sends_the_suspended_requests_bytes[claude-sonnet-4-5].yaml#0': 'kept',
-            'test_wire_engine/test_anthropic_inline.yaml#0': [6],
-            'test_wire_engine/test_anthropic_wrapped.yaml#0': [6],
-            'test_wire_engine/test_openai_chat.yaml#0': [6],
-            'test_wire_engine/test_openai_responses.yaml#0': [6],
-            'test_wire_engine/test_openai_responses_with_previous_response_id.yaml#0': [6],
-            'test_wire_engine/test_streamed_runs_keep_the_prefix.yaml#0': 'kept',
-            'test_wire_verifier/test_a_verifier_joining_mid_conversation_checks_from_its_first_request.yaml#0': 'kept',
-            'test_wire_verifier/test_enforce_refuses_before_sending[anthropic].yaml#0': 'kept',
-            'test_wire_verifier/test_enforce_refuses_before_sending[openai-chat].yaml#0': 'kept',
-            'test_wire_verifier/test_enforce_refuses_before_sending[openai-responses].yaml#0': 'kept',
-            'test_wire_verifier/test_enforce_sends_a_request_after_an_opened_window[anthropic].yaml#0': [1],
-            'test_wire_verifier/test_enforce_sends_a_request_after_an_opened_window[openai-chat].yaml#0': [1],
-            'test_wire_verifier/test_enforce_sends_a_request_after_an_opened_window[openai-responses].yaml#0': [1],
-            'test_wire_verifier/test_observe_warns_and_sends_changed_instructions[anthropic].yaml#0': [3],
-            'test_wire_verifier/test_observe_warns_and_sends_changed_instructions[openai-chat].yaml#0': [3],
-            'test_wire_verifier/test_observe_warns_and_sends_changed_instructions[openai-responses].yaml#0': [3],
-            'test_wire_verifier/test_regenerating_a_reply_is_a_shorter_request.yaml#0': [3],
-            'test_wire_verifier/test_responses_previous_response_id_is_compared_after_resolving.yaml#0': [3],
-            'test_wire_verifier/test_spans_and_chains_per_model.yaml#0': [2],
-            'test_wire_verifier/test_spans_and_chains_per_model.yaml#1': [1],
+            'test_compaction_of/test_on_the_wire_the_summary_goes_out_with_every_call_answered.yaml#0': [3],
+            'test_wire_windows/test_a_compaction_opens_the_verifiers_window.yaml#0': [2],
+            'test_wire_windows/test_append_instructions_opens_the_verifiers_window.yaml#0': [1],
+            'test_wire_windows/test_without_being_told_the_verifier_refuses_the_new_window.yaml#0': 'kept',
+            'test_request_wire/test_a_resumed_turn_sends_the_suspended_requests_bytes[claude-opus-4-8].yaml#0': 'kept',
+            'test_request_wire/test_a_resumed_turn_sends_the_suspended_requests_bytes[claude-sonnet-4-5].yaml#0': 'kept',
+            'test_request_wire/test_anthropic_inline.yaml#0': [6],
+            'test_request_wire/test_anthropic_wrapped.yaml#0': [6],
+            'test_request_wire/test_openai_chat.yaml#0': [6],
+            'test_request_wire/test_openai_responses.yaml#0': [6],
+            'test_request_wire/test_openai_responses_with_previous_response_id.yaml#0': [6],
+            'test_request_wire/test_streamed_runs_keep_the_prefix.yaml#0': 'kept',
+            'test_wire/test_a_verifier_joining_mid_conversation_checks_from_its_first_request.yaml#0': 'kept',
+            'test_wire/test_enforce_refuses_before_sending[anthropic].yaml#0': 'kept',
+            'test_wire/test_enforce_refuses_before_sending[openai-chat].yaml#0': 'kept',
+            'test_wire/test_enforce_refuses_before_sending[openai-responses].yaml#0': 'kept',
+            'test_wire/test_enforce_sends_a_request_after_an_opened_window[anthropic].yaml#0': [1],
+            'test_wire/test_enforce_sends_a_request_after_an_opened_window[openai-chat].yaml#0': [1],
+            'test_wire/test_enforce_sends_a_request_after_an_opened_window[openai-responses].yaml#0': [1],
+            'test_wire/test_observe_warns_and_sends_changed_instructions[anthropic].yaml#0': [3],
+            'test_wire/test_observe_warns_and_sends_changed_instructions[openai-chat].yaml#0': [3],
+            'test_wire/test_observe_warns_and_sends_changed_instructions[openai-responses].yaml#0': [3],
+            'test_wire/test_regenerating_a_reply_is_a_shorter_request.yaml#0': [3],
+            'test_wire/test_responses_previous_response_id_is_compared_after_resolving.yaml#0': [3],
+            'test_wire/test_spans_and_chains_per_model.yaml#0': [2],
+            'test_wire/test_spans_and_chains_per_model.yaml#1': [1],
         }
     )
     assert status == 1
     # The windows the tests open, allowed: every wire-engine conversation keeps its prefix past request 6.
-    status, out, _ = run(capsys, '--allow-new-window', '6', 'test_wire_engine')
+    status, out, _ = run(capsys, '--allow-new-window', '6', 'test_request_wire')
     assert (status, out.splitlines()[-1]) == (0, '8 conversations in 8 cassettes: every one keeps its prefix')
 
 

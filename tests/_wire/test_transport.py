@@ -159,7 +159,7 @@ async def test_gzip_replies_resolve_previous_response_id_in_both_wrappers():
 
 
 def test_decoded_undoes_what_the_client_undoes_and_leaves_the_rest():
-    # The cassette checker decodes through the same function (`test_check_recorders` shows brotli and zstd there).
+    # The cassette checker decodes through the same function (`_check/test_cassettes.py` shows brotli and zstd there).
     body = b'{"id":"resp_1"}'
     raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     assert [

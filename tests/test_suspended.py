@@ -224,7 +224,7 @@ def test_a_signed_suspended_turn_resumes_as_recorded(case: str):
 
 
 def test_a_turn_resumed_twice_under_a_compacting_guard_is_sent_as_it_was_started():
-    # Found by tests/test_generated_conversations.py: the guard applied a summary to the first resumed request as a
+    # Found by test_request_generated_conversations.py: the guard applied a summary to the first resumed request as a
     # compaction, whose window a resumed request can't open, and the second resume then lost the turn's prefix parts
     # and the changes the first one had sent.
     from pydantic_ai.capabilities import ProcessHistory
@@ -273,7 +273,7 @@ def test_a_turn_resumed_twice_under_a_compacting_guard_is_sent_as_it_was_started
 
 
 def test_a_turn_the_guard_compacted_resumes_with_the_instructions_it_was_sent():
-    # Found by tests/test_generated_conversations.py on 2.58: the compacted history holds the guard's own request
+    # Found by test_request_generated_conversations.py on 2.58: the compacted history holds the guard's own request
     # objects, and Pydantic AI 2.58 records the sent instructions on the one it built, so a resumed turn sent none.
     import warnings
 

@@ -23,9 +23,9 @@ from inline_snapshot import snapshot
 from pydantic_ai_append._check.cassettes import read_cassette
 from pydantic_ai_append.testing import WireConversation, assert_prefix_stable
 
-from .check_helpers import run
+from ..check_helpers import run
 
-FIXTURES = Path(__file__).parent / 'fixtures' / 'cassettes'
+FIXTURES = Path(__file__).parents[1] / 'fixtures' / 'cassettes'
 
 Edit = Callable[[list[dict[str, Any]]], None]
 """Changes the request bodies of a cassette's interactions, parsed, in place."""

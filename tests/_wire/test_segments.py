@@ -14,7 +14,7 @@ from inline_snapshot import snapshot
 from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import Segment
 
-from .bodies import body
+from ..bodies import body
 
 
 def test_anthropic_segments_drop_cache_control_and_keep_key_order():

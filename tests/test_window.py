@@ -1,14 +1,28 @@
-"""When a window must end: each reason the prefix moves, and the records history can't vouch for."""
+"""When a window must end: each reason the prefix moves, and the records history can't vouch for.
+
+Properties of the window logic over generated sequences of block values, tested on the pure functions.
+
+The agent tests pin particular conversations; these check the rules for any: after each request, the records in
+history fold to exactly the values the model was last given, nothing is recorded when nothing changed, the same
+inputs always give the same plan, and a recorded prefix splits back into the parts it was joined from.
+
+Who owns a block: a change of owner between the plugin and Pydantic AI's own append mode, and a routed block
+that is absent when the window opens.
+"""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import (
     CompactionPart,
+    InstructionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -18,9 +32,21 @@ from pydantic_ai.messages import (
 )
 
 from fake_provider import FakeProvider, Text, ToolCalls
-from pydantic_ai_append import AppendInstructions, instruction_records, strip_records
+from pydantic_ai_append import (
+    AppendInstructions,
+    InstructionBaselinePart,
+    InstructionBlock,
+    InstructionDigest,
+    UnmatchedRouteWarning,
+    instruction_records,
+    strip_records,
+)
 from pydantic_ai_append._encoding import seal
-from pydantic_ai_append._history import RECORD_KEY
+from pydantic_ai_append._history import RECORD_KEY, scan
+from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE, change_value, context_element
+from pydantic_ai_append._request import outgoing, plan_records
+from pydantic_ai_append._suspended import split_recorded_prefix
+from pydantic_ai_append._window import CurrentBlock, Window, fold, plan_request
 from pydantic_ai_append.testing import Api
 
 from .conversation import ScriptedModel
@@ -357,3 +383,176 @@ def test_a_window_ended_and_opened_again():
     assert kinds(history) == ['Baseline', 'Baseline', 'Baseline']
     assert 'b\n</context>' in (chat.last.instructions or '')
     assert not any('<context' in line for line in chat.last.messages)
+
+
+_LONG = '\n'.join(
+    f'line {number} of a block long enough that a one-line edit is sent as a diff' for number in range(12)
+)
+values = st.none() | st.sampled_from(['a', 'b', 'a\nb', 'x\n\ny', '', _LONG, _LONG.replace('line 3', 'line three')])
+literals = st.sampled_from(['Be brief.', 'Rules:\n\n- one', 'Mode: plan', 'Mode: act'])
+request_blocks = st.fixed_dictionaries(
+    {'literal': literals, 'state': values, 'memory': values, 'mode': st.sampled_from(['plan', 'act'])}
+)
+
+
+def current(request: dict[str, str | None]) -> list[CurrentBlock]:
+    return [
+        CurrentBlock('agent', request['literal'], 'literal'),
+        CurrentBlock('capability:c:state', request['state'], 'append'),
+        CurrentBlock('capability:c:memory', request['memory'], 'append'),
+        CurrentBlock('capability:c:mode', f'Mode: {request["mode"]}', 'rewrite'),
+    ]
+
+
+def request(history: list[ModelMessage], blocks: list[CurrentBlock]) -> tuple[Window, list[ModelMessage]]:
+    """One request as the capability makes it: the window it reads, and the history after it."""
+    window = fold(scan(history), key=None, conversation_id=None)
+    carriers = plan_records(window, plan_request(window, blocks), key=None, conversation_id='c')
+    return window, [*history, ModelRequest(parts=[UserPromptPart('next'), *carriers])]
+
+
+def told(history: list[ModelMessage]) -> dict[str, str | ValueError | None]:
+    """What a model reading the requests sent would hold of each block: the prefix's values, then every change (a
+    `ValueError` for a block whose diff it can't apply, until a full element)."""
+    window = fold(scan(history), key=None, conversation_id=None)
+    assert window.baseline is not None
+    held: dict[str, str | ValueError | None] = {block.id: block.content for block in window.baseline.blocks}
+    for message in outgoing(history, window, continues=True, notes=False):
+        for part in message.parts if isinstance(message, ModelRequest) else ():
+            if isinstance(part, SystemPromptPart) and part.content.startswith('<context'):
+                block_id = part.content.split('"')[1]
+                previous = held.get(block_id)
+                held[block_id] = change_value(
+                    block_id, part.content, None if isinstance(previous, ValueError) else previous
+                )
+    return held
+
+
+edits = st.sampled_from(
+    [_LONG, *(_LONG.replace(f'line {line} ', f'line {line}, edited, ') for line in (2, 5, 9)), None]
+)
+"""Values of a long block that differ by a line or two, so most changes are diffs, one against another."""
+
+in_one_window = st.fixed_dictionaries(
+    {'literal': st.just('Be brief.'), 'state': edits, 'memory': edits, 'mode': st.just('plan')}
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(request_blocks | in_one_window, min_size=1, max_size=10), st.data())
+def test_the_model_holds_every_blocks_value_even_after_a_change_is_dropped(
+    requests: list[dict[str, str | None]], data: st.DataObject
+):
+    history: list[ModelMessage] = []
+    for blocks in map(current, requests):
+        window, history = request(history, blocks)
+        assert (window, history[:-1]) == (fold(scan(history[:-1]), key=None, conversation_id=None), history[:-1])
+        appended = {block.id: block.content for block in blocks if block.mode == 'append' and block.id is not None}
+        if fold(scan(history), key=None, conversation_id=None).baseline is not None:
+            assert {
+                block: str(value) if isinstance(value, ValueError) else value for block, value in told(history).items()
+            } == appended
+        # A processor drops a request from the middle: the next request still leaves the model every value.
+        if len(history) > 2 and data.draw(st.booleans()):
+            dropped = data.draw(st.integers(1, len(history) - 1))
+            history = [*history[:dropped], *history[dropped + 1 :]]
+
+
+@given(
+    st.lists(st.tuples(literals, st.booleans()), max_size=3),
+    st.lists(values, min_size=1, max_size=3),
+    st.lists(literals, max_size=2),
+)
+def test_a_recorded_prefix_splits_into_its_parts(
+    literal: list[tuple[str, bool]], blocks: list[str | None], rewrite: list[str]
+):
+    entries: list[InstructionBlock | InstructionDigest] = [
+        InstructionDigest.of(id=None, dynamic=dynamic, content=text) for text, dynamic in literal
+    ]
+    entries += [InstructionBlock(f'capability:c:b{index}', value) for index, value in enumerate(blocks)]
+    entries += [InstructionDigest.of(id='capability:c:r', dynamic=True, content=text) for text in rewrite]
+    texts = [text for text, _ in literal]
+    stated = [
+        context_element(f'capability:c:b{index}', value) for index, value in enumerate(blocks) if value is not None
+    ]
+    texts += [*stated, SUPERSESSION_SENTENCE] if stated else []
+    texts += rewrite
+    joined = '\n\n'.join(texts)
+    baseline = InstructionBaselinePart(tuple(entries))
+    split = split_recorded_prefix(baseline, joined)
+    assert split is not None
+    assert [text for _, text in split] == texts
+    assert split_recorded_prefix(baseline, joined + 'x') is None
+    if len(texts) > 1:
+        # Parts are joined by a blank line; the same text joined otherwise is not this prefix.
+        assert split_recorded_prefix(baseline, '\n'.join(texts)) is None
+
+
+native_append = pytest.mark.skipif(
+    'on_change' not in InstructionPart.__dataclass_fields__, reason='this release has no append mechanism of its own'
+)
+
+
+def notes_agent(chat: ScriptedModel, version: int, append_ids: list[str]) -> Agent[None, str]:
+    native = InstructionPart(f'notes v{version}', name='notes', on_change='append')  # pyright: ignore[reportCallIssue]
+    context = AppendInstructions(id='context', append_ids=append_ids)
+    context.instructions(name='state')(lambda: 'state')
+    return Agent(chat.model(), instructions=native, capabilities=[context])
+
+
+@native_append
+@pytest.mark.parametrize(
+    ('before', 'after'),
+    [
+        pytest.param(['agent:notes'], [], id='plugin-to-native'),
+        pytest.param([], ['agent:notes'], id='native-to-plugin'),
+    ],
+)
+def test_a_change_of_owner_opens_a_new_window_and_sends_the_block_once(before: list[str], after: list[str]):
+    chat = ScriptedModel()
+    history = notes_agent(chat, 1, before).run_sync('one').all_messages()
+    history = notes_agent(chat, 2, after).run_sync('two', message_history=history).all_messages()
+    assert kinds(history) == ['Baseline', 'Baseline']
+    # One part carries the block, in the owner's wording, with its current value.
+    assert [part for part in chat.last.parts if 'notes v' in part] == [
+        part for part in chat.last.parts if 'notes v2' in part
+    ]
+    assert len([part for part in chat.last.parts if 'notes v' in part]) == 1
+    assert not any('withdrawn' in line for line in chat.last.messages)
+
+
+def test_a_routed_block_absent_from_the_first_request_is_delivered_as_a_change():
+    chat = ScriptedModel()
+    history: list[ModelMessage] = []
+    for memory in [None, 'likes tea', 'likes tea; dislikes coffee']:
+        context = AppendInstructions(id='context', append_ids=['agent:memory'])
+        context.instructions(name='state', on_change='rewrite')(lambda: 'Be brief.')
+        instructions = [InstructionPart(memory, name='memory')] if memory else []
+        agent = Agent(chat.model(), instructions=instructions, capabilities=[context])
+        with pytest.warns(UnmatchedRouteWarning) if memory is None else nullcontext():
+            history = agent.run_sync('hi', message_history=history).all_messages()
+    assert chat.last.instructions == chat.seen[0].instructions
+    assert kinds(history) == snapshot(['Baseline', 'Delta', 'Delta'])
+    assert chat.seen[1].messages[-1] == snapshot("""\
+user: <system><context id="agent:memory">
+likes tea
+</context>
+
+Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.</system>\
+""")
+
+
+def test_a_window_recorded_before_absent_blocks_were_held_continues():
+    chat = ScriptedModel()
+
+    def agent(append_ids: list[str]) -> Agent[None, str]:
+        context = AppendInstructions(id='context', append_ids=append_ids)
+        context.instructions(name='state')(lambda: 'state')
+        return Agent(chat.model(), capabilities=[context])
+
+    # Without the entry, the baseline is the one earlier versions recorded with the block absent.
+    history = agent([]).run_sync('one').all_messages()
+    with pytest.warns(UnmatchedRouteWarning):
+        history = agent(['agent:memory']).run_sync('two', message_history=history).all_messages()
+    assert kinds(history) == ['Baseline']
+    assert chat.last.instructions == chat.seen[0].instructions

@@ -72,7 +72,7 @@ def build(
     """A run for each name in `runs` (prompted `turn 0`, `turn 1`...), the block at that value; the first calls a
     tool, so history holds its return."""
     chat = ScriptedModel(script=[[('look', {})], 'ok'])
-    # No record store unless given: the cases are what history alone holds (`test_stored_records.py` has a store).
+    # No record store unless given: the cases are what history alone holds (`_store/test_reattach.py` has a store).
     todos = AppendInstructions[str](id='todos', signing_key=KEY if signed else None, record_store=record_store)
 
     @todos.instructions(name='state')

@@ -100,7 +100,7 @@ def test_a_history_pydantic_ai_repairs_is_not_a_rewrite(
         return processor(messages) if processor is not None else messages
 
     found, sent = run_guarded(history(), watched if processor is not None else None)
-    # An orphaned result is the guard's to mend too, which it says once (`test_broken_history.py` has the rest).
+    # An orphaned result is the guard's to mend too, which it says once (`test_repair.py` has the rest).
     assert found == (
         ['OrphanedToolPairWarning: Repaired the history the run was given'] if history is an_orphaned_result else []
     )

@@ -12,7 +12,7 @@ from inline_snapshot import snapshot
 
 from pydantic_ai_append.testing import Segment, WireConversation, assert_prefix_stable
 
-from .bodies import body
+from ..bodies import body
 
 TOOLS: list[dict[str, Any]] = [{'type': 'function', 'name': 'get_time', 'parameters': {}}]
 

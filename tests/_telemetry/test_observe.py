@@ -19,7 +19,7 @@ from pydantic_ai.settings import ModelSettings
 from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
 from pydantic_ai_append import AppendInstructions, CacheSummary, instruction_records
 
-from .fake_models import live_loopback
+from ..fake_models import live_loopback
 
 pytestmark = [live_loopback, pytest.mark.anyio]
 
