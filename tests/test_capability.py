@@ -163,32 +163,6 @@ def test_every_option_refuses_a_value_of_the_wrong_type_or_form(
     assert message in str(error.value)
 
 
-@pytest.mark.parametrize(
-    ('build', 'message'),
-    [
-        pytest.param({'mode': 'strict'}, "Unknown `PrefixGuard` mode 'strict'", id='guard-mode'),
-        pytest.param({'on_defer': 3}, 'Unknown `PrefixGuard` on_defer 3', id='guard-on_defer'),
-        pytest.param({'repair': None}, 'Unknown `PrefixGuard` repair None', id='guard-repair'),
-        pytest.param({'verifier': 'v'}, '`PrefixGuard` option `verifier` takes a `WireVerifier`', id='guard-verifier'),
-    ],
-)
-def test_every_guard_option_refuses_a_value_of_the_wrong_type_or_form(build: dict[str, Any], message: str):
-    from pydantic_ai_append.guard import PrefixGuard
-
-    with pytest.raises(UserError) as error:
-        PrefixGuard[None](**build)
-    assert message in str(error.value)
-
-
-@pytest.mark.parametrize('mode', ['strict', 1, None])
-def test_the_verifier_refuses_a_mode_it_doesnt_have(mode: Any):
-    from pydantic_ai_append.guard import WireVerifier
-
-    with pytest.raises(UserError) as error:
-        WireVerifier(mode=mode)
-    assert repr(mode) in str(error.value)
-
-
 def test_options_set_after_construction_take_effect_on_the_next_request():
     opened: list[str] = []
 

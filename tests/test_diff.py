@@ -175,3 +175,57 @@ def test_short_and_long_lines_diff_alike(old: list[str], new: list[str]):
 def test_edges_diff_alike_with_short_and_long_lines(old: str, new: str):
     # `test_edits_at_the_edges_and_everywhere` checks the same edits against `difflib`.
     assert diff_hunks(lengthened(old), lengthened(new)) == lengthened_hunks(diff_hunks(old, new))
+
+
+FIVE = 'a\nb\nc\nd\ne'
+
+
+@pytest.mark.parametrize(
+    ('hunks', 'expected'),
+    [
+        pytest.param('@@ -2,3 +2,3 @@\n b\n-c\n+C\n d', 'a\nb\nC\nd\ne', id='applies'),
+        # An empty range names the line before it, as `difflib` writes one (never, with one line of context).
+        pytest.param('@@ -1,0 +2 @@\n+X', 'a\nX\nb\nc\nd\ne', id='empty-range'),
+        pytest.param('-c\n+C', None, id='no-header'),
+        pytest.param('@@ -2,3 +2,3 @@\n b\n-x\n+C\n d', None, id='other-text'),
+        pytest.param('@@ -4,3 +4,3 @@\n d\n-e\n+E\n f', None, id='past-the-end'),
+        pytest.param('@@ -3 +3 @@\n-c\n+C\n@@ -2 +2 @@\n-b\n+B', None, id='out-of-order'),
+        pytest.param('@@ -2,3 +5,3 @@\n b\n-c\n+C\n d', None, id='wrong-new-start'),
+        pytest.param('@@ -2,3 +2,3 @@\n b\n*c\n+C\n d', None, id='unknown-line'),
+        pytest.param('@@ -2,3 +2,3 @@\n b\n-c', None, id='cut-short'),
+        pytest.param('@@ -2 +2,2 @@\n b\n-c\n+C', None, id='removes-too-many'),
+        pytest.param('@@ -2,2 +2 @@\n b\n+C\n-c', None, id='adds-too-many'),
+    ],
+)
+def test_hunks_apply_only_to_the_text_they_name(hunks: str, expected: str | None):
+    assert apply_hunks(FIVE, hunks) == expected
+
+
+def patched(old: str, hunks: str) -> str:
+    """Apply hunks from `diff_hunks` to `old`: enough of `patch` to check that the hunks say what changed."""
+    lines = old.split('\n')
+    result: list[str] = []
+    position = 0
+    for line in hunks.split('\n'):
+        if line.startswith('@@'):
+            start = int(line.split(' ')[1].split(',')[0].lstrip('-'))
+            # A hunk of an empty side names the line before it.
+            start = start - 1 if ',0' not in line.split(' ')[1] else start
+            result.extend(lines[position:start])
+            position = start
+        elif line.startswith('-'):
+            position += 1
+        elif line.startswith('+'):
+            result.append(line[1:])
+        else:
+            result.append(lines[position])
+            position += 1
+    return '\n'.join(result + lines[position:])
+
+
+@given(
+    st.lists(st.sampled_from(['a', 'b', 'c', '', 'd e']), max_size=12),
+    st.lists(st.sampled_from(['a', 'b', 'x', '']), max_size=12),
+)
+def test_diff_hunks_turn_the_old_text_into_the_new(old: list[str], new: list[str]):
+    assert patched('\n'.join(old), diff_hunks('\n'.join(old), '\n'.join(new))) == '\n'.join(new)

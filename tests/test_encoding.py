@@ -18,14 +18,11 @@ from pydantic_ai_append import (
     AppendInstructions,
     InstructionBaselinePart,
     InstructionBlock,
-    InstructionDeltaPart,
     InstructionDigest,
     instruction_records,
 )
-from pydantic_ai_append._diff import apply_hunks
 from pydantic_ai_append._encoding import Change, Unreadable, decode_record, encode_baseline, encode_change, seal
 from pydantic_ai_append._records import content_hash
-from pydantic_ai_append._rendering import change_text, change_value
 
 from .conversation import ScriptedModel
 
@@ -53,20 +50,6 @@ def test_changes_round_trip_over_their_text(text: str | None, key: bytes | None)
         'agent:memory', None, {'agent:memory': content_hash('x')}, 'p', stored['check']
     )
     assert isinstance(decode_record(stored, f'{text} edited', key=key), Unreadable)
-
-
-# Lines of a block's text: `\r`, other line breaks Python knows and empty lines are all kept as they are, since texts
-# are split on `\n` alone.
-lines = st.lists(
-    st.sampled_from(['a', 'b', '', ' a', '-b', '+c', '@@ -1 +1 @@', 'x\ry', 'u\u2028v', '\\', '</context>']),
-    max_size=12,
-)
-
-
-@given(st.none() | lines, st.none() | lines)
-def test_a_change_reads_back_as_the_value_it_sends(old_lines: list[str] | None, new_lines: list[str] | None):
-    old, new = (None if text is None else '\n'.join(text) for text in (old_lines, new_lines))
-    assert change_value('agent:memory', change_text('agent:memory', old, new), old) == new
 
 
 def test_the_stored_shape():
@@ -138,14 +121,6 @@ def test_untrustworthy_records_are_unreadable(stored: object):
     assert isinstance(decode_record(stored), Unreadable)
 
 
-def test_properties():
-    delta = InstructionDeltaPart(id='capability:todos:state', content='a', base_hash=None)
-    assert (delta.withdrawn, delta.content_hash) == snapshot((False, 'ca978112ca1bbdcafac231b39a23dc4d'))
-    assert (InstructionBlock('x', None).content_hash, InstructionBlock('x', 'a').content_hash) == snapshot(
-        (None, 'ca978112ca1bbdcafac231b39a23dc4d')
-    )
-
-
 def test_a_signed_record_is_bound_to_its_key_and_conversation():
     signed = change('x', b'k', conversation_id='a')
     assert isinstance(decode_record(signed, 'x', key=b'k', conversation_id='a'), Change)
@@ -191,57 +166,3 @@ def test_a_block_with_a_lone_surrogate_is_delivered_on_either_policy(policy: Lit
     assert any('a\ud800b' in text for text in told)
     assert any('c\udfffd' in text for text in told)
     assert len(instruction_records(history)) == (2 if policy == 'append' else 0)
-
-
-def test_a_diff_whose_base_was_trimmed_from_history_is_left_out_of_the_records():
-    notes = ['\n'.join(f'{line}. a note long enough that a one-line edit is sent as a diff' for line in range(20))]
-    context = AppendInstructions(id='notes')
-    context.instructions(name='memory')(lambda: notes[-1])
-    agent = Agent(ScriptedModel().model(), capabilities=[context])
-    history = agent.run_sync('one').all_messages()
-    notes.append(notes[-1].replace('3. a note', '3. an edited note'))
-    history = agent.run_sync('two', message_history=history).all_messages()
-    full = instruction_records(history)
-    assert [type(record).__name__ for record in full] == snapshot(['InstructionBaselinePart', 'InstructionDeltaPart'])
-    assert isinstance(full[1], InstructionDeltaPart) and full[1].diff is not None
-    # Without the baseline the diff has no text to apply to, so its value can't be rebuilt.
-    assert instruction_records(history[2:]) == []
-
-
-FIVE = 'a\nb\nc\nd\ne'
-
-
-@pytest.mark.parametrize(
-    ('hunks', 'expected'),
-    [
-        pytest.param('@@ -2,3 +2,3 @@\n b\n-c\n+C\n d', 'a\nb\nC\nd\ne', id='applies'),
-        # An empty range names the line before it, as `difflib` writes one (never, with one line of context).
-        pytest.param('@@ -1,0 +2 @@\n+X', 'a\nX\nb\nc\nd\ne', id='empty-range'),
-        pytest.param('-c\n+C', None, id='no-header'),
-        pytest.param('@@ -2,3 +2,3 @@\n b\n-x\n+C\n d', None, id='other-text'),
-        pytest.param('@@ -4,3 +4,3 @@\n d\n-e\n+E\n f', None, id='past-the-end'),
-        pytest.param('@@ -3 +3 @@\n-c\n+C\n@@ -2 +2 @@\n-b\n+B', None, id='out-of-order'),
-        pytest.param('@@ -2,3 +5,3 @@\n b\n-c\n+C\n d', None, id='wrong-new-start'),
-        pytest.param('@@ -2,3 +2,3 @@\n b\n*c\n+C\n d', None, id='unknown-line'),
-        pytest.param('@@ -2,3 +2,3 @@\n b\n-c', None, id='cut-short'),
-        pytest.param('@@ -2 +2,2 @@\n b\n-c\n+C', None, id='removes-too-many'),
-        pytest.param('@@ -2,2 +2 @@\n b\n+C\n-c', None, id='adds-too-many'),
-    ],
-)
-def test_hunks_apply_only_to_the_text_they_name(hunks: str, expected: str | None):
-    assert apply_hunks(FIVE, hunks) == expected
-
-
-@pytest.mark.parametrize(
-    ('text', 'previous'),
-    [
-        pytest.param('plain text', 'a', id='not-an-element'),
-        pytest.param('<context id="agent:other">\nx\n</context>', 'a', id='another-block'),
-        pytest.param(
-            '<context-diff id="agent:memory">\n@@ -1 +1 @@\n-a\n+b\n</context-diff>', None, id='diff-of-nothing'
-        ),
-        pytest.param('<context-diff id="agent:memory">\n@@ -1 +1 @@\n-x\n+b\n</context-diff>', 'a', id='diff-of-other'),
-    ],
-)
-def test_a_text_that_isnt_a_change_of_the_block_reads_as_none(text: str, previous: str | None):
-    assert isinstance(change_value('agent:memory', text, previous), ValueError)

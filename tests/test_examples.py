@@ -1,4 +1,5 @@
-"""Tests of the example, run as a user would run it, and of the `WireCapture` transport option it relies on.
+"""Tests of the example, run as a user would run it (the `WireCapture` option it relies on is tested in
+`testing/test_capture.py`).
 
 The example is the package's first impression and its claims are numbers, so its offline output is pinned
 whole: a change to what the plugin sends shows up here as a changed byte count or a lost `100%`.
@@ -7,7 +8,6 @@ whole: a change to what the plugin sends shows up here as a changed byte count o
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_append.testing import PrefixReuse, WireCapture
+from pydantic_ai_append.testing import PrefixReuse
 
 EXAMPLES = Path(__file__).parent.parent / 'examples'
 
@@ -114,22 +114,3 @@ async def test_todo_state_offline_stand_in_refuses_what_it_does_not_script():
             ),
         ]
     )
-
-
-# --- WireCapture with a transport of the caller's
-
-
-@pytest.mark.anyio
-async def test_wire_capture_wraps_a_given_transport():
-    def echo(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, json={'echo': json.loads(request.content)})
-
-    capture = WireCapture()
-    async with capture.http_client(transport=httpx2.MockTransport(echo), base_url='https://fake.test') as client:
-        response = await client.post('/v1/chat/completions', json={'messages': []})
-    assert response.json() == {'echo': {'messages': []}}
-    # The handler's response is read as it is built, so its body is kept whole rather than through the stream.
-    assert [(e.method, e.path, e.request_body, e.response_body) for e in capture.exchanges] == snapshot(
-        [('POST', '/v1/chat/completions', b'{"messages":[]}', b'{"echo":{"messages":[]}}')]
-    )
-    assert capture.conversation('openai-chat').requests == [[]]

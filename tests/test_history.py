@@ -25,7 +25,13 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, SystemPromptPart, UserPromptPart
 
-from pydantic_ai_append import AppendInstructions, RecordStore, SyncRecordStore
+from pydantic_ai_append import (
+    AppendInstructions,
+    InstructionDeltaPart,
+    RecordStore,
+    SyncRecordStore,
+    instruction_records,
+)
 from pydantic_ai_append._encoding import seal
 from pydantic_ai_append._history import RECORD_KEY
 from pydantic_ai_append._records import content_hash
@@ -548,3 +554,18 @@ def test_5000_changes_in_one_window(case: str):
         }
     )[case]
     assert outcomes(LONG_EDITS[case], toggled(CHANGES), toggled(CHANGES, signed=True), 'latest') == expected
+
+
+def test_a_diff_whose_base_was_trimmed_from_history_is_left_out_of_the_records():
+    notes = ['\n'.join(f'{line}. a note long enough that a one-line edit is sent as a diff' for line in range(20))]
+    context = AppendInstructions(id='notes')
+    context.instructions(name='memory')(lambda: notes[-1])
+    agent = Agent(ScriptedModel().model(), capabilities=[context])
+    history = agent.run_sync('one').all_messages()
+    notes.append(notes[-1].replace('3. a note', '3. an edited note'))
+    history = agent.run_sync('two', message_history=history).all_messages()
+    full = instruction_records(history)
+    assert [type(record).__name__ for record in full] == snapshot(['InstructionBaselinePart', 'InstructionDeltaPart'])
+    assert isinstance(full[1], InstructionDeltaPart) and full[1].diff is not None
+    # Without the baseline the diff has no text to apply to, so its value can't be rebuilt.
+    assert instruction_records(history[2:]) == []

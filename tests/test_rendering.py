@@ -5,12 +5,12 @@ Pure functions, tested directly: their bytes are the contract the agent tests bu
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._diff import diff_hunks
-from pydantic_ai_append._rendering import change_text, context_element, escape, unescape
+from pydantic_ai_append._rendering import change_text, change_value, context_element, escape, unescape
 
 # Text built from the pieces that matter to escaping, so the interesting cases come up often.
 tag_text = st.lists(
@@ -36,36 +36,6 @@ def test_escaped_text_cannot_close_an_element(text: str):
 def test_text_without_tags_is_unchanged(text: str):
     assert escape(text) == text
     assert unescape(text) == text
-
-
-def apply_hunks(old: str, hunks: str) -> str:
-    """Apply hunks from `diff_hunks` to `old`: enough of `patch` to check that the hunks say what changed."""
-    lines = old.split('\n')
-    result: list[str] = []
-    position = 0
-    for line in hunks.split('\n'):
-        if line.startswith('@@'):
-            start = int(line.split(' ')[1].split(',')[0].lstrip('-'))
-            # A hunk of an empty side names the line before it.
-            start = start - 1 if ',0' not in line.split(' ')[1] else start
-            result.extend(lines[position:start])
-            position = start
-        elif line.startswith('-'):
-            position += 1
-        elif line.startswith('+'):
-            result.append(line[1:])
-        else:
-            result.append(lines[position])
-            position += 1
-    return '\n'.join(result + lines[position:])
-
-
-@given(
-    st.lists(st.sampled_from(['a', 'b', 'c', '', 'd e']), max_size=12),
-    st.lists(st.sampled_from(['a', 'b', 'x', '']), max_size=12),
-)
-def test_diff_hunks_turn_the_old_text_into_the_new(old: list[str], new: list[str]):
-    assert apply_hunks('\n'.join(old), diff_hunks('\n'.join(old), '\n'.join(new))) == '\n'.join(new)
 
 
 def test_each_element():
@@ -106,3 +76,32 @@ This context no longer applies. The withdrawal stays in effect until a later <co
 """,
         ]
     )
+
+
+# Lines of a block's text: `\r`, other line breaks Python knows and empty lines are all kept as they are, since texts
+# are split on `\n` alone.
+lines = st.lists(
+    st.sampled_from(['a', 'b', '', ' a', '-b', '+c', '@@ -1 +1 @@', 'x\ry', 'u\u2028v', '\\', '</context>']),
+    max_size=12,
+)
+
+
+@given(st.none() | lines, st.none() | lines)
+def test_a_change_reads_back_as_the_value_it_sends(old_lines: list[str] | None, new_lines: list[str] | None):
+    old, new = (None if text is None else '\n'.join(text) for text in (old_lines, new_lines))
+    assert change_value('agent:memory', change_text('agent:memory', old, new), old) == new
+
+
+@pytest.mark.parametrize(
+    ('text', 'previous'),
+    [
+        pytest.param('plain text', 'a', id='not-an-element'),
+        pytest.param('<context id="agent:other">\nx\n</context>', 'a', id='another-block'),
+        pytest.param(
+            '<context-diff id="agent:memory">\n@@ -1 +1 @@\n-a\n+b\n</context-diff>', None, id='diff-of-nothing'
+        ),
+        pytest.param('<context-diff id="agent:memory">\n@@ -1 +1 @@\n-x\n+b\n</context-diff>', 'a', id='diff-of-other'),
+    ],
+)
+def test_a_text_that_isnt_a_change_of_the_block_reads_as_none(text: str, previous: str | None):
+    assert isinstance(change_value('agent:memory', text, previous), ValueError)

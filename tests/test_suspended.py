@@ -6,14 +6,25 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse
 
-from pydantic_ai_append import AppendInstructions, strip_records
+from pydantic_ai_append import (
+    AppendInstructions,
+    InstructionBaselinePart,
+    InstructionBlock,
+    InstructionDigest,
+    strip_records,
+)
+from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE, context_element
+from pydantic_ai_append._suspended import split_recorded_prefix
 
 from .conversation import ScriptedModel, Seen
+from .test_window import literals, values
 from .todo_agent import Deps, make_agent
 
 
@@ -394,3 +405,33 @@ def test_a_resumed_turn_tells_nothing_again_of_a_block_whose_value_cant_be_rebui
     last.state = 'suspended'
     agent.run_sync(None, message_history=history)
     assert sum('<context id="capability:todos:state">' in line for line in chat.last.messages) == 0
+
+
+@given(
+    st.lists(st.tuples(literals, st.booleans()), max_size=3),
+    st.lists(values, min_size=1, max_size=3),
+    st.lists(literals, max_size=2),
+)
+def test_a_recorded_prefix_splits_into_its_parts(
+    literal: list[tuple[str, bool]], blocks: list[str | None], rewrite: list[str]
+):
+    entries: list[InstructionBlock | InstructionDigest] = [
+        InstructionDigest.of(id=None, dynamic=dynamic, content=text) for text, dynamic in literal
+    ]
+    entries += [InstructionBlock(f'capability:c:b{index}', value) for index, value in enumerate(blocks)]
+    entries += [InstructionDigest.of(id='capability:c:r', dynamic=True, content=text) for text in rewrite]
+    texts = [text for text, _ in literal]
+    stated = [
+        context_element(f'capability:c:b{index}', value) for index, value in enumerate(blocks) if value is not None
+    ]
+    texts += [*stated, SUPERSESSION_SENTENCE] if stated else []
+    texts += rewrite
+    joined = '\n\n'.join(texts)
+    baseline = InstructionBaselinePart(tuple(entries))
+    split = split_recorded_prefix(baseline, joined)
+    assert split is not None
+    assert [text for _, text in split] == texts
+    assert split_recorded_prefix(baseline, joined + 'x') is None
+    if len(texts) > 1:
+        # Parts are joined by a blank line; the same text joined otherwise is not this prefix.
+        assert split_recorded_prefix(baseline, '\n'.join(texts)) is None

@@ -4,7 +4,7 @@ Properties of the window logic over generated sequences of block values, tested 
 
 The agent tests pin particular conversations; these check the rules for any: after each request, the records in
 history fold to exactly the values the model was last given, nothing is recorded when nothing changed, the same
-inputs always give the same plan, and a recorded prefix splits back into the parts it was joined from.
+inputs always give the same plan (a recorded prefix splitting back into its parts is `test_suspended.py`'s).
 
 Who owns a block: a change of owner between the plugin and Pydantic AI's own append mode, and a routed block
 that is absent when the window opens.
@@ -34,18 +34,14 @@ from pydantic_ai.messages import (
 from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import (
     AppendInstructions,
-    InstructionBaselinePart,
-    InstructionBlock,
-    InstructionDigest,
     UnmatchedRouteWarning,
     instruction_records,
     strip_records,
 )
 from pydantic_ai_append._encoding import seal
 from pydantic_ai_append._history import RECORD_KEY, scan
-from pydantic_ai_append._rendering import SUPERSESSION_SENTENCE, change_value, context_element
+from pydantic_ai_append._rendering import change_value
 from pydantic_ai_append._request import outgoing, plan_records
-from pydantic_ai_append._suspended import split_recorded_prefix
 from pydantic_ai_append._window import CurrentBlock, Window, fold, plan_request
 from pydantic_ai_append.testing import Api
 
@@ -456,36 +452,6 @@ def test_the_model_holds_every_blocks_value_even_after_a_change_is_dropped(
         if len(history) > 2 and data.draw(st.booleans()):
             dropped = data.draw(st.integers(1, len(history) - 1))
             history = [*history[:dropped], *history[dropped + 1 :]]
-
-
-@given(
-    st.lists(st.tuples(literals, st.booleans()), max_size=3),
-    st.lists(values, min_size=1, max_size=3),
-    st.lists(literals, max_size=2),
-)
-def test_a_recorded_prefix_splits_into_its_parts(
-    literal: list[tuple[str, bool]], blocks: list[str | None], rewrite: list[str]
-):
-    entries: list[InstructionBlock | InstructionDigest] = [
-        InstructionDigest.of(id=None, dynamic=dynamic, content=text) for text, dynamic in literal
-    ]
-    entries += [InstructionBlock(f'capability:c:b{index}', value) for index, value in enumerate(blocks)]
-    entries += [InstructionDigest.of(id='capability:c:r', dynamic=True, content=text) for text in rewrite]
-    texts = [text for text, _ in literal]
-    stated = [
-        context_element(f'capability:c:b{index}', value) for index, value in enumerate(blocks) if value is not None
-    ]
-    texts += [*stated, SUPERSESSION_SENTENCE] if stated else []
-    texts += rewrite
-    joined = '\n\n'.join(texts)
-    baseline = InstructionBaselinePart(tuple(entries))
-    split = split_recorded_prefix(baseline, joined)
-    assert split is not None
-    assert [text for _, text in split] == texts
-    assert split_recorded_prefix(baseline, joined + 'x') is None
-    if len(texts) > 1:
-        # Parts are joined by a blank line; the same text joined otherwise is not this prefix.
-        assert split_recorded_prefix(baseline, '\n'.join(texts)) is None
 
 
 native_append = pytest.mark.skipif(

@@ -1,8 +1,8 @@
 """`pydantic-ai-append check`, on what it reads: request bodies and replies in every form a cassette records them
 (compressed, as bytes, in vcrpy's older shapes, as YAML or JSON), and the files, bodies and usage it refuses.
 
-`pydantic-ai-append check` on the cassettes Pydantic AI's own test suite records, and on bodies compressed with
-brotli or zstd.
+`pydantic-ai-append check` on the cassettes Pydantic AI's own test suite records (bodies compressed with brotli or
+zstd are `_wire/test_wire_encoding.py`'s).
 
 `fixtures/recorders/` holds three conversations, written for these tests in the two shapes Pydantic AI's suite records
 them: `pydantic_ai_serializer/` as its older vcrpy serializer (`tests/json_body_serializer.py`) writes a cassette, a JSON
@@ -17,15 +17,12 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-import types
 import zlib
 from pathlib import Path
 from typing import Any
 
-import brotli as brotli_module  # pyright: ignore[reportMissingTypeStubs]
 import pytest
 import yaml
-import zstandard
 from inline_snapshot import snapshot
 
 from pydantic_ai_append._check.cassettes import read_cassette
@@ -243,8 +240,6 @@ def test_an_allowed_window_in_a_cassette_not_checked(tmp_path: Path, capsys: pyt
     )
 
 
-brotli: Any = brotli_module  # it ships no types
-
 RECORDERS = Path(__file__).parents[1] / 'fixtures' / 'recorders'
 FORMATS = ('pydantic_ai_serializer', 'cassetter')
 
@@ -379,96 +374,3 @@ def test_a_cassetter_body_the_checker_refuses(
     status, _, err = run(capsys, str(file))
     assert status == 2
     assert err.startswith(f'pydantic-ai-append check: error: {file}: interaction 1 (POST {CHAT}): {message}')
-
-
-# --- brotli and zstd ---
-
-
-def compressed_turns() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    history = [message for n in range(6) for message in (user(f'question {n}'), assistant(f'answer {n}'))]
-    bodies = [{'model': 'm', 'messages': history[: 2 * n + 1]} for n in range(6)]
-    return bodies, [interaction(CHAT, json.dumps(body).encode()) for body in bodies]
-
-
-def zstd_frames(data: bytes) -> bytes:
-    # Two frames one after another, as a server flushing its stream writes them; neither states its size.
-    half = len(data) // 2
-    return b''.join(
-        zstandard.ZstdCompressor(write_content_size=False).compress(part) for part in (data[:half], data[half:])
-    )
-
-
-def test_bodies_compressed_with_brotli_or_zstd(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    bodies, turns = compressed_turns()
-    raw = [json.dumps(body).encode() for body in bodies]
-    # As a recorder that kept the compressed bytes writes them: `!!binary`, with the header that names the encoding
-    # (a body encoded twice lists both, the first applied first).
-    compressed: list[bytes] = [
-        brotli.compress(raw[0]),
-        zstd_frames(raw[1]),
-        zstandard.ZstdCompressor().compress(brotli.compress(raw[2])),
-    ]
-    # Then bodies the recorder decompressed though it kept the header, as vcrpy tolerates.
-    recorded = [*compressed, *(data.decode() for data in raw[3:])]
-    for turn, body, encoding in zip(turns, recorded, ['br', 'zstd', 'br, zstd', 'zstd', 'br', 'deflate'], strict=True):
-        turn['request'].update(headers={'content-encoding': [encoding]}, body=body)
-    reply = {'id': 'resp_1', 'output': [assistant('b')]}
-    responses = [
-        interaction(RESPONSES, {'model': 'm', 'input': [user('a')]}, zstd_frames(json.dumps(reply).encode())),
-        interaction(RESPONSES, {'model': 'm', 'previous_response_id': 'resp_1', 'input': [user('c')]}),
-    ]
-    responses[0]['response']['headers']['content-encoding'] = ['zstd']
-    file = write_cassette(tmp_path / 'compressed.yaml', [*turns, *responses])
-    assert file.read_text().count('!!binary') == 4
-    status, out, _ = run(capsys, '--json', str(file))
-    conversations = json.loads(out)['cassettes'][0]['conversations']
-    assert (status, [(c['api'], c['interactions'], c['prefix_kept']) for c in conversations]) == (
-        0,
-        [('openai-chat', [0, 1, 2, 3, 4, 5], True), ('openai-responses', [6, 7], True)],
-    )
-
-
-@pytest.mark.parametrize(
-    ('encoding', 'modules', 'package'),
-    [('br', ['brotli', 'brotlicffi'], 'brotli'), ('zstd', ['zstandard'], 'zstandard')],
-)
-def test_without_the_library_an_encoding_needs(
-    encoding: str,
-    modules: list[str],
-    package: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-):
-    _, turns = compressed_turns()
-    for number in range(2):
-        turns[0]['request']['headers'] = {'content-encoding': [encoding]}
-        write_cassette(tmp_path / f'{number}.yaml', turns)
-    for module in modules:
-        monkeypatch.setitem(sys.modules, module, None)
-    status, out, err = run(capsys, str(tmp_path))
-    # Said once, for both files: the cause is the environment's, not an interaction's.
-    assert (status, out, err) == (
-        2,
-        'incomplete: 2 files could not be read (exit status 2)\n',
-        (
-            f'pydantic-ai-append check: error: {tmp_path / "0.yaml"} and {tmp_path / "1.yaml"}: decoding a body with '
-            f"content-encoding '{encoding}' needs {package}, which is not installed: install it with "
-            "`pip install 'pydantic-ai-append[testing]'`\n"
-        ),
-    )
-
-
-def test_brotlicffi_where_it_is_the_brotli_installed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-):
-    # PyPy has brotlicffi in place of brotli (httpx takes either); this stands in for it with brotli's functions.
-    bodies, turns = compressed_turns()
-    turns[1]['request']['headers'] = {'content-encoding': ['br']}
-    turns[1]['request']['body'] = brotli.compress(json.dumps(bodies[1]).encode())
-    stand_in = types.ModuleType('brotlicffi')
-    stand_in.__dict__.update(decompress=brotli.decompress, error=brotli.error)
-    monkeypatch.setitem(sys.modules, 'brotli', None)
-    monkeypatch.setitem(sys.modules, 'brotlicffi', stand_in)
-    status, out, _ = run(capsys, str(write_cassette(tmp_path / 'cffi.yaml', turns)))
-    assert (status, out.splitlines()[-1]) == (0, '1 conversation in 1 cassette: every one keeps its prefix')

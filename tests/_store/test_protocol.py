@@ -1,20 +1,17 @@
-"""The record stores on their own: what each keeps, for how long, within which bounds, and how each fails.
+"""What a record store is (`_store.protocol`), on both of the package's stores: what each keeps, for how long,
+within which bounds, and how a failing or a user's own store is called.
 
 These call the stores the way `AppendInstructions` does, through `as_async`, since what they keep is only the
-capability's opaque entry: each store is shown to give back the entry last saved, whole, from asyncio tasks, threads
-and (for SQLite) other processes, and to expire and bound what it keeps. Clocks are injected, so nothing sleeps.
+capability's opaque entry: each store is shown to give back the entry last saved, whole, from asyncio tasks and
+threads, and to expire and bound what it keeps. Clocks are injected, so nothing sleeps. What only one store does is
+in `test_memory.py` and `test_sqlite.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import subprocess
-import sys
-import textwrap
 import threading
 from collections.abc import Callable
-from contextlib import closing
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -109,31 +106,6 @@ async def test_an_entry_expires_a_ttl_after_its_last_write_and_reads_do_not_exte
     assert await store.load('b') is None
 
 
-async def test_expired_entries_leave_the_memory_store_on_a_write():
-    clock = Clock()
-    store = InMemoryRecordStore(clock=clock, ttl=timedelta(hours=1))
-    for name in 'abc':
-        await store.save(name, entry())
-    clock.now += 3601
-    await store.save('d', entry())
-    assert len(store) == 1
-
-
-async def test_expired_entries_leave_the_sqlite_file_on_a_write(tmp_path: Path):
-    clock = Clock()
-    store = SQLiteRecordStore(tmp_path / 'records.sqlite', clock=clock, ttl=timedelta(hours=1))
-    for name in 'abc':
-        store.save(name, entry())
-    clock.now += 3601
-    store.save('d', entry())
-    assert rows(tmp_path / 'records.sqlite') == ['d']
-
-
-def rows(path: Path) -> list[str]:
-    with closing(sqlite3.connect(path)) as connection:
-        return [row[0] for row in connection.execute('SELECT key FROM records ORDER BY key')]
-
-
 @STORES
 async def test_past_max_entries_the_entry_written_longest_ago_goes_first(make: StoreFactory, tmp_path: Path):
     clock = Clock()
@@ -143,18 +115,6 @@ async def test_past_max_entries_the_entry_written_longest_ago_goes_first(make: S
     await store.save('a', entry(3))  # now `b` was written longest ago
     await store.save('c', entry(4))
     assert [await store.load(name) for name in 'abc'] == [entry(3), None, entry(4)]
-
-
-async def test_the_memory_store_keeps_at_most_max_bytes_and_refuses_a_larger_entry():
-    size = len('{"text": ""}') + 100
-    store = InMemoryRecordStore(max_bytes=2 * size + 10)
-    for name in 'abc':
-        await store.save(name, {'text': name * 100})
-    assert (len(store), await store.load('a')) == (2, None)
-    with pytest.raises(RecordStoreError) as raised:
-        await as_async(store).save('d', {'text': 'd' * 1_000})
-    assert str(raised.value.__cause__) == snapshot('An entry of 1012 bytes is larger than `max_bytes` (234).')
-    assert (len(store), await store.load('c')) == (2, {'text': 'c' * 100})
 
 
 @STORES
@@ -181,74 +141,6 @@ async def test_many_tasks_and_threads_writing_at_once_lose_no_write(make: StoreF
     loaded = [await store.load(f'task-{n}') for n in range(50)]
     loaded += [await store.load(f'thread-{thread}-{n}') for thread in range(4) for n in range(20)]
     assert loaded == [entry(n + 1) for n in range(50)] + [entry(n + 1) for _ in range(4) for n in range(20)]
-
-
-async def test_a_new_sqlite_store_on_the_same_file_reads_what_an_old_one_wrote(tmp_path: Path):
-    path = tmp_path / 'records.sqlite'
-    await as_async(SQLiteRecordStore(path)).save('a', entry(1))
-    restarted = as_async(SQLiteRecordStore(path))
-    assert await restarted.load('a') == entry(1)
-
-
-WRITER = textwrap.dedent("""
-    import sys
-    from pydantic_ai_append import SQLiteRecordStore
-
-    path, prefix, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    store = SQLiteRecordStore(path)
-    for n in range(count):
-        store.save(f'{prefix}-{n}', {'n': n, 'after': store.load(f'{prefix}-{n - 1}') is not None})
-    print(store.load('shared'))
-    store.save('shared', {'by': prefix})
-""")
-
-
-def run_writer(path: Path, prefix: str, count: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, '-c', WRITER, str(path), prefix, str(count)], stdout=subprocess.PIPE, text=True
-    )
-
-
-def test_processes_writing_in_turn_read_each_others_entries(tmp_path: Path):
-    path = tmp_path / 'records.sqlite'
-    store = SQLiteRecordStore(path)
-    store.save('shared', {'by': 'test'})
-    assert run_writer(path, 'other', 1).communicate()[0] == "{'by': 'test'}\n"
-    assert (store.load('shared'), store.load('other-0')) == snapshot(({'by': 'other'}, {'n': 0, 'after': False}))
-    store.save('shared', {'by': 'test, again'})
-    assert run_writer(path, 'other', 1).communicate()[0] == "{'by': 'test, again'}\n"
-
-
-def test_processes_writing_at_once_lose_no_write(tmp_path: Path):
-    path = tmp_path / 'records.sqlite'
-    SQLiteRecordStore(path)  # the file and its table, before the writers race to create them
-    writers = [run_writer(path, prefix, 40) for prefix in ('first', 'second')]
-    for writer in writers:
-        writer.communicate()
-        assert writer.returncode == 0
-    store = SQLiteRecordStore(path)
-    for prefix in ('first', 'second'):
-        assert [store.load(f'{prefix}-{n}') for n in range(40)] == [{'n': n, 'after': n > 0} for n in range(40)]
-
-
-async def test_a_failed_sqlite_write_writes_nothing(tmp_path: Path):
-    clock = Clock()
-    path = tmp_path / 'records.sqlite'
-    store = SQLiteRecordStore(path, clock=clock, ttl=timedelta(hours=1))
-    store.save('a', entry(1))
-    with closing(sqlite3.connect(path)) as connection:
-        # A database refusing the delete of expired entries, which comes after the insert in the same transaction.
-        connection.execute(
-            "CREATE TRIGGER refuse BEFORE DELETE ON records BEGIN SELECT RAISE(ABORT, 'disk on fire'); END"
-        )
-        connection.commit()
-    clock.now += 3601
-    with pytest.raises(RecordStoreError) as raised:
-        await as_async(store).save('b', entry(2))
-    assert (raised.value.key, raised.value.action, repr(raised.value.__cause__)) == snapshot(
-        ('b', 'save', "IntegrityError('disk on fire')")
-    )
-    assert rows(path) == ['a']
 
 
 @dataclass
@@ -359,13 +251,3 @@ def test_a_store_refuses_bounds_that_are_not_positive(options: dict[str, object]
     with pytest.raises(UserError) as raised:
         InMemoryRecordStore(**options)  # pyright: ignore[reportArgumentType]
     assert str(raised.value) == message
-
-
-def test_an_sqlite_store_names_a_path_it_cannot_open(tmp_path: Path):
-    path = tmp_path / 'missing' / 'records.sqlite'
-    with pytest.raises(UserError) as raised:
-        SQLiteRecordStore(path)
-    assert (
-        str(raised.value)
-        == f"Can't open {str(path)!r} as a record store: unable to open database file. Check the path."
-    )

@@ -2,13 +2,13 @@
 
 `compact` is a public function a history processor calls, so it is tested directly with the cut it finds
 (`whole_pair_cut`); the agent tests show the guard recognising a compaction as a window boundary, applying a trimming
-processor's rewrite in whole tool pairs, and `AppendInstructions` opening a clean window after one. The last tests
-pin what `decide_rewrite` takes for a compaction and what not.
+processor's rewrite in whole tool pairs, and `AppendInstructions` opening a clean window after one.
+
+What `decide_rewrite` takes for a compaction, and what not, is in `test_compaction_of.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +17,6 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
-    CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -32,12 +31,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
 from pydantic_ai_append.guard import (
-    ConsumedHistory,
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
     PrefixGuard,
     compact,
-    decide_rewrite,
     tool_pair_problems,
 )
 from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
@@ -279,44 +276,15 @@ def test_a_native_tool_pair_inside_one_response_allows_any_cut():
     assert whole_pair_cut(history, 1) == 2
 
 
-# --- What `decide_rewrite` takes for a compaction, and what not
-
-
-def test_a_provider_compaction_run_from_a_hook_is_its_own_marker():
-    # What `OpenAICompaction(stateless=True)` leaves: the provider's compacted item, then the step's new request.
-    history = conversation()
-    compacted = ModelResponse(parts=[CompactionPart(None, id='cmp_1', provider_name='openai')])
-    proposed = [compacted, history[-2]]
-    decision = decide_rewrite(ConsumedHistory.of(history[:-1]).adding([history[-2]]), proposed)
-    assert decision.action == 'compact' and decision.history is not None
-    assert elided_count(decision.history) is None and decision.history[0] is compacted
-
-
-def test_a_summary_that_makes_up_a_call_is_no_compaction():
-    history = conversation()
-    made_up = ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'c'}, tool_call_id='c9')])
-    decision = decide_rewrite(
-        ConsumedHistory.of(history), [ModelRequest.user_text_prompt('Summary.'), made_up, *history[6:]]
-    )
-    assert decision.action == 'abort'
-
-
-def test_edits_insertions_and_reorders_are_no_compaction():
-    history = conversation()
-    window = ConsumedHistory.of(history)
-    edited = ModelRequest.user_text_prompt('How many users are there today?')
-    inserted = ModelRequest.user_text_prompt('A note the model never saw.')
-    for proposed in (
-        [edited, *history[1:]],  # a prompt edited, whatever its size
-        [history[0], inserted, *history[1:]],  # a message inserted where nothing was elided
-        [*history[:5], history[6], history[5], history[7]],  # two messages swapped
-        history[:-1],  # the latest message dropped
-    ):
-        assert decide_rewrite(window, proposed).action == 'defer', proposed
-    # A response's text clamped shorter and a tool result cleared are compactions; text that grows is an edit.
-    clamped = replace(history[5], parts=[TextPart('42 users…')])
-    cleared = replace(history[2], parts=[ToolReturnPart('query_db', '[cleared]', tool_call_id='c1')])
-    grown = replace(history[5], parts=[TextPart('42 users, 7 admins, and more besides.')])
-    assert decide_rewrite(window, [*history[:5], clamped, *history[6:]]).action == 'compact'
-    assert decide_rewrite(window, [*history[:2], cleared, *history[3:]]).action == 'compact'
-    assert decide_rewrite(window, [*history[:5], grown, *history[6:]]).action == 'defer'
+def test_a_cut_keeps_a_second_result_with_its_call():
+    history: list[ModelMessage] = [
+        ModelRequest.user_text_prompt('q'),
+        ModelResponse(parts=[ToolCallPart('f', {}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart('f', 1, tool_call_id='c1')]),
+        ModelResponse(parts=[TextPart('a')]),
+        ModelRequest(parts=[ToolReturnPart('f', 1, tool_call_id='c1'), UserPromptPart('again')]),
+        ModelResponse(parts=[TextPart('b')]),
+        ModelRequest.user_text_prompt('next'),
+    ]
+    assert whole_pair_cut(history, 3) == 6
+    assert tool_pair_problems(compact(history, keep_from=3)) == []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -30,6 +30,7 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
+    CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -43,12 +44,14 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from fake_provider import FakeProvider, Text, ToolCalls, openai_chat_model
 from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
 from pydantic_ai_append.guard import (
+    ConsumedHistory,
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
     PrefixGuard,
     PrefixGuardWarning,
     WireVerifier,
     compact,
+    decide_rewrite,
     tool_pair_problems,
 )
 from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
@@ -64,7 +67,8 @@ from tests.compaction_scenario import (
     unpaired_on_the_wire,
 )
 
-from .test_decision_properties import histories
+from .test_compaction import conversation
+from .test_decision import histories
 
 pytestmark = [pytest.mark.anyio]
 
@@ -491,3 +495,46 @@ async def test_on_the_wire_every_call_goes_with_its_result(api: Api):
     # Bounded: the second half of the conversation sends no more than the first did.
     counts = [len(json.loads(body)['messages']) for body in bodies]
     assert max(counts[WIRE_RUNS:]) <= max(counts[:WIRE_RUNS])
+
+
+# --- What `decide_rewrite` takes for a compaction, and what not
+
+
+def test_a_provider_compaction_run_from_a_hook_is_its_own_marker():
+    # What `OpenAICompaction(stateless=True)` leaves: the provider's compacted item, then the step's new request.
+    history = conversation()
+    compacted = ModelResponse(parts=[CompactionPart(None, id='cmp_1', provider_name='openai')])
+    proposed = [compacted, history[-2]]
+    decision = decide_rewrite(ConsumedHistory.of(history[:-1]).adding([history[-2]]), proposed)
+    assert decision.action == 'compact' and decision.history is not None
+    assert elided_count(decision.history) is None and decision.history[0] is compacted
+
+
+def test_a_summary_that_makes_up_a_call_is_no_compaction():
+    history = conversation()
+    made_up = ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'c'}, tool_call_id='c9')])
+    decision = decide_rewrite(
+        ConsumedHistory.of(history), [ModelRequest.user_text_prompt('Summary.'), made_up, *history[6:]]
+    )
+    assert decision.action == 'abort'
+
+
+def test_edits_insertions_and_reorders_are_no_compaction():
+    history = conversation()
+    window = ConsumedHistory.of(history)
+    edited = ModelRequest.user_text_prompt('How many users are there today?')
+    inserted = ModelRequest.user_text_prompt('A note the model never saw.')
+    for proposed in (
+        [edited, *history[1:]],  # a prompt edited, whatever its size
+        [history[0], inserted, *history[1:]],  # a message inserted where nothing was elided
+        [*history[:5], history[6], history[5], history[7]],  # two messages swapped
+        history[:-1],  # the latest message dropped
+    ):
+        assert decide_rewrite(window, proposed).action == 'defer', proposed
+    # A response's text clamped shorter and a tool result cleared are compactions; text that grows is an edit.
+    clamped = replace(history[5], parts=[TextPart('42 users…')])
+    cleared = replace(history[2], parts=[ToolReturnPart('query_db', '[cleared]', tool_call_id='c1')])
+    grown = replace(history[5], parts=[TextPart('42 users, 7 admins, and more besides.')])
+    assert decide_rewrite(window, [*history[:5], clamped, *history[6:]]).action == 'compact'
+    assert decide_rewrite(window, [*history[:2], cleared, *history[3:]]).action == 'compact'
+    assert decide_rewrite(window, [*history[:5], grown, *history[6:]]).action == 'defer'

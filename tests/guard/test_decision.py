@@ -1,26 +1,38 @@
-"""The guard's pure model: tool pairing, the generation boundary, and the decision on every kind of rewrite.
+"""The guard's pure model: the decision on every kind of rewrite (tool pairing, the bytes a message is judged by and
+the generation boundary are in `test_pairing.py`, `test_bytes.py` and `test_consumed.py`).
 
 These are the public functions a user calls without an agent (`pydantic_ai_append.guard`), so they are tested
 directly; the agent integration has its own tests.
+
+Properties of the guard's decision over generated histories and rewrites, on the pure model.
+
+The model tests pin particular rewrites; these check the rules for any: a rewrite that changes the consumed
+prefix is never patched, a rewrite that is applied (now, or at the next window boundary) never leaves a tool
+call or result without its partner, and a decision is the same however often it is asked.
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
 from inline_snapshot import snapshot
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
+    ModelRequestPart,
     ModelResponse,
+    ModelResponsePart,
     NativeToolCallPart,
     NativeToolReturnPart,
     RetryPromptPart,  # pyright: ignore[reportDeprecated]
-    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -39,9 +51,6 @@ from pydantic_ai_append.guard import (
     validate_rewrite,
 )
 from pydantic_ai_append.guard._bytes import message_bytes
-from pydantic_ai_append.guard._consumed import consumed_boundary
-
-from ..conversation import change_carrier
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -68,140 +77,6 @@ def retry(content: str, *, tool_name: str | None = None, tool_call_id: str = 'r1
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         return ModelRequest(parts=[RetryPromptPart(content, tool_name=tool_name, tool_call_id=tool_call_id)])  # pyright: ignore[reportDeprecated]
-
-
-def describe(messages: list[ModelMessage]) -> list[str]:
-    return [problem.describe() for problem in tool_pair_problems(messages)]
-
-
-# --- Pairing
-
-
-def test_paired_calls_of_every_kind_have_no_problems():
-    history: list[ModelMessage] = [
-        user('Count the users, then answer.'),
-        calls('c1', 'c2'),
-        # Results split over two requests (as deferred tool approvals leave them) still answer their calls.
-        results('c1'),
-        results('c2'),
-        ModelResponse(parts=[ToolCallPart('query_db', {'sql': 'bad'}, tool_call_id='c3')]),
-        retry('invalid sql', tool_name='query_db', tool_call_id='c3'),
-        ModelResponse(
-            parts=[
-                NativeToolCallPart('web_search', {'query': 'users'}, tool_call_id='n1'),
-                NativeToolReturnPart('web_search', {'results': []}, tool_call_id='n1'),
-                ToolCallPart('final_result', {'count': 1}, tool_call_id='out'),
-            ]
-        ),
-        ModelRequest(parts=[ToolReturnPart('final_result', 'Final result processed.', tool_call_id='out')]),
-    ]
-    assert tool_pair_problems(history) == []
-
-
-def test_a_retry_without_a_tool_answers_no_call():
-    history: list[ModelMessage] = [
-        user('Answer in JSON.'),
-        reply('not json'),
-        retry('Please return JSON.'),
-    ]
-    assert tool_pair_problems(history) == []
-
-
-def test_calls_in_the_last_reply_are_awaiting_not_orphaned():
-    assert tool_pair_problems([user('go'), calls('c1', 'c2')]) == []
-    # Even with some results in: the rest can come with the next run.
-    assert tool_pair_problems([user('go'), calls('c1', 'c2'), results('c1')]) == []
-
-
-def test_every_problem_is_named_with_ids_and_positions():
-    history: list[ModelMessage] = [
-        user('go'),
-        calls('c1', 'c2'),
-        results('c1', 'c1'),  # c1 answered twice, c2 never
-        reply('done'),
-        results('c9'),  # no call anywhere
-        results('c7'),  # its call comes later
-        calls('c7'),
-        results('c7'),
-    ]
-    assert describe(history) == snapshot(
-        [
-            "`query_db` call 'c1' at message 1, part 0 is answered twice, again at message 2, part 1",
-            "`query_db` call 'c2' at message 1, part 1 gets no result before the next response",
-            "the result of `query_db` call 'c9' at message 4, part 0 has no call before it",
-            "the result of `query_db` call 'c7' at message 5, part 0 comes before its call at message 6, part 0",
-        ]
-    )
-
-
-def test_native_tool_results_pair_inside_their_response():
-    native = ModelResponse(
-        parts=[
-            NativeToolReturnPart('web_search', {}, tool_call_id='n0'),
-            NativeToolCallPart('web_search', {}, tool_call_id='n1'),
-            NativeToolCallPart('code_execution', {}, tool_call_id='n2'),
-        ]
-    )
-    # The call n2 is unanswered; in the last reply it may still be streaming, anywhere else it is an orphan.
-    assert describe([user('go'), native]) == snapshot(
-        ["the result of `web_search` call 'n0' at message 1, part 0 has no call before it"]
-    )
-    assert describe([user('go'), native, user('more')]) == snapshot(
-        [
-            "the result of `web_search` call 'n0' at message 1, part 0 has no call before it",
-            "`web_search` call 'n1' at message 1, part 1 gets no result before the next response",
-            "`code_execution` call 'n2' at message 1, part 2 gets no result before the next response",
-        ]
-    )
-
-
-def test_a_function_result_does_not_answer_a_native_call():
-    history: list[ModelMessage] = [
-        user('go'),
-        ModelResponse(parts=[NativeToolCallPart('web_search', {}, tool_call_id='n1')]),
-        results('n1', tool='web_search'),
-        reply('ok'),
-    ]
-    assert describe(history) == snapshot(
-        [
-            "`web_search` call 'n1' at message 1, part 0 gets no result before the next response",
-            "the result of `web_search` call 'n1' at message 2, part 0 has no call before it",
-        ]
-    )
-
-
-# --- Bytes and the boundary
-
-
-def test_bytes_see_what_structured_equality_hides():
-    one = ToolCallPart('f', {'a': 1, 'b': 2}, tool_call_id='c1')
-    reordered = ToolCallPart('f', {'b': 2, 'a': 1}, tool_call_id='c1')
-    as_float = ToolCallPart('f', {'a': 1.0, 'b': 2}, tool_call_id='c1')
-    assert one == reordered == as_float
-    sent = {message_bytes(ModelResponse(parts=[part], timestamp=T0)) for part in (one, reordered, as_float)}
-    assert len(sent) == 3
-
-
-def test_bytes_leave_out_what_is_never_sent_but_keep_records():
-    later = datetime(2027, 1, 1, tzinfo=UTC)
-    assert message_bytes(user('hi')) == message_bytes(
-        ModelRequest(parts=[UserPromptPart('hi', timestamp=later)], run_id='other', timestamp=later)
-    )
-    first = ModelRequest(parts=[change_carrier('capability:c:state', 'a', 'b')])
-    second = ModelRequest(parts=[change_carrier('capability:c:state', 'a', 'c')])
-    assert message_bytes(first) != message_bytes(second)
-    plain = ModelRequest(parts=[SystemPromptPart('x', metadata={'note': 1})])
-    assert message_bytes(plain) == message_bytes(ModelRequest(parts=[SystemPromptPart('x')]))
-
-
-def test_the_boundary_is_after_the_latest_reply():
-    assert consumed_boundary([]) == 0
-    assert consumed_boundary([user('a')]) == 0
-    assert consumed_boundary([user('a'), reply('b')]) == 2
-    assert consumed_boundary([user('a'), reply('b'), user('c')]) == 2
-    assert ConsumedHistory.of([user('a'), reply('b')], boundary=1).boundary == 1
-    with pytest.raises(ValueError, match='boundary 3 is outside a history of 2 messages'):
-        ConsumedHistory.of([user('a'), reply('b')], boundary=3)
 
 
 # --- Decisions
@@ -411,3 +286,182 @@ def test_a_model_edit_to_any_other_block_is_refused():
     )
     assert isinstance(decision.error(), NonMonotonicRewriteError)
     assert 'those are: none' in self_edit(window, InstructionEdit('agent', None)).reason
+
+
+def _retry(call_id: str) -> ModelRequestPart:
+    # Deprecated in newer releases, which load it as a `ToolReturnPart(outcome='retried')`; 2.58 histories hold it.
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return RetryPromptPart('try again', tool_name='tool', tool_call_id=call_id)  # pyright: ignore[reportDeprecated]
+
+
+@st.composite
+def histories(draw: st.DrawFn, *, retries: bool = True) -> list[ModelMessage]:
+    """Well-formed conversations of every kind of tool pair Pydantic AI makes.
+
+    User turns; rounds of several function calls answered in one or two requests (some by a retry tied to the
+    call), with native tool calls answered inside their own response; an output tool call answered after the final
+    response; and possibly a last reply whose calls are still awaiting their results.
+    """
+    messages: list[ModelMessage] = []
+    ids = iter(range(1000))
+    for turn in range(draw(st.integers(1, 4))):
+        messages.append(ModelRequest(parts=[UserPromptPart(f'turn {turn}')]))
+        for _ in range(draw(st.integers(0, 2))):
+            call_ids = [f'c{next(ids)}' for _ in range(draw(st.integers(1, 3)))]
+            parts: list[ModelResponsePart] = []
+            for _ in range(draw(st.integers(0, 1))):
+                native = f'n{next(ids)}'
+                parts += [
+                    NativeToolCallPart('web_search', {'q': native}, tool_call_id=native),
+                    NativeToolReturnPart('web_search', 'found', tool_call_id=native),
+                ]
+            parts += [ToolCallPart('tool', {'n': i}, tool_call_id=i) for i in call_ids]
+            messages.append(ModelResponse(parts=parts))
+            split = draw(st.integers(1, len(call_ids)))
+            for chunk in (call_ids[:split], call_ids[split:]):
+                if chunk:
+                    messages.append(
+                        ModelRequest(
+                            parts=[
+                                _retry(i)
+                                if retries and draw(st.booleans())
+                                else ToolReturnPart('tool', 'ok', tool_call_id=i)
+                                for i in chunk
+                            ]
+                        )
+                    )
+        if draw(st.booleans()):
+            output = f'o{next(ids)}'
+            messages.append(ModelResponse(parts=[ToolCallPart('final_result', {'answer': turn}, tool_call_id=output)]))
+            messages.append(
+                ModelRequest(parts=[ToolReturnPart('final_result', 'Final result processed.', tool_call_id=output)])
+            )
+        messages.append(ModelResponse(parts=[TextPart(f'answer {turn}')]))
+    ending = draw(st.sampled_from(['reply', 'prompt', 'awaiting']))
+    if ending == 'prompt':
+        messages.append(ModelRequest(parts=[UserPromptPart('pending')]))
+    elif ending == 'awaiting':
+        messages.append(ModelRequest(parts=[UserPromptPart('one more')]))
+        messages.append(ModelResponse(parts=[ToolCallPart('tool', {}, tool_call_id=f'c{next(ids)}')]))
+    return messages
+
+
+def _drop_part(message: ModelMessage, index: int) -> ModelMessage:
+    if isinstance(message, ModelRequest):
+        request_parts: list[ModelRequestPart] = [p for i, p in enumerate(message.parts) if i != index]
+        return replace(message, parts=request_parts)
+    response_parts: list[ModelResponsePart] = [p for i, p in enumerate(message.parts) if i != index]
+    return replace(message, parts=response_parts)
+
+
+def _edit_part(message: ModelMessage) -> ModelMessage:
+    edited = copy.deepcopy(message)
+    part = edited.parts[0]
+    # Changed in place, as a careless history processor would: the window kept the bytes it consumed.
+    if isinstance(part, ToolCallPart):
+        cast('Any', part).args = {'edited': True}
+    elif isinstance(part, TextPart | UserPromptPart | ToolReturnPart):
+        cast('Any', part).content = 'edited'
+    return edited
+
+
+@st.composite
+def rewrites(draw: st.DrawFn, messages: list[ModelMessage]) -> list[ModelMessage]:
+    """One to three edits of the kinds history processors and compaction make."""
+    proposed = list(messages)
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(['drop_slice', 'drop_part', 'edit', 'append', 'swap', 'duplicate']))
+        if kind == 'append' or not proposed or not all(message.parts for message in proposed):
+            proposed.append(ModelRequest(parts=[UserPromptPart('appended')]))
+            continue
+        i = draw(st.integers(0, len(proposed) - 1))
+        j = draw(st.integers(i, len(proposed)))
+        if kind == 'drop_slice':
+            del proposed[i:j]
+        elif kind in ('drop_part', 'edit'):
+            index = draw(st.integers(0, len(proposed[i].parts) - 1))
+            # Rebuilding a request with a deprecated retry part in it (newer releases) translates the part, and warns.
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')
+                proposed[i] = _drop_part(proposed[i], index) if kind == 'drop_part' else _edit_part(proposed[i])
+        elif kind == 'swap':
+            k = min(j, len(proposed) - 1)
+            proposed[i], proposed[k] = proposed[k], proposed[i]
+        else:
+            proposed.insert(i, proposed[i])
+    return proposed
+
+
+def _problems(messages: list[ModelMessage] | tuple[ModelMessage, ...]) -> set[tuple[str, str]]:
+    return {(problem.kind, problem.tool_call_id) for problem in tool_pair_problems(messages)}
+
+
+@given(st.data())
+def test_a_rewrite_that_changes_the_consumed_prefix_is_never_patched(data: st.DataObject):
+    messages = data.draw(histories())
+    window = ConsumedHistory.of(messages)
+    proposed = data.draw(rewrites(messages))
+    decision = decide_rewrite(window, proposed)
+    prefix_kept = len(proposed) >= window.boundary and all(
+        message_bytes(proposed[i]) == message_bytes(messages[i]) for i in range(window.boundary)
+    )
+    assert (decision.divergence is None) == prefix_kept
+    if not prefix_kept and decision.action == 'patch':
+        # A compaction that comes to nothing in whole tool pairs: what is sent is the history as it was.
+        assert decision.history is not None
+        assert [message_bytes(message) for message in decision.history] == [
+            message_bytes(message) for message in messages
+        ]
+
+
+@given(st.data())
+def test_an_applied_rewrite_never_leaves_an_orphan(data: st.DataObject):
+    messages = data.draw(histories())
+    assert tool_pair_problems(messages) == []
+    window = ConsumedHistory.of(messages)
+    proposed = data.draw(rewrites(messages))
+    decision = decide_rewrite(window, proposed)
+    event(decision.action)
+    if decision.action == 'abort':
+        # The orphan (or the duplicate) is really there, and the old prefix is what is kept.
+        assert _problems(proposed)
+        return
+    applied, _ = apply_rewrite(window, proposed)
+    assert _problems(applied.messages) == set()
+    assert _problems(applied.open_next().messages) == set()
+
+
+@given(st.data())
+def test_a_decision_is_the_same_however_often_it_is_asked(data: st.DataObject):
+    # Without deprecated retry parts, which a newer release loads from JSON as the part that replaced them.
+    messages = data.draw(histories(retries=False))
+    window = ConsumedHistory.of(messages)
+    proposed = data.draw(rewrites(messages))
+    first = decide_rewrite(window, proposed)
+    assert decide_rewrite(window, proposed) == first
+    # Nor does it depend on the objects: the same history loaded from JSON gets the same decision, and a compaction
+    # the same messages (as sent: JSON gives their times another, equal, time zone object).
+    loaded = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(proposed))
+    again = decide_rewrite(window, loaded)
+    assert replace(again, history=None) == replace(first, history=None)
+    assert [message_bytes(message) for message in again.history or ()] == [
+        message_bytes(message) for message in first.history or ()
+    ]
+
+
+def test_a_deferred_rewrite_keeps_what_was_consumed():
+    history: list[ModelMessage] = [
+        ModelRequest.user_text_prompt('q'),
+        ModelResponse(parts=[ToolCallPart('f', {}, tool_call_id='c1')]),
+        ModelRequest(parts=[ToolReturnPart('f', 'big result', tool_call_id='c1')]),
+        ModelResponse(parts=[TextPart('a')]),
+    ]
+    window = ConsumedHistory.of(history)
+    cast('Any', history[2].parts[0]).content = 'big result, checked twice'
+    proposed = [*history, ModelRequest.user_text_prompt('next')]
+    held, decision = apply_rewrite(window, proposed)
+    assert decision.action == 'defer'
+    assert decide_rewrite(held, proposed).action == 'defer'
+    restored = held.consumed_messages()[2].parts[0]
+    assert isinstance(restored, ToolReturnPart) and restored.content == 'big result'

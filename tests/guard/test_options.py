@@ -126,3 +126,20 @@ async def test_a_spec_loaded_guard_judges_requests(entry: object, outcome: str, 
 
 
 pytestmark = [pytest.mark.anyio]
+
+
+@pytest.mark.parametrize(
+    ('build', 'message'),
+    [
+        pytest.param({'mode': 'strict'}, "Unknown `PrefixGuard` mode 'strict'", id='guard-mode'),
+        pytest.param({'on_defer': 3}, 'Unknown `PrefixGuard` on_defer 3', id='guard-on_defer'),
+        pytest.param({'repair': None}, 'Unknown `PrefixGuard` repair None', id='guard-repair'),
+        pytest.param({'verifier': 'v'}, '`PrefixGuard` option `verifier` takes a `WireVerifier`', id='guard-verifier'),
+    ],
+)
+def test_every_guard_option_refuses_a_value_of_the_wrong_type_or_form(build: dict[str, Any], message: str):
+    from pydantic_ai_append.guard import PrefixGuard
+
+    with pytest.raises(UserError) as error:
+        PrefixGuard[None](**build)
+    assert message in str(error.value)

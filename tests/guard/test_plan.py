@@ -1,5 +1,5 @@
 """Edge cases of the guard found in review: processors that edit in place, drop the latest reply, summarise, or
-compact and break a pair in the same step; values that don't survive JSON; duplicates at a compaction cut.
+compact and break a pair in the same step; values that don't survive JSON.
 
 Each test names the behaviour it pins; the agent tests use a `FunctionModel` that records what it was sent.
 
@@ -39,17 +39,15 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_append.guard import (
     ConsumedHistory,
     PrefixGuard,
-    apply_rewrite,
     compact,
-    decide_rewrite,
     tool_pair_problems,
 )
 from pydantic_ai_append.guard._bytes import message_bytes
-from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
+from pydantic_ai_append.guard._compaction import elided_count, elision_marker
 from pydantic_ai_append.guard._options import GuardMode
 from pydantic_ai_append.guard._plan import RequestPlan, plan_request
 
-from .test_decision_properties import histories, rewrites
+from .test_decision import histories, rewrites
 
 pytestmark = [pytest.mark.anyio]
 
@@ -226,37 +224,6 @@ def test_a_restored_message_keeps_values_json_would_turn_into_strings():
     assert len(found) == 1
     results = [p.content for m in model.sent[-1] for p in m.parts if isinstance(p, ToolReturnPart)]
     assert results == [datetime.date(2026, 12, 1)] * 4
-
-
-def test_a_deferred_rewrite_keeps_what_was_consumed():
-    history: list[ModelMessage] = [
-        ModelRequest.user_text_prompt('q'),
-        ModelResponse(parts=[ToolCallPart('f', {}, tool_call_id='c1')]),
-        ModelRequest(parts=[ToolReturnPart('f', 'big result', tool_call_id='c1')]),
-        ModelResponse(parts=[TextPart('a')]),
-    ]
-    window = ConsumedHistory.of(history)
-    cast('Any', history[2].parts[0]).content = 'big result, checked twice'
-    proposed = [*history, ModelRequest.user_text_prompt('next')]
-    held, decision = apply_rewrite(window, proposed)
-    assert decision.action == 'defer'
-    assert decide_rewrite(held, proposed).action == 'defer'
-    restored = held.consumed_messages()[2].parts[0]
-    assert isinstance(restored, ToolReturnPart) and restored.content == 'big result'
-
-
-def test_a_cut_keeps_a_second_result_with_its_call():
-    history: list[ModelMessage] = [
-        ModelRequest.user_text_prompt('q'),
-        ModelResponse(parts=[ToolCallPart('f', {}, tool_call_id='c1')]),
-        ModelRequest(parts=[ToolReturnPart('f', 1, tool_call_id='c1')]),
-        ModelResponse(parts=[TextPart('a')]),
-        ModelRequest(parts=[ToolReturnPart('f', 1, tool_call_id='c1'), UserPromptPart('again')]),
-        ModelResponse(parts=[TextPart('b')]),
-        ModelRequest.user_text_prompt('next'),
-    ]
-    assert whole_pair_cut(history, 3) == 6
-    assert tool_pair_problems(compact(history, keep_from=3)) == []
 
 
 def test_in_observe_mode_a_compaction_that_breaks_a_pair_is_sent_and_opens_the_window():

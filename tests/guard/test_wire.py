@@ -551,3 +551,12 @@ def test_the_verifier_flags_what_the_test_checker_rejects(conversation: list[lis
     assert [(divergence.request, divergence.segment) for divergence in verifier.divergences] == [
         (request, segment) for _, request, segment in rejected
     ]
+
+
+@pytest.mark.parametrize('mode', ['strict', 1, None])
+def test_the_verifier_refuses_a_mode_it_doesnt_have(mode: Any):
+    from pydantic_ai_append.guard import WireVerifier
+
+    with pytest.raises(UserError) as error:
+        WireVerifier(mode=mode)
+    assert repr(mode) in str(error.value)

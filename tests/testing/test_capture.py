@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import httpx2
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent
@@ -17,7 +18,7 @@ from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 from pydantic_ai.settings import ModelSettings
 
 from fake_provider import FakeProvider, Text, ToolCalls
-from pydantic_ai_append.testing import Api, PromptWire, Segment
+from pydantic_ai_append.testing import Api, PromptWire, Segment, WireCapture
 
 from ..fake_models import MODEL_FACTORIES, get_time, get_weather
 
@@ -189,3 +190,22 @@ request 2: reuses 673 of 902 bytes
 +     status: completed
 + function_call_output [call#2]: Sunny in Paris
 """)
+
+
+# --- WireCapture with a transport of the caller's
+
+
+@pytest.mark.anyio
+async def test_wire_capture_wraps_a_given_transport():
+    def echo(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={'echo': json.loads(request.content)})
+
+    capture = WireCapture()
+    async with capture.http_client(transport=httpx2.MockTransport(echo), base_url='https://fake.test') as client:
+        response = await client.post('/v1/chat/completions', json={'messages': []})
+    assert response.json() == {'echo': {'messages': []}}
+    # The handler's response is read as it is built, so its body is kept whole rather than through the stream.
+    assert [(e.method, e.path, e.request_body, e.response_body) for e in capture.exchanges] == snapshot(
+        [('POST', '/v1/chat/completions', b'{"messages":[]}', b'{"echo":{"messages":[]}}')]
+    )
+    assert capture.conversation('openai-chat').requests == [[]]
