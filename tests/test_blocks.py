@@ -1,4 +1,6 @@
-"""Instruction blocks from other sources: routed through append mode with `append_ids`, and Pydantic AI's own
+"""A request's instruction blocks (`_blocks`).
+
+Instruction blocks from other sources: routed through append mode with `append_ids`, and Pydantic AI's own
 append-mode blocks, which are left to it unless routed.
 
 `append_ids` presets such as `HARNESS_BLOCKS`, and the warning for an entry that matches no block.

@@ -1,4 +1,7 @@
-"""Setting up `AppendInstructions`: its options, its blocks, and the message each misuse is refused with.
+"""`AppendInstructions` itself (`_capability`): its options, its blocks, the message each misuse is refused with, and
+its hooks among other capabilities'.
+
+Setting up `AppendInstructions`: its options, its blocks, and the message each misuse is refused with.
 
 `AppendInstructions` with what it composes with: `FallbackModel` and `ModelFallback`, whose members each get
 their own path's wording, history processors, and other capabilities' hooks that copy or clear messages.

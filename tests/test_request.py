@@ -1,4 +1,5 @@
-"""The append-on-change behaviour through the public `Agent` API, on a scripted function model.
+"""One request of `AppendInstructions` (`_request`): the append-on-change behaviour through the public `Agent` API, on
+a scripted function model.
 
 These pin what the model receives: the prefix, and each change in the conversation. Which bytes a real
 provider is sent is the wire tests' job (`test_request_wire.py`, `guard/test_wire.py`). Registration and

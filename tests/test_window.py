@@ -1,4 +1,6 @@
-"""When a window must end: each reason the prefix moves, and the records history can't vouch for.
+"""Windows (`_window`): when one must end, the rules it keeps for any sequence of values, and who owns a block.
+
+When a window must end: each reason the prefix moves, and the records history can't vouch for.
 
 Properties of the window logic over generated sequences of block values, tested on the pure functions.
 

@@ -1,4 +1,6 @@
-"""`pydantic-ai-append check`, on what it reads: request bodies and replies in every form a cassette records them
+"""Cassettes as the checker reads them (`_check/cassettes`).
+
+`pydantic-ai-append check`, on what it reads: request bodies and replies in every form a cassette records them
 (compressed, as bytes, in vcrpy's older shapes, as YAML or JSON), and the files, bodies and usage it refuses.
 
 `pydantic-ai-append check` on the cassettes Pydantic AI's own test suite records (bodies compressed with brotli or

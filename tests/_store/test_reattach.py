@@ -1,4 +1,6 @@
-"""Records put back into history that came through Pydantic AI's UI adapters, which drop every part's metadata.
+"""Records kept in a store and put back into history (`_store/reattach`).
+
+Records put back into history that came through Pydantic AI's UI adapters, which drop every part's metadata.
 
 Each conversation runs a real agent over several turns; between turns the history goes to the protocol and back, as
 a chat server's client would hold it, and the entry `records_entry` made of the history before the dump stands in

@@ -1,4 +1,5 @@
-"""The provider's own cache usage read from recorded replies, and the rule that flags a disagreement with the checker.
+"""The provider's own cache usage (`_wire/usage`): read from recorded replies, and the rule that flags a disagreement
+with the checker.
 
 The first tests are unit tests of the pure functions, on reply bodies written here in the shapes the real APIs
 return, whole and streamed; the rest run the checker, whose report shows both.

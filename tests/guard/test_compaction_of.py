@@ -1,4 +1,6 @@
-"""Summarizing history processors under `PrefixGuard(on_defer='compact')`: applied as whole-pair compaction.
+"""A compaction the user installed, told from other rewrites and applied in whole pairs (`_compaction_of`).
+
+Summarizing history processors under `PrefixGuard(on_defer='compact')`: applied as whole-pair compaction.
 
 A processor that replaces old turns with a summary (Pydantic AI's documented pattern: summarize the older
 messages, return the summary and the recent ones) changes the consumed prefix, like one that trims. The guard

@@ -1,4 +1,4 @@
-"""The guard's pure model: the decision on every kind of rewrite (tool pairing, the bytes a message is judged by and
+"""The guard's pure model (`_decision`): the decision on every kind of rewrite (tool pairing, the bytes a message is judged by and
 the generation boundary are in `test_pairing.py`, `test_bytes.py` and `test_consumed.py`).
 
 These are the public functions a user calls without an agent (`pydantic_ai_append.guard`), so they are tested

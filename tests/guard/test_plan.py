@@ -1,4 +1,6 @@
-"""Edge cases of the guard found in review: processors that edit in place, drop the latest reply, summarise, or
+"""What `PrefixGuard` does with one request (`_plan`), through an agent and on the pure function.
+
+Edge cases of the guard found in review: processors that edit in place, drop the latest reply, summarise, or
 compact and break a pair in the same step; values that don't survive JSON.
 
 Each test names the behaviour it pins; the agent tests use a `FunctionModel` that records what it was sent.
