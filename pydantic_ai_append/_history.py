@@ -96,14 +96,15 @@ class Scan(NamedTuple):
     without a `<`."""
 
 
-def scan(messages: Sequence[ModelMessage]) -> Scan:
-    """The carriers and compactions of `messages`, unread, and the requests that may hold lookalikes."""
+def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = None) -> Scan:
+    """The carriers and compactions of `messages[start:stop]`, unread, and the requests that may hold lookalikes."""
     found: list[Found] = []
     empty: list[int] = []
     suspects: list[int] = []
     # Runs on every request over the whole history, so written for speed: a type check per part, a look at user and
     # tool text, a tuple per carrier.
-    for message_index, message in enumerate(messages):
+    for message_index in range(start, len(messages) if stop is None else stop):
+        message = messages[message_index]
         if not isinstance(message, ModelRequest):
             if any(type(part) is CompactionPart for part in message.parts):
                 empty.append(len(found))

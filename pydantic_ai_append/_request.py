@@ -26,11 +26,12 @@ from ._blocks import RequestSettings, Resolved, current_blocks
 from ._cache import ENTRY_BYTES, BoundedCache, size_of
 from ._compat import ask_for_framing_announcement, instruction_id
 from ._encoding import encode_baseline, encode_change
-from ._history import carrier, scan
+from ._history import carrier
+from ._kept import conversation_window
 from ._lookalikes import with_notes
 from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
-from ._window import Window, WindowPlan, fold, plan_request
+from ._window import Window, WindowPlan, plan_request
 
 
 def is_inline(model: Model) -> bool:
@@ -54,7 +55,7 @@ async def handle_request(
     ordered = await current_blocks(settings, ctx, params)
     # Read after the block functions ran, and nothing is awaited from here on: a block function may edit the history.
     messages = list(request_context.messages)
-    window = fold(scan(messages), key=settings.key, conversation_id=ctx.conversation_id)
+    window = conversation_window(messages, key=settings.key, conversation_id=ctx.conversation_id)
     plan = plan_request(window, [block for block, _ in ordered if block is not None])
     inline = is_inline(request_context.model)
     if plan.prefix and not inline:

@@ -72,6 +72,9 @@ class Window:
     broken: str | None = None
     """Why no window can be continued, when history says one was open but it can't be trusted."""
 
+    linked: int = 0
+    """How many entries of `found` are known to be the baseline and linked changes: a later fold needn't read them."""
+
     def value_of(self, block_id: str, *, key: bytes | None, conversation_id: str | None) -> str | None:
         """The block's value as the model holds it, rebuilt from the texts of the window's changes and checked only
         against the digest the window holds; `None` if it can't be.
@@ -86,8 +89,10 @@ class Window:
         return value if value is not None and digest == self.state.get(block_id) else None
 
 
-def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None) -> Window:
-    """The window in effect after what `scan` found, its records checked with `key` for `conversation_id`."""
+def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linked: int = 0) -> Window:
+    """The window in effect after what `scan` found, its records checked with `key` for `conversation_id`, but for
+    the first `linked` entries, which an earlier fold of the same objects found linked (`Window.linked`).
+    """
     found, empty, suspects = scanned
     # Only an empty carrier (a baseline) or a compaction opens or ends a window.
     opens = next((at for at in reversed(empty) if _opens(found[at][3])), None)
@@ -106,11 +111,15 @@ def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None) -> Wi
         # A window ended here; changes after it have lost the baseline they followed.
         return replace(window, broken=None if start == len(found) else 'the window baseline is gone from history')
     check = str(stored['check'])
-    if key is None and start < len(found) and _linked(found[start:], check):
+    seen = max(start, linked)
+    first = check if seen == start else str(found[seen - 1][3]['check'])
+    if key is None and start < len(found) and _linked(found[seen:], first):
         _, _, part, last = found[-1]
         record = decode_record(last, part.content if part is not None else '')
         if isinstance(record, Change):
-            return replace(window, baseline=baseline, state=dict(record.state), last_check=record.check)
+            return replace(
+                window, baseline=baseline, state=dict(record.state), last_check=record.check, linked=len(found)
+            )
     state = {block.id: block.content_hash for block in baseline.blocks}
     return _read_each(replace(window, baseline=baseline, state=state, last_check=check), key, conversation_id)
 

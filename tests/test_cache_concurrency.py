@@ -423,3 +423,29 @@ def test_memory_stays_bounded_over_many_conversations():
     for name, cache in caches.items():
         print(f'{name}: {len(cache)} entries, {cache.size} bytes')
     assert sum(cache.size for cache in caches.values()) <= limit
+
+
+def test_history_loaded_afresh_for_each_request_keeps_no_scan_and_history_kept_in_process_does():
+    # A server that stores history loads new objects for every request: a scan kept of them is never taken over, so
+    # keeping one would only push out the conversations whose history the process does keep.
+    agent = build_agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart('Noted.')])))
+    scans = process_caches()['conversation scans']
+    scans.clear()
+    stored: dict[str, list[ModelMessage]] = {}
+    for turn in range(2):
+        for number in range(20):
+            name = f'conv-{number}'
+            history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(stored.get(name, [])))
+            result = agent.run_sync(f'Turn {turn}', deps=Session(name, turn), message_history=history)
+            stored[name] = result.all_messages()
+    loaded = scans.size
+    kept = agent.run_sync('In process', deps=Session('kept', 0))
+    for turn in range(1, 3):
+        kept = agent.run_sync(f'Turn {turn}', deps=Session('kept', turn), message_history=kept.all_messages())
+    in_process = scans.size
+    # The same history run again, as a turn regenerated is: its objects are the ones the first run kept.
+    for _ in range(2):
+        agent.run_sync('Again', deps=Session('again', 0), message_history=kept.all_messages(), conversation_id='again')
+    assert loaded <= 20 * 256
+    assert in_process - loaded > 1_000
+    assert scans.size - in_process > 1_000
