@@ -47,7 +47,7 @@ def carrier(text: str, stored: dict[str, Any]) -> SystemPromptPart:
 
 def holds_record(part: object) -> TypeGuard[SystemPromptPart]:
     """Whether `part` is a carrier that holds a record, not what is left of one (`is_carrier` counts both)."""
-    return type(part) is SystemPromptPart and part.metadata is not None and RECORD_KEY in part.metadata
+    return isinstance(part, SystemPromptPart) and part.metadata is not None and RECORD_KEY in part.metadata
 
 
 def stored_record(part: SystemPromptPart) -> object:

@@ -131,10 +131,7 @@ def record_changes(
         previous = None
         if not full and base is not None and value is not None and block_id not in window.unsettled:
             previous = _TEXTS.get((conversation_id, base))
-            if (
-                previous is None
-                and (previous := window.value_of(block_id, key=key, conversation_id=conversation_id)) is not None
-            ):
+            if previous is None and (previous := window.value_of(block_id)) is not None:
                 _remember(conversation_id, previous, base)
         text = change_text(block_id, previous, value)
         if untold:

@@ -41,7 +41,7 @@ def resumed_window(
         return None
     values: dict[str, str | None] = {}
     for block_id, digest in window.state.items():
-        value = window.value_of(block_id, key=key, conversation_id=conversation_id) if digest is not None else None
+        value = window.value_of(block_id) if digest is not None else None
         if digest is None or value is not None:
             values[block_id] = value
     return window.baseline, values

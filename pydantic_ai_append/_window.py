@@ -75,7 +75,7 @@ class Window:
     linked: int = 0
     """How many entries of `found` are known to be the baseline and linked changes: a later fold needn't read them."""
 
-    def value_of(self, block_id: str, *, key: bytes | None, conversation_id: str | None) -> str | None:
+    def value_of(self, block_id: str) -> str | None:
         """The block's value as the model holds it, rebuilt from the texts of the window's changes and checked only
         against the digest the window holds; `None` if it can't be.
         """
@@ -139,9 +139,9 @@ def _linked(changes: Sequence[Found], first: str) -> bool:
         if not isinstance(stored, dict):
             return False
         record = cast('dict[str, Any]', stored)
-        if record.get('v') != CHANGE_VERSION or record.get('prev') != previous:
+        previous, check = record.get('check'), previous
+        if record.get('v') != CHANGE_VERSION or record.get('prev') != check or not isinstance(previous, str):
             return False
-        previous = record.get('check')
     return True
 
 

@@ -28,9 +28,9 @@ class InMemoryRecordStore:
 
 
     for key in ('a', 'b', 'c'):
-        asyncio.run(store.save(key, {'v': 1, 'carriers': []}))
+        asyncio.run(store.save(key, {'format': 1, 'carriers': []}))
     print(asyncio.run(store.load('a')), asyncio.run(store.load('c')))
-    #> None {'v': 1, 'carriers': []}
+    #> None {'format': 1, 'carriers': []}
     ```
     """
 

@@ -34,9 +34,9 @@ class SQLiteRecordStore:
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / 'records.sqlite'
-        SQLiteRecordStore(path).save('conversation-1', {'v': 1, 'carriers': []})
+        SQLiteRecordStore(path).save('conversation-1', {'format': 1, 'carriers': []})
         print(SQLiteRecordStore(path).load('conversation-1'))  # as a restarted process would
-    #> {'v': 1, 'carriers': []}
+    #> {'format': 1, 'carriers': []}
     ```
     """
 
