@@ -48,7 +48,7 @@ from .._wire.transport import conversation_scope
 from ._consumed import ConsumedHistory
 from ._errors import InstructionsChangedWarning, OrphanedToolPairWarning
 from ._options import DeferPolicy, GuardMode, PrefixGuardSpecOptions, check_options, spec_options
-from ._plan import GuardWarning, RequestPlan, outcome_warnings, plan_request
+from ._plan import GuardWarning, RequestPlan, outcome_warnings, plan_guarded_request
 from ._proposal import last_instructions, opens_instruction_window
 from ._repair import RepairPolicy, repaired
 from ._retired import RetiredTools
@@ -194,7 +194,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         proposed = list(request_context.messages)
         params = request_context.model_request_parameters
         declared = {tool.name: tool for tool in [*params.function_tools, *params.output_tools]}
-        plan = plan_request(
+        plan = plan_guarded_request(
             self._consumed,
             proposed,
             declared,

@@ -10,7 +10,7 @@ read (and tested) apart from Pydantic AI's hooks.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
@@ -46,11 +46,11 @@ class RequestPlan:
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart
 
     from pydantic_ai_append.guard import ConsumedHistory
-    from pydantic_ai_append.guard._plan import plan_request
+    from pydantic_ai_append.guard._plan import plan_guarded_request
 
     history = [ModelRequest.user_text_prompt('Hi'), ModelResponse(parts=[TextPart('Hello!')])]
     edited = [ModelRequest.user_text_prompt('Hi there'), history[1], ModelRequest.user_text_prompt('Bye')]
-    plan = plan_request(
+    plan = plan_guarded_request(
         ConsumedHistory.of(history), edited, {}, mode='enforce', on_defer='compact', declared_before=(), warned=()
     )
     print(plan.decision.action, plan.rewritten, plan.sends[0] is history[0])
@@ -64,7 +64,7 @@ class RequestPlan:
     boundary: int
     """The generation boundary the proposal was judged at: none of it consumed when the request opens a window."""
 
-    declared: dict[str, ToolDefinition]
+    declared: Mapping[str, ToolDefinition]
     """The tools the request declares (function and output tools), by name."""
 
     compares_tools: bool
@@ -92,10 +92,10 @@ class RequestPlan:
     """Raised instead of sending, if no history can be sent: the request's new messages themselves break a pair."""
 
 
-def plan_request(
+def plan_guarded_request(
     consumed: ConsumedHistory,
     proposed: Sequence[ModelMessage],
-    declared: dict[str, ToolDefinition],
+    declared: Mapping[str, ToolDefinition],
     *,
     mode: GuardMode,
     on_defer: DeferPolicy,

@@ -9,6 +9,7 @@ still calls it is told of, once, at the end of a request, where the prefix is ke
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,7 +40,7 @@ class ToolMemory:
     declared again."""
 
 
-def warn_tool_changes(before: dict[str, ToolDefinition] | None, declared: dict[str, ToolDefinition]) -> None:
+def warn_tool_changes(before: Mapping[str, ToolDefinition] | None, declared: Mapping[str, ToolDefinition]) -> None:
     """Warn, naming each tool, if the tools a request declares are not those the previous request of the run declared.
 
     Called from the hook that sees the request, so the warning points at what called the hook.

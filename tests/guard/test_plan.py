@@ -7,7 +7,7 @@ Each test names the behaviour it pins; the agent tests use a `FunctionModel` tha
 
 Properties of the guard's plan for a request, over generated histories and rewrites, on the pure function.
 
-`PrefixGuard` works out what it does with a request in one pure step (`plan_request`) and its hooks carry that out.
+`PrefixGuard` works out what it does with a request in one pure step (`plan_guarded_request`) and its hooks carry that out.
 The agent tests pin particular requests; these check the rules for any rewrite a history processor might make, which
 no set of agent runs could list: the leading messages a plan counts as verified carry the bytes the model consumed, an
 enforced plan keeps the consumed prefix unless it opens a window and never sends a broken tool pair, an observed one
@@ -47,7 +47,7 @@ from pydantic_ai_append.guard import (
 from pydantic_ai_append.guard._bytes import message_bytes
 from pydantic_ai_append.guard._compaction import elided_count, elision_marker
 from pydantic_ai_append.guard._options import GuardMode
-from pydantic_ai_append.guard._plan import RequestPlan, plan_request
+from pydantic_ai_append.guard._plan import RequestPlan, plan_guarded_request
 
 from .test_decision import histories, rewrites
 
@@ -260,7 +260,7 @@ def requests(draw: st.DrawFn) -> tuple[ConsumedHistory, list[ModelMessage]]:
 
 
 def _plan(consumed: ConsumedHistory, proposed: list[ModelMessage], mode: GuardMode) -> RequestPlan:
-    return plan_request(consumed, proposed, {}, mode=mode, on_defer='compact', declared_before=(), warned=())
+    return plan_guarded_request(consumed, proposed, {}, mode=mode, on_defer='compact', declared_before=(), warned=())
 
 
 @given(requests(), st.sampled_from(['observe', 'enforce']))
