@@ -96,7 +96,7 @@ class Scan(NamedTuple):
     without a `<`."""
 
 
-def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = None) -> Scan:
+def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = None) -> Scan:  # noqa: C901 (one loop, written out: see the comment in it)
     """The carriers and compactions of `messages[start:stop]`, unread, and the requests that may hold lookalikes."""
     found: list[Found] = []
     empty: list[int] = []
@@ -113,10 +113,13 @@ def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = No
         suspect = False
         for part_index, part in enumerate(message.parts):
             if type(part) is SystemPromptPart:
-                stored = stored_record(part)
-                if stored is not _NOT_CARRIED:
-                    if not part.content or not holds_record(part):
+                if holds_record(part):
+                    if not part.content:
                         empty.append(len(found))
+                    found.append((message_index, part_index, part, cast('dict[str, Any]', part.metadata)[RECORD_KEY]))
+                elif (stored := stored_record(part)) is not _NOT_CARRIED:
+                    # What is left of a carrier: it can only open or end a window, like an empty one.
+                    empty.append(len(found))
                     found.append((message_index, part_index, part, stored))
             elif type(part) is UserPromptPart or type(part) is ToolReturnPart:
                 content = part.content
