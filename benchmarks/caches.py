@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic_ai_append._cache import process_caches
+from pydantic_ai_append._shared.cache import process_caches
 
 from .histories import build_history, function_model
 from .measure import Spread, paired_ratios, rotated

@@ -6,8 +6,8 @@ The public surface is this `__all__`, `guard` and `testing`. The folders are the
 
 - Here, the append engine: `_capability` (options, hooks), `_blocks` (a request's blocks), `_request` (one request),
   `_suspended` (a resumed turn), `_window` (what the model holds), `_records`, `_encoding` and `_history` (records,
-  stored and found in history), `_rendering` and `_diff` (the elements' text), `_lookalikes`, `_spec`, `_compat`,
-  `_cache` (memory across conversations).
+  stored and found in history), `_rendering` and `_diff` (the elements' text), `_lookalikes`, `_compat`.
+- `_shared/`: what every wing uses, the process's caches and a spec entry's checks.
 - `_store/`: record stores, and records put back into history that came through a UI adapter.
 - `_telemetry/`: the provider's cache use in tokens and dollars.
 - `_wire/`: request bodies read as the provider's cache reads them, for `guard`, `testing` and `_check/`.
@@ -31,7 +31,6 @@ if _typing.TYPE_CHECKING:
         UnmatchedRouteWarning,
         WindowObserver,
     )
-    from ._cache import set_memory_limit
     from ._capability import AppendInstructions
     from ._history import instruction_records, strip_records
     from ._records import (
@@ -41,6 +40,7 @@ if _typing.TYPE_CHECKING:
         InstructionDigest,
         InstructionRecord,
     )
+    from ._shared.cache import set_memory_limit
     from ._store.memory import InMemoryRecordStore
     from ._store.protocol import RecordEntry, RecordStore, RecordStoreError, SyncRecordStore
     from ._store.sqlite import SQLiteRecordStore
@@ -82,7 +82,6 @@ _HOMES = {
         'UnmatchedRouteWarning',
         'WindowObserver',
     ),
-    '_cache': ('set_memory_limit',),
     '_capability': ('AppendInstructions',),
     '_history': ('instruction_records', 'strip_records'),
     '_records': (
@@ -95,6 +94,7 @@ _HOMES = {
     '_store.sqlite': ('SQLiteRecordStore',),
     '_store.memory': ('InMemoryRecordStore',),
     '_store.protocol': ('RecordEntry', 'RecordStore', 'RecordStoreError', 'SyncRecordStore'),
+    '_shared.cache': ('set_memory_limit',),
     '_telemetry.summary': ('CacheSummary',),
 }
 _MODULES = {name: module for module, names in _HOMES.items() for name in names}

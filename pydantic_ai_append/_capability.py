@@ -26,7 +26,7 @@ from ._encoding import key_bytes
 from ._history import opens_window
 from ._rendering import SUPERSESSION_SENTENCE
 from ._request import handle_request, is_inline
-from ._spec import refuse_options, signing_key_from, spec_text, spec_texts
+from ._shared.spec import refuse_options, signing_key_from, spec_text, spec_texts
 from ._store.memory import PROCESS_STORE
 from ._store.protocol import OnStoreError, RecordStore, SyncRecordStore, checked_store
 from ._store.reattach import run_keeping_records

@@ -23,8 +23,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any, NamedTuple, TypeAlias, cast
 
-from ._cache import ENTRY_BYTES, BoundedCache, size_of
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest
+from ._shared.cache import ENTRY_BYTES, BoundedCache, size_of
 
 BASELINE_VERSION = 1
 """The format of the baselines this version writes and reads."""

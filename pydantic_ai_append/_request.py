@@ -23,7 +23,6 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.tools import AgentDepsT
 
 from ._blocks import RequestSettings, Resolved, current_blocks
-from ._cache import ENTRY_BYTES, BoundedCache, size_of
 from ._compat import ask_for_framing_announcement, instruction_id
 from ._encoding import encode_baseline, encode_change
 from ._history import carrier
@@ -31,6 +30,7 @@ from ._kept import conversation_window
 from ._lookalikes import with_notes
 from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
+from ._shared.cache import ENTRY_BYTES, BoundedCache, size_of
 from ._window import Window, WindowPlan, plan_request
 
 

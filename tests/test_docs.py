@@ -24,7 +24,7 @@ import pytest
 
 import pydantic_ai_append
 from pydantic_ai_append import set_memory_limit
-from pydantic_ai_append._cache import memory_limit
+from pydantic_ai_append._shared.cache import memory_limit
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / 'README.md'

@@ -1,11 +1,9 @@
 """The project's size, held to one rule per folder: a module over 400 lines or a function over 60 is doing several jobs.
 
 The rule covers every module of the package, the fake provider and the benchmark. The append engine, the modules at
-the package's root, is held to 2,650 lines together, docstrings included. (2,500 was the aim, and holds without
-`_kept`, the cache of each conversation's last scan; the benchmark showed what removing it costs, 1.4 ms of the hooks
-a request at 1,000 turns and ten times the cost of a past change, so it stays until the engine is smaller.) The other
-wings (`_store/`, `_telemetry/`, `_wire/`, `_check/`, `guard/`, `testing/`) are held by the module and function limits
-alone. Test files are held to 600 lines.
+the package's root, is held to 2,500 lines together, docstrings included; the other wings (`_shared/`, `_store/`,
+`_telemetry/`, `_wire/`, `_check/`, `guard/`, `testing/`) by the module and function limits alone. Test files are
+held to 600 lines.
 """
 
 from __future__ import annotations
@@ -27,8 +25,8 @@ def modules() -> list[Path]:
     return [path for folder in HELD for path in sorted(folder.rglob('*.py'))]
 
 
-def test_the_append_engine_is_at_most_2650_lines():
-    assert sum(lines(path) for path in PACKAGE.glob('*.py')) <= 2_650
+def test_the_append_engine_is_at_most_2500_lines():
+    assert sum(lines(path) for path in PACKAGE.glob('*.py')) <= 2_500
 
 
 def test_no_module_is_over_400_lines():

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, cast
 
-from .._cache import BoundedCache
+from .._shared.cache import BoundedCache
 from .segments import CACHE_MARKER_KEYS, Api, Segment, common_prefix_length, parse_body, pieces, segments
 
 

@@ -42,8 +42,8 @@ from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._blocks import WindowObserver
-from .._cache import BoundedCache
 from .._capability import AppendInstructions
+from .._shared.cache import BoundedCache
 from .._wire.transport import conversation_scope
 from ._consumed import ConsumedHistory
 from ._errors import InstructionsChangedWarning, OrphanedToolPairWarning

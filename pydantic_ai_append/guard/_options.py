@@ -2,7 +2,7 @@
 
 The options are checked when the guard is built, so a wrong one is an error that names it rather than a guard that
 quietly does something else. A spec entry names the guard alone, with its mode, or with its options; every form comes
-to the same three values, and an option a spec can't carry is refused by name (`_spec`).
+to the same three values, and an option a spec can't carry is refused by name (`_shared.spec`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict
 from pydantic_ai.exceptions import UserError
 
-from .._spec import refuse_options
+from .._shared.spec import refuse_options
 from ._repair import RepairPolicy
 
 GuardMode: TypeAlias = Literal['observe', 'enforce']

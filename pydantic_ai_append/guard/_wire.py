@@ -20,7 +20,7 @@ import httpx2
 import logfire_api
 from pydantic_ai.exceptions import UserError
 
-from .._cache import BoundedCache
+from .._shared.cache import BoundedCache
 from .._wire.conversation import (
     BoundedWireConversation,
     WireConversation,

@@ -13,7 +13,7 @@ from inline_snapshot import snapshot
 from pydantic_ai.exceptions import UserError
 
 from pydantic_ai_append import set_memory_limit
-from pydantic_ai_append._cache import BoundedCache, memory_limit, size_of
+from pydantic_ai_append._shared.cache import BoundedCache, memory_limit, size_of
 
 
 @pytest.fixture

@@ -62,7 +62,7 @@ class BoundedCache(Generic[KeyT, ValueT]):
     """A mapping that forgets its oldest entries past a number of entries or of bytes, its own or the package's.
 
     ```python
-    from pydantic_ai_append._cache import BoundedCache
+    from pydantic_ai_append._shared.cache import BoundedCache
 
     cache = BoundedCache[str, str](max_entries=2, max_bytes=1_000)
     for word in ('a', 'b', 'c'):

@@ -38,7 +38,7 @@ from pydantic_ai_append import (
     instruction_records,
     set_memory_limit,
 )
-from pydantic_ai_append._cache import BoundedCache, memory_limit, process_caches
+from pydantic_ai_append._shared.cache import BoundedCache, memory_limit, process_caches
 from pydantic_ai_append._store.memory import PROCESS_STORE
 from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.guard import PrefixGuard, WireVerifier
@@ -366,7 +366,7 @@ def test_one_agent_serves_16_threads_with_run_sync():
 
 CONVERSATIONS = int(os.environ.get('PYDANTIC_AI_APPEND_MEMORY_CONVERSATIONS', '1000'))
 """How many conversations the memory test runs: a thousand in CI (each takes a few milliseconds of Pydantic AI's
-own run loop); `PYDANTIC_AI_APPEND_MEMORY_CONVERSATIONS=10000 uv run pytest tests/test_cache_concurrency.py -k memory
+own run loop); `PYDANTIC_AI_APPEND_MEMORY_CONVERSATIONS=10000 uv run pytest tests/_shared/test_cache_concurrency.py -k memory
 --no-cov -n 0 -s` runs ten thousand."""
 BLOCK_BYTES = 15 * 1024
 

@@ -20,10 +20,10 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai_append import AppendInstructions, instruction_records
 from pydantic_ai_append.guard import PrefixGuard
 
-from .conversation import ScriptedModel
-from .json_schema import schema_errors
+from ..conversation import ScriptedModel
+from ..json_schema import schema_errors
 
-SPECS = Path(__file__).parent.parent / 'examples' / 'specs'
+SPECS = Path(__file__).parents[2] / 'examples' / 'specs'
 SPEC_FILES = sorted(SPECS.glob('append_agent.*'))
 CAPABILITY_TYPES = [AppendInstructions, PrefixGuard]
 
