@@ -73,6 +73,8 @@ def tokens(data: bytes) -> int:
 
 
 def _compact(value: object) -> bytes:
+    # Not the package's `_wire.segments.canonical`: the cache here is what the package is measured against, so it
+    # shares none of the package's reading of a body.
     return json.dumps(value, separators=(',', ':'), ensure_ascii=False).encode()
 
 

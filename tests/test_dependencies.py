@@ -37,8 +37,9 @@ The verifier gives a request to the Anthropic API an error type the Anthropic SD
 installed; without it, no request came from it, and the plain error is used. So `anthropic` is imported inside
 `try: ... except ImportError:`, and is not a dependency. The cassette checker reads YAML cassettes with PyYAML,
 which the `testing` extra declares (`test_pyyaml_and_inline_snapshot_are_the_testing_extra`); without it the checker says what to
-install, and JSON cassettes still work. Likewise it decodes `br` and `zstd` bodies with brotli (or brotlicffi) and
-zstandard, also in that extra, imported only when such a body is read.
+install, and JSON cassettes still work. The wire wing's decoding (`_wire/encoding`, which the checker, the verifier
+and the fixture share) reads `br` and `zstd` bodies with brotli (or brotlicffi) and zstandard, also in that extra,
+imported only when such a body is read.
 """
 
 

@@ -107,7 +107,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
     hooks read it, and the next request compares its tools with the ones this declares."""
 
     _retired: set[str] = field(default_factory=set[str], init=False, repr=False)
-    """The retired tools this run's latest step declared (written by its `RetiredTools`)."""
+    """Where this run's `RetiredTools` puts the retired tools each step declares, read into that step's plan."""
 
     _found: set[str] = field(default_factory=set[str], init=False, repr=False)
     """In observe mode, the calls whose broken pairs the run's given history was already warned about."""
@@ -198,6 +198,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             self._consumed,
             proposed,
             declared,
+            retired=frozenset(self._retired),
             mode=self.mode,
             on_defer=self.on_defer,
             declared_before=self._memory.seen,
@@ -222,8 +223,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
                 request_context.messages = list(plan.sends)
                 ctx.messages[:] = plan.sends
             _warn(plan.warnings)
-        if self._retired:
-            tell_retired(ctx, request_context, self._retired)
+        if plan.retired:
+            tell_retired(ctx, request_context, plan.retired)
         if plan.opened and self.verifier is not None:
             self.verifier.open_window()
         self._memory.seen.update(plan.declared)

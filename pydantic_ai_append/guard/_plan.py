@@ -67,13 +67,17 @@ class RequestPlan:
     declared: Mapping[str, ToolDefinition]
     """The tools the request declares (function and output tools), by name."""
 
+    retired: frozenset[str]
+    """The retired tools among them, declared only because history calls them: `tell_retired` tells the model of
+    each, once, at the end of the request."""
+
     compares_tools: bool
     """Whether a tool list changed since the run's previous request is warned about: not when the proposal compacts
     history or opens a window, where the cached prefix starts again anyway."""
 
     sends: tuple[ModelMessage, ...]
-    """The messages the request is sent with, as this guard leaves them (it may still append a retirement notice to the
-    last, `tell_retired`): the proposal, or what is sent in its place."""
+    """The messages the request is sent with, as this guard leaves them (but the notices of `retired`, appended to the
+    last): the proposal, or what is sent in its place."""
 
     rewritten: bool
     """Whether `sends` is a history of this guard's own, sent in place of the proposal and put in the run's history
@@ -97,6 +101,7 @@ def plan_guarded_request(
     proposed: Sequence[ModelMessage],
     declared: Mapping[str, ToolDefinition],
     *,
+    retired: frozenset[str] = frozenset(),
     mode: GuardMode,
     on_defer: DeferPolicy,
     declared_before: Collection[str],
@@ -108,6 +113,7 @@ def plan_guarded_request(
         consumed: What the model has consumed in the run so far.
         proposed: The messages history processing handed on.
         declared: The tools the request declares, by name.
+        retired: The retired tools among them (`RetiredTools`).
         mode: The guard's `mode`.
         on_defer: The guard's `on_defer`.
         declared_before: Every tool the conversation declared before: only those count as retired.
@@ -122,6 +128,7 @@ def plan_guarded_request(
         decision=decision,
         boundary=judged.boundary,
         declared=declared,
+        retired=retired,
         compares_tools=decision.action != 'compact' and not opened,
         sends=tuple(proposed),
         rewritten=False,

@@ -63,7 +63,7 @@ def warn_tool_changes(before: Mapping[str, ToolDefinition] | None, declared: Map
     )
 
 
-def tell_retired(ctx: RunContext[Any], request_context: ModelRequestContext, retired: set[str]) -> None:
+def tell_retired(ctx: RunContext[Any], request_context: ModelRequestContext, retired: frozenset[str]) -> None:
     """Tell the model, at the end of this step's request, of each retired tool it was not told of yet.
 
     Told is what history says, not this guard's memory, so a conversation taken up in another process is not told

@@ -364,6 +364,23 @@ async def test_a_conversation_the_verifier_never_saw_is_not_compared(capfire: Ca
     ] == [(False, 'conv_68f1')]
 
 
+async def test_a_stored_conversation_with_no_response_yet_starts_a_chain(capfire: CaptureLogfire):
+    # A reply with no output items names the conversation: the conversation holds only the input it was given, as
+    # one just created does, so a request naming it with input of its own starts a chain (as the cassette checker
+    # judges it), rather than being held to the prefix of whichever chain it shares most with.
+    verifier = WireVerifier(mode='enforce')
+
+    def empty_reply(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={'id': 'resp_1', 'output': [], 'conversation': {'id': 'conv_1'}})
+
+    url = 'https://api.example/v1/responses'
+    async with verifier.http_client(transport=httpx2.MockTransport(empty_reply)) as client:
+        await client.post(url, json={'model': 'm', 'instructions': 'Be brief.', 'input': ['a']})
+        await client.post(url, json={'model': 'm', 'instructions': 'Terse.', 'conversation': 'conv_1', 'input': ['b']})
+    assert [span['attributes'][WIRE + 'compared'] for span in wire_spans(capfire)] == [False, False]
+    assert verifier.divergences == []
+
+
 async def test_a_responses_reply_read_before_the_client_sees_it_is_kept():
     verifier = WireVerifier(mode='enforce')
     url = 'https://api.example/v1/responses'
