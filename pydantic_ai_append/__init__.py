@@ -5,9 +5,10 @@ the conversation as an element that replaces the earlier one, so what the provid
 The public surface is this `__all__`, `guard` and `testing`. The folders are the wings:
 
 - Here, the append engine: `_capability` (options, hooks), `_blocks` (a request's blocks), `_request` (one request),
-  `_suspended` (a resumed turn), `_window` (what the model holds), `_records`, `_encoding` and `_history` (records,
+  `_suspended` (a resumed turn), `_window` (what the model holds), `_reopening` (when it gives way to a new one), `_records`, `_encoding` and `_history` (records,
   stored and found in history), `_rendering` and `_diff` (the elements' text), `_lookalikes`, `_compat`.
-- `_shared/`: what every wing uses, the process's caches and a spec entry's checks.
+- `_shared/`: what every wing uses: the process's caches, a spec entry's checks, cache prices and the schedule of
+  windows they price.
 - `_store/`: record stores, and records put back into history that came through a UI adapter.
 - `_telemetry/`: the provider's cache use in tokens and dollars.
 - `_wire/`: request bodies read as the provider's cache reads them, for `guard`, `testing` and `_check/`.
@@ -41,6 +42,7 @@ if _typing.TYPE_CHECKING:
         InstructionRecord,
     )
     from ._shared.cache import set_memory_limit
+    from ._shared.prices import CachePrices
     from ._store.memory import InMemoryRecordStore
     from ._store.protocol import RecordEntry, RecordStore, RecordStoreError, SyncRecordStore
     from ._store.sqlite import SQLiteRecordStore
@@ -51,6 +53,7 @@ __all__ = (
     'AppendInstructions',
     'BlockFunc',
     'BlockPreset',
+    'CachePrices',
     'CacheSummary',
     'ChangePolicy',
     'InMemoryRecordStore',
@@ -95,6 +98,7 @@ _HOMES = {
     '_store.memory': ('InMemoryRecordStore',),
     '_store.protocol': ('RecordEntry', 'RecordStore', 'RecordStoreError', 'SyncRecordStore'),
     '_shared.cache': ('set_memory_limit',),
+    '_shared.prices': ('CachePrices',),
     '_telemetry.summary': ('CacheSummary',),
 }
 _MODULES = {name: module for module, names in _HOMES.items() for name in names}

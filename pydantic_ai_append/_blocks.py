@@ -25,6 +25,7 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.tools import AgentDepsT
 
 from ._compat import in_prefix, native_policy
+from ._reopening import PriceRule
 from ._window import CurrentBlock
 
 ChangePolicy: TypeAlias = Literal['append', 'rewrite']
@@ -166,6 +167,9 @@ class RequestSettings(Generic[AgentDepsT]):
 
     verifier: WindowObserver | None
     """What to tell when a request opens a new window."""
+
+    windows: PriceRule | None
+    """What decides whether a request that could keep its window does (`None`: it always does)."""
 
     def block_id(self, name: str) -> str:
         """The id of the own block named `name`."""

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
-from typing import Any, cast, overload
+from typing import Any, Literal, cast, overload
 
 from pydantic_ai import AgentRunResult, RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel, WrapRunHandler
@@ -25,8 +25,10 @@ from ._compat import ask_for_framing_announcement
 from ._encoding import key_bytes
 from ._history import opens_window
 from ._rendering import SUPERSESSION_SENTENCE
+from ._reopening import PriceRule
 from ._request import handle_request, is_inline
-from ._shared.spec import refuse_options, signing_key_from, spec_text, spec_texts
+from ._shared.prices import CachePrices
+from ._shared.spec import refuse_options, signing_key_from, spec_text, spec_texts, spec_windows
 from ._store.memory import PROCESS_STORE
 from ._store.protocol import OnStoreError, RecordStore, SyncRecordStore, checked_store
 from ._store.reattach import run_keeping_records
@@ -123,6 +125,12 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     on_store_error: OnStoreError = 'raise'
     """What a failed load from `record_store` does: `'raise'` a `RecordStoreError`, or `'new_window'`: warn, go on."""
 
+    windows: Literal['price', 'keep'] | CachePrices = 'price'
+    """When a window the prefix needn't leave gives way to a new one, which states the blocks' current values and
+    carries no changes: `'price'` when its carried changes cost more than writing the request again, by the cache
+    prices of the model that served the last response (or when the provider's cache has expired); a `CachePrices` to
+    weigh by those prices instead; `'keep'` never, so every change is carried while the window lasts."""
+
     _blocks: dict[str, OwnBlock[AgentDepsT]] = field(
         default_factory=dict[str, 'OwnBlock[AgentDepsT]'], init=False, repr=False
     )
@@ -156,6 +164,10 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 "`AppendInstructions` can't be loaded on demand (`defer_loading=True`): its blocks are the prefix of "
                 'every request from the first.'
             )
+        if not isinstance(self.windows, CachePrices) and self.windows not in ('price', 'keep'):
+            raise UserError(
+                f"`AppendInstructions` option `windows` takes 'price', 'keep' or a `CachePrices`, not {self.windows!r}."
+            )
         self._store: RecordStore | None = checked_store(self.record_store, self.on_store_error)
         self._routing = (*_routes(self.append_ids), set[str]())
 
@@ -167,6 +179,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         signing_key: str | None = None,
         signing_key_env: str | None = None,
         on_store_error: OnStoreError = 'raise',
+        windows: Literal['price', 'keep'] | dict[str, float] = 'price',
         **python_only: Any,
     ) -> AppendInstructions[Any]:
         """Build the capability from a spec entry (`{'AppendInstructions': {'id': 'context', 'append_ids': [...]}}`): a
@@ -178,12 +191,14 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             signing_key: A secret to sign records with, written in the spec.
             signing_key_env: The environment variable holding that secret, read when the spec is loaded.
             on_store_error: What a failing record store does: `'raise'` or `'new_window'`.
+            windows: `'price'`, `'keep'`, or the prices to weigh windows by: `input`, `cache_read` and `cache_write`
+                per million tokens, and optionally the cache's `retention_seconds`.
             **python_only: Options a spec can't carry (`verifier`, `instructions`, `record_store`), refused by name.
         """
         refuse_options(
             'AppendInstructions',
             python_only,
-            accepted='`id`, `append_ids`, `signing_key`, `signing_key_env` and `on_store_error`',
+            accepted='`id`, `append_ids`, `signing_key`, `signing_key_env`, `on_store_error` and `windows`',
             python_only={
                 'verifier': 'a `WireVerifier` is a Python object',
                 'instructions': 'block functions are Python functions, registered with `@context.instructions`',
@@ -195,6 +210,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             id=spec_text('AppendInstructions', 'id', id),
             signing_key=signing_key_from(signing_key, signing_key_env),
             on_store_error=on_store_error,
+            windows=spec_windows(windows),
         )
 
     def get_ordering(self) -> CapabilityOrdering:
@@ -294,7 +310,9 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
 
     def _request(self) -> RequestSettings[AgentDepsT]:
         key = key_bytes(self.signing_key)
-        return RequestSettings(self, cast('str', self.id), self._blocks, *self._routing, key, self.verifier)
+        prices = self.windows if isinstance(self.windows, CachePrices) else None
+        rule = PriceRule(prices) if self.windows != 'keep' else None
+        return RequestSettings(self, cast('str', self.id), self._blocks, *self._routing, key, self.verifier, rule)
 
     async def prepare_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

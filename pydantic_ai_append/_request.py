@@ -56,11 +56,17 @@ async def handle_request(
     # Read after the block functions ran, and nothing is awaited from here on: a block function may edit the history.
     messages = list(request_context.messages)
     window = conversation_window(messages, key=settings.key, conversation_id=ctx.conversation_id)
-    plan = plan_request(window, [block for block, _ in ordered if block is not None])
+    current = [block for block, _ in ordered if block is not None]
+    plan = plan_request(window, current)
+    reopening = None
+    if plan.continues and settings.windows is not None:
+        delivering = sum(len(value or '') for _, value in plan.changes)
+        reopening = settings.windows.reopening(window, messages, delivering, request_context)
+        plan = plan_request(window, current, reopen=reopening.why) if reopening is not None else plan
     inline = is_inline(request_context.model)
     if plan.prefix and not inline:
         ask_for_framing_announcement(request_context)
-    attributes: dict[str, str | list[str]] = {
+    attributes: dict[str, str | list[str] | float] = {
         'logfire.msg': f'append_instructions {settings.source_id}',
         'pydantic_ai_append.capability_id': settings.source_id,
         'pydantic_ai_append.delivery_path': 'inline' if inline else 'wrapped',
@@ -68,6 +74,9 @@ async def handle_request(
     }
     if plan.opened is not None:
         attributes['pydantic_ai_append.window_opened'] = plan.opened
+    if reopening is not None and reopening.keeping is not None and reopening.opening is not None:
+        attributes['pydantic_ai_append.window_keeping_cost'] = reopening.keeping
+        attributes['pydantic_ai_append.window_opening_cost'] = reopening.opening
     # On the run's tracer, so the span follows the agent's instrumentation settings.
     with ctx.tracer.start_as_current_span('append_instructions', attributes=attributes):
         if plan.opened is not None and settings.verifier is not None:

@@ -184,12 +184,14 @@ class WindowPlan:
     """Why this request opens a new window, or `None` if it continues one or has none."""
 
 
-def plan_request(window: Window, current: Sequence[CurrentBlock]) -> WindowPlan:
-    """Decide the prefix and the changes of a request whose blocks resolved to `current`, in prefix order."""
+def plan_request(window: Window, current: Sequence[CurrentBlock], *, reopen: str | None = None) -> WindowPlan:
+    """Decide the prefix and the changes of a request whose blocks resolved to `current`, in prefix order; with
+    `reopen` (why), a new window stating the current values even where the request could keep the window.
+    """
     appending = {block.id: block.content for block in current if block.mode == 'append' and block.id is not None}
     baseline = window.baseline
     moved = baseline is not None and _changed_owner(baseline, current)
-    if baseline is not None and not moved and _continues(baseline, current):
+    if baseline is not None and not moved and reopen is None and _continues(baseline, current):
         values = {block_id: appending.get(block_id) for block_id in dict.fromkeys([*window.state, *appending])}
         changes = tuple(
             (block_id, value)
@@ -202,6 +204,8 @@ def plan_request(window: Window, current: Sequence[CurrentBlock]) -> WindowPlan:
         opened = (
             "a block moved between this plugin and Pydantic AI's own append mode"
             if moved
+            else reopen
+            if reopen is not None
             else 'a literal or rewrite-mode block changed, moved or changed policy'
             if baseline is not None
             else window.broken or 'first request with an append-mode block'
@@ -209,7 +213,12 @@ def plan_request(window: Window, current: Sequence[CurrentBlock]) -> WindowPlan:
         literal = [_baseline_entry(block) for block in current if block.mode == 'literal']
         # Where only blocks sent after the window's moved the prefix, the new window keeps the values it states, while
         # the changes since are shorter than what they would move.
-        keeps = baseline is not None and not moved and [d for d in baseline.digests if not d.dynamic] == literal
+        keeps = (
+            baseline is not None
+            and not moved
+            and not reopen
+            and [d for d in baseline.digests if not d.dynamic] == literal
+        )
         kept = {block.id: block.content for block in baseline.blocks} if baseline is not None and keeps else None
         kept = kept if kept is not None and _cheaper(kept, appending) else None
         new = InstructionBaselinePart(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -49,10 +50,10 @@ class ScriptedModel:
     seen: list[Seen] = field(default_factory=list[Seen])
     on_request: Callable[[], None] | None = None
 
-    def model(self) -> FunctionModel:
-        return FunctionModel(
-            self._reply, profile=ModelProfile(supports_inline_system_prompts=self.inline), model_name='scripted'
-        )
+    def model(self, retention: timedelta | None = None) -> FunctionModel:
+        """The model, whose provider keeps a cached prefix for `retention` if given."""
+        profile = ModelProfile(supports_inline_system_prompts=self.inline, default_cache_retention=retention)
+        return FunctionModel(self._reply, profile=profile, model_name='scripted')
 
     def _reply(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         lines = [line for message in messages for line in describe(message)]

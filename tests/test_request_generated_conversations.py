@@ -252,7 +252,9 @@ class Provider:
         if not isinstance(reply, str):
             message['tool_calls'] = [self.call(name, args) for name, args in reply]
         choice = {'index': 0, 'message': message, 'finish_reason': 'stop', 'logprobs': None}
-        usage = {'prompt_tokens': 1, 'completion_tokens': 1, 'total_tokens': 2}
+        # The request's size as a provider would count it, about four bytes a token: windows are priced by it.
+        prompt = len(request.content) // 4
+        usage = {'prompt_tokens': prompt, 'completion_tokens': 1, 'total_tokens': prompt + 1}
         completion = {'id': f'chatcmpl-{self.calls}', 'object': 'chat.completion', 'created': 0, 'model': model}
         return httpx2.Response(200, json={**completion, 'choices': [choice], 'usage': usage})
 

@@ -26,6 +26,7 @@ def test_the_public_names():
                 'AppendInstructions',
                 'BlockFunc',
                 'BlockPreset',
+                'CachePrices',
                 'CacheSummary',
                 'ChangePolicy',
                 'InMemoryRecordStore',

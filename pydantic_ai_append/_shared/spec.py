@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Literal, cast
 
 from pydantic_ai.exceptions import UserError
+
+from .prices import CachePrices
 
 
 def refuse_options(
@@ -61,3 +65,26 @@ def signing_key_from(signing_key: object, signing_key_env: object) -> str | None
             'not set or is empty; set it to the signing key before loading the spec.'
         )
     return key
+
+
+_PRICE_KEYS = frozenset({'input', 'cache_read', 'cache_write', 'retention_seconds'})
+
+
+def spec_windows(value: object) -> Literal['price', 'keep'] | CachePrices:
+    """`AppendInstructions`'s `windows` from a spec: `'price'` or `'keep'` as they are (the capability checks them),
+    or the prices a mapping gives, as `CachePrices`.
+    """
+    if not isinstance(value, Mapping):
+        return cast("Literal['price', 'keep']", value)
+    prices = cast('Mapping[str, Any]', value)
+    unknown = sorted(set(prices) - _PRICE_KEYS)
+    if unknown or not {'input', 'cache_read', 'cache_write'} <= set(prices):
+        raise UserError(
+            f'`AppendInstructions` option `windows` takes `input`, `cache_read`, `cache_write` and optionally '
+            f'`retention_seconds`, not {dict(prices)!r}.'
+        )
+    seconds = prices.get('retention_seconds')
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)):
+        raise UserError(f'`AppendInstructions` option `windows.retention_seconds` takes a number, not {seconds!r}.')
+    retention = timedelta(seconds=seconds) if seconds is not None else None
+    return CachePrices(prices['input'], prices['cache_read'], prices['cache_write'], retention)

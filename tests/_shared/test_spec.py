@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.agent.spec import AgentSpec
 from pydantic_ai.exceptions import UserError
 
-from pydantic_ai_append import AppendInstructions, instruction_records
+from pydantic_ai_append import AppendInstructions, CachePrices, instruction_records
 from pydantic_ai_append.guard import PrefixGuard
 
 from ..conversation import ScriptedModel
@@ -126,8 +127,24 @@ def test_the_example_specs_match_the_schema_pydantic_ai_generates(path: Path):
             {'AppendInstructions': {'id': 'context', 'signing_key_env': 'APPEND_SIGNING_KEY'}},
             AppendInstructions(id='context', signing_key='a secret of the deployment'),
         ),
+        (
+            {'AppendInstructions': {'id': 'context', 'windows': 'keep'}},
+            AppendInstructions(id='context', windows='keep'),
+        ),
+        (
+            {
+                'AppendInstructions': {
+                    'id': 'context',
+                    'windows': {'input': 2.4, 'cache_read': 0.24, 'cache_write': 3, 'retention_seconds': 3600},
+                }
+            },
+            AppendInstructions(
+                id='context',
+                windows=CachePrices(input=2.4, cache_read=0.24, cache_write=3, retention=timedelta(hours=1)),
+            ),
+        ),
     ],
-    ids=['id alone', 'append_ids', 'signing_key', 'signing_key_env'],
+    ids=['id alone', 'append_ids', 'signing_key', 'signing_key_env', 'windows', 'windows by prices'],
 )
 def test_each_form_of_a_spec_entry_configures_what_it_says(entry: object, expected: AppendInstructions[Any]):
     assert from_spec(entry) == expected
@@ -159,7 +176,7 @@ def test_what_a_spec_cant_carry_is_refused_naming_it():
         {
             'verifier': "`AppendInstructions` option `verifier` can't come from a spec: a `WireVerifier` is a Python object. Build the capability in Python and pass it in `capabilities=` of `Agent.from_spec` or `Agent.from_file` instead.",
             'instructions': "`AppendInstructions` option `instructions` can't come from a spec: block functions are Python functions, registered with `@context.instructions`. Build the capability in Python and pass it in `capabilities=` of `Agent.from_spec` or `Agent.from_file` instead.",
-            'blocks': '`AppendInstructions` specs have no option `blocks`; they take `id`, `append_ids`, `signing_key`, `signing_key_env` and `on_store_error`.',
+            'blocks': '`AppendInstructions` specs have no option `blocks`; they take `id`, `append_ids`, `signing_key`, `signing_key_env`, `on_store_error` and `windows`.',
         }
     )
     # The schema doesn't offer them either.
@@ -191,6 +208,17 @@ def test_a_spec_value_of_the_wrong_kind_is_refused_when_the_spec_is_loaded():
             'AppendInstructions': {'id': 'context', 'signing_key': 'one', 'signing_key_env': 'APPEND_SIGNING_KEY'}
         },
         'unset variable': {'AppendInstructions': {'id': 'context', 'signing_key_env': 'APPEND_UNSET_KEY'}},
+        'windows': {'AppendInstructions': {'id': 'context', 'windows': 'sometimes'}},
+        'windows prices': {'AppendInstructions': {'id': 'context', 'windows': {'input': 1, 'cache_read': 0.1}}},
+        'windows retention': {
+            'AppendInstructions': {
+                'id': 'context',
+                'windows': {'input': 1, 'cache_read': 0.1, 'cache_write': 1, 'retention_seconds': '1h'},
+            }
+        },
+        'windows price': {
+            'AppendInstructions': {'id': 'context', 'windows': {'input': 1, 'cache_read': -1, 'cache_write': 1}}
+        },
     }
     assert {name: refusal(entry) for name, entry in entries.items()} == snapshot(
         {
@@ -200,5 +228,9 @@ def test_a_spec_value_of_the_wrong_kind_is_refused_when_the_spec_is_loaded():
             'signing_key': '`AppendInstructions` option `signing_key` takes a string, not 1234.',
             'both keys': "`AppendInstructions` takes `signing_key` or `signing_key_env` from a spec, not both; `signing_key_env` names 'APPEND_SIGNING_KEY'.",
             'unset variable': "`AppendInstructions` option `signing_key_env` names the environment variable 'APPEND_UNSET_KEY', which is not set or is empty; set it to the signing key before loading the spec.",
+            'windows': "`AppendInstructions` option `windows` takes 'price', 'keep' or a `CachePrices`, not 'sometimes'.",
+            'windows prices': "`AppendInstructions` option `windows` takes `input`, `cache_read`, `cache_write` and optionally `retention_seconds`, not {'input': 1, 'cache_read': 0.1}.",
+            'windows retention': "`AppendInstructions` option `windows.retention_seconds` takes a number, not '1h'.",
+            'windows price': '`CachePrices.cache_read` takes a positive number, not -1.',
         }
     )

@@ -1,0 +1,107 @@
+"""Why a request that could keep its window opens a new one: its carried changes cost more than writing it again, or
+the provider's cache has expired.
+
+What the window has cost is read from history, so any process that continues the conversation reaches the same
+decision: the changes the window delivered (their carriers' text, about four characters a token), the responses since
+(each answered a request that read the changes delivered before it), and the last response, whose usage says how
+large the request is and whose model and provider say what the cache costs (`_shared.prices`). The rule itself is
+`_shared.schedule.keeps_window`. A cache is expired when Pydantic AI's `prompt_cache_outlook` says it has gone cold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.profiles import prompt_cache_outlook
+
+from ._shared.prices import CachePrices, prices_of
+from ._shared.schedule import Step, keeps_window
+from ._window import Window
+
+CHARS_PER_TOKEN = 4
+"""How many characters of a change's text make a token, the usual figure for English and code."""
+
+
+class Reopening(NamedTuple):
+    """Why a request opens a new window, with what keeping it would have cost."""
+
+    why: Literal['price', 'expired']
+    """`'price'`: the window's changes cost more than writing the request again; `'expired'`: the cache is gone."""
+
+    keeping: float | None
+    """What the window's carried changes cost to read so far, with what keeping costs this request, in the prices'
+    currency (`None` where none are known)."""
+
+    opening: float | None
+    """What writing the request again costs beyond reading it, in the same currency."""
+
+
+@dataclass(frozen=True)
+class PriceRule:
+    """The `windows` policy that weighs a window's changes against writing the request again."""
+
+    prices: CachePrices | None
+    """The prices to weigh by; `None`: those of the model that served the last response."""
+
+    def reopening(
+        self, window: Window, messages: Sequence[ModelMessage], delivering: int, request_context: ModelRequestContext
+    ) -> Reopening | None:
+        """Why the request opens a new window instead of keeping `window`, if it does.
+
+        Args:
+            window: The window history holds, which the request could keep.
+            messages: The request's history.
+            delivering: The characters of the changes the request would deliver if it keeps the window.
+            request_context: The request.
+        """
+        last = next((message for message in reversed(messages) if isinstance(message, ModelResponse)), None)
+        if last is None:
+            return None
+        prices = self.prices or prices_of(last)
+        paid, carried = _paid(window, messages)
+        if not carried and not delivering:
+            return None
+        model = _serving(request_context.model, last)
+        retention = (prices.retention if prices is not None else None) or model.resolve_cache_retention(
+            request_context.model_settings
+        )
+        expired = prompt_cache_outlook(messages, profile=model.profile, retention=retention) == 'cold'
+        if prices is None:
+            return Reopening('expired', None, None) if expired else None
+        step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
+        keeping = (paid + carried) * prices.cache_read / 1e6 + step.delivered * prices.cache_write / 1e6
+        opening = (prices.cache_write - prices.cache_read) * step.size / 1e6
+        if expired or (step.size and not keeps_window(paid, step, carried, prices)):
+            return Reopening('expired' if expired else 'price', keeping, opening)
+        return None
+
+
+def _serving(model: Model, last: ModelResponse) -> Model:
+    """The model whose cache the request meets: of a `FallbackModel`'s, the one that served the last response."""
+    while isinstance(model, FallbackModel):
+        model = next((member for member in model.models if member.model_name == last.model_name), model.models[0])
+    return model
+
+
+def _paid(window: Window, messages: Sequence[ModelMessage]) -> tuple[int, int]:
+    """The tokens the window's requests read of its carried changes, and the tokens of the changes it carries: each
+    response answered a request that read every change delivered before that request.
+    """
+    delivered: dict[int, int] = {}
+    # After the window's baseline, history holds its changes alone (an empty carrier or a compaction would end it).
+    for at, _, part, _ in window.found[window.start :]:
+        delivered[at] = delivered.get(at, 0) + (len(part.content) if part is not None else 0) // CHARS_PER_TOKEN
+    paid = carried = pending = 0
+    for at in range(min(delivered, default=len(messages)), len(messages)):
+        if at in delivered:
+            pending += delivered[at]
+        elif isinstance(messages[at], ModelResponse):
+            paid += carried
+            carried += pending
+            pending = 0
+    return paid, carried + pending

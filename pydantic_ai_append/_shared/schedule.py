@@ -1,0 +1,104 @@
+"""When a window's carried changes cost more than a new window: the rule a request decides by, and the schedule
+hindsight would have chosen, which the benchmark holds the rule to.
+
+Every request of a window reads again the changes the window delivered before it (at the cache-read price) and writes
+the ones it delivers (at the cache-write price). A new window states the blocks' current values in the prefix instead,
+and so writes the whole request again: what it costs beyond reading it is the price of ending the carried changes.
+Whatever else a request costs, every schedule of windows pays alike. So, per request, in tokens:
+
+- kept: `cache_read * carried + cache_write * delivered`, where `carried` is what the window delivered before it;
+- opened: `(cache_write - cache_read) * size`, where `size` is the request's tokens without carried changes.
+
+`keeps_window` is the online rule, ski rental's: keep the window while what its carried changes have cost so far (their
+reads), with what keeping costs this request, stays under the price of a new window. A delivery a request has made is
+not counted on: every schedule but one opening at that very request pays it. Its cost beyond what every schedule pays is at most
+`2 * g + 1` times the hindsight optimum's, where `g` is how many times the largest request outgrows the smallest between
+two of the rule's windows: between two openings, the rule pays less than two new windows' price, and its deliveries,
+each cheaper than a new window; over the same requests the optimum pays a new window's price or the same reads, and
+every delivery it doesn't open a window at. (Without deliveries this is deterministic ski rental, at most twice the
+optimum; `tests/_shared/test_schedule.py` checks the bound on adversarial series.) `optimal_opens` is that
+optimum, a dynamic programme over the requests (quadratic in their number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from .prices import CachePrices
+
+
+class Step(NamedTuple):
+    """One request of a conversation, as a schedule of windows prices it."""
+
+    size: int
+    """Its tokens without carried changes: what a new window writes."""
+
+    delivered: int
+    """The tokens of the changes it delivers if it keeps the window."""
+
+
+def keeps_window(paid: float, step: Step, carried: float, prices: CachePrices) -> bool:
+    """Whether a request keeps its window rather than open a new one.
+
+    Args:
+        paid: What the window's requests since it opened paid to read its carried changes, in tokens.
+        step: The request.
+        carried: The tokens of the changes the window delivered before this request, which keeping reads again.
+        prices: The model's cache prices.
+    """
+    keeping = carried + prices.cache_write / prices.cache_read * step.delivered
+    return paid + keeping < prices.threshold * step.size
+
+
+def online_opens(steps: Sequence[Step], prices: CachePrices) -> list[int]:
+    """The requests `keeps_window` opens a window at (the first always opens one)."""
+    opens = [0]
+    paid = carried = 0.0
+    for at, step in enumerate(steps[1:], 1):
+        if keeps_window(paid, step, carried, prices):
+            paid += carried
+            carried += step.delivered
+        else:
+            opens.append(at)
+            paid = carried = 0.0
+    return opens
+
+
+def extra_cost(steps: Sequence[Step], opens: Sequence[int], prices: CachePrices) -> float:
+    """What a schedule opening windows at `opens` pays beyond what every schedule pays, in cache-read tokens."""
+    chosen = set(opens)
+    total = carried = 0.0
+    write = prices.cache_write / prices.cache_read
+    for at, step in enumerate(steps):
+        if at in chosen:
+            total += (write - 1) * step.size if at else 0.0
+            carried = 0.0
+        else:
+            total += carried + write * step.delivered
+            carried += step.delivered
+    return total
+
+
+def optimal_opens(steps: Sequence[Step], prices: CachePrices) -> list[int]:
+    """The schedule `extra_cost` finds cheapest, chosen with hindsight."""
+    write = prices.cache_write / prices.cache_read
+    # best[end]: the least cost of the requests before `end`, their last window ending there; `first[end]` is where
+    # that window opened.
+    best = [0.0] + [float('inf')] * len(steps)
+    first = [0] * (len(steps) + 1)
+    for start in range(len(steps)):
+        cost = best[start] + ((write - 1) * steps[start].size if start else 0.0)
+        carried = 0.0
+        for end in range(start + 1, len(steps) + 1):
+            if cost < best[end]:
+                best[end], first[end] = cost, start
+            if end < len(steps):
+                cost += carried + write * steps[end].delivered
+                carried += steps[end].delivered
+    opens: list[int] = []
+    end = len(steps)
+    while end > 0:
+        opens.append(first[end])
+        end = first[end]
+    return opens[::-1]

@@ -1,0 +1,154 @@
+"""Windows opened by price (`_reopening`): a window whose carried changes cost more than writing the request again
+gives way to a new one stating the current values; the decision is read from history, so a loaded history or a fresh
+agent reaches it too; a cache the provider has let expire ends a window that carries changes; `windows='keep'` never
+ends one; and a bad option is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from inline_snapshot import snapshot
+from logfire.testing import CaptureLogfire
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models.function import FunctionModel
+
+from pydantic_ai_append import AppendInstructions, CachePrices, instruction_records
+
+from .conversation import ScriptedModel
+
+THIN = CachePrices(input=1, cache_read=0.5, cache_write=1)
+"""A cache that halves the price: a window gives way once its changes were read for about as many tokens as a request
+holds, within a few turns of a test conversation."""
+
+NOTES = [f'note {number}: a fact the agent keeps about the project it works on' for number in range(12)]
+
+TASK = 'Work through the project. ' + ' '.join(f'step{number}' for number in range(300))
+"""The first prompt, which every request after it holds: about 300 tokens, so a request outweighs a few changes."""
+
+
+def agent_for(chat: ScriptedModel, windows: Any = THIN, model: FunctionModel | None = None) -> Agent[int, str]:
+    context = AppendInstructions[int](id='agent', windows=windows)
+
+    @context.instructions(name='notes')
+    def notes(ctx: RunContext[int]) -> str:
+        return '\n'.join(NOTES[: 4 + ctx.deps])
+
+    return Agent(model or chat.model(), deps_type=int, capabilities=[context])
+
+
+def windows_of(history: list[ModelMessage]) -> list[str]:
+    """Each record of history, by kind: `B` a baseline (a window opened), `d` a change."""
+    return [type(record).__name__.removeprefix('Instruction')[0] for record in instruction_records(history)]
+
+
+def converse(turns: int, carry: Callable[[list[ModelMessage]], list[ModelMessage]], **options: Any) -> ScriptedModel:
+    """Run `turns` turns, each going on from what `carry` makes of the history, with a fresh agent each turn."""
+    chat = ScriptedModel()
+    history: list[ModelMessage] = []
+    for turn in range(turns):
+        prompt = TASK if turn == 0 else f'turn {turn}'
+        history = carry(agent_for(chat, **options).run_sync(prompt, deps=turn, message_history=history).all_messages())
+    return chat
+
+
+def test_a_window_whose_changes_cost_more_than_writing_the_request_again_gives_way(capfire: CaptureLogfire):
+    chat = ScriptedModel()
+    agent = agent_for(chat)
+    agent.instrument = True
+    history: list[ModelMessage] = []
+    for turn in range(8):
+        history = agent.run_sync(
+            TASK if turn == 0 else f'turn {turn}', deps=turn, message_history=history
+        ).all_messages()
+    spans = [
+        span['attributes']
+        for span in capfire.exporter.exported_spans_as_dict()
+        if span['name'] == 'append_instructions'
+    ]
+    assert [
+        (
+            span.get('pydantic_ai_append.window_opened'),
+            span.get('pydantic_ai_append.window_keeping_cost'),
+            span.get('pydantic_ai_append.window_opening_cost'),
+        )
+        for span in spans
+    ] == snapshot(
+        [
+            ('first request with an append-mode block', None, None),
+            (None, None, None),
+            (None, None, None),
+            ('price', 0.0001795, 0.0001695),
+            (None, None, None),
+            (None, None, None),
+            ('price', 0.0002255, 0.000174),
+            (None, None, None),
+        ]
+    )
+    assert windows_of(history) == snapshot(['B', 'D', 'D', 'B', 'D', 'D', 'B', 'D'])
+    # The request that opened the window states every note in its prefix, and sends no change of the old window.
+    opened = next(
+        seen
+        for seen, span in zip(chat.seen, spans, strict=True)
+        if span.get('pydantic_ai_append.window_opened') == 'price'
+    )
+    assert (opened.instructions or '').count('note ') == snapshot(7)
+    assert [line for line in opened.messages if 'context' in line] == []
+
+
+def test_every_process_reaches_the_same_decisions():
+    in_process = converse(8, lambda history: history)
+    loaded = converse(
+        8, lambda history: ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(history))
+    )
+    assert [(seen.instructions, seen.messages) for seen in loaded.seen] == [
+        (seen.instructions, seen.messages) for seen in in_process.seen
+    ]
+
+
+def test_keep_carries_every_change():
+    chat = converse(8, lambda history: history, windows='keep')
+    assert [seen.instructions == chat.seen[0].instructions for seen in chat.seen] == [True] * 8
+
+
+def test_a_model_of_no_known_provider_keeps_its_window():
+    # The scripted model is a function model: no provider, so no prices to weigh by.
+    chat = converse(8, lambda history: history, windows='price')
+    assert [seen.instructions == chat.seen[0].instructions for seen in chat.seen] == [True] * 8
+
+
+def aged(history: list[ModelMessage], age: timedelta) -> list[ModelMessage]:
+    """The history with its last response `age` old."""
+    at = max(index for index, message in enumerate(history) if isinstance(message, ModelResponse))
+    last = history[at]
+    assert isinstance(last, ModelResponse)
+    return [*history[:at], replace(last, timestamp=datetime.now(UTC) - age), *history[at + 1 :]]
+
+
+@pytest.mark.parametrize(
+    ('values', 'records'),
+    [((0, 1, 1), 'BDB'), ((0, 0, 1), 'BB'), ((0, 0, 0), 'B')],
+    ids=['carrying a change', 'delivering one', 'neither'],
+)
+def test_an_expired_cache_ends_a_window_with_changes(values: tuple[int, int, int], records: str):
+    # The last request goes an hour after the one before, past the profile's 5 minutes.
+    chat = ScriptedModel()
+    agent = agent_for(chat, windows='price', model=chat.model(retention=timedelta(minutes=5)))
+    history = agent.run_sync('turn 0', deps=values[0]).all_messages()
+    history = agent.run_sync('turn 1', deps=values[1], message_history=history).all_messages()
+    history = agent.run_sync('turn 2', deps=values[2], message_history=aged(history, timedelta(hours=1))).all_messages()
+    assert ''.join(windows_of(history)) == records
+
+
+def test_a_bad_windows_option_is_refused_with_the_value():
+    with pytest.raises(UserError) as raised:
+        AppendInstructions(id='agent', windows='sometimes')  # pyright: ignore[reportArgumentType]
+    assert str(raised.value) == snapshot(
+        "`AppendInstructions` option `windows` takes 'price', 'keep' or a `CachePrices`, not 'sometimes'."
+    )
