@@ -66,11 +66,14 @@ class PriceRule:
         paid, carried = _paid(window, messages)
         if not carried and not delivering:
             return None
-        model = _serving(request_context.model, last)
-        retention = (prices.retention if prices is not None else None) or model.resolve_cache_retention(
-            request_context.model_settings
+        # The cache the request meets is that of the model that served the last response, if it can be told.
+        model = served_model(request_context.model, last)
+        retention = prices.retention if prices is not None else None
+        if model is not None:
+            retention = retention or model.resolve_cache_retention(request_context.model_settings)
+        expired = (
+            model is not None and prompt_cache_outlook(messages, profile=model.profile, retention=retention) == 'cold'
         )
-        expired = prompt_cache_outlook(messages, profile=model.profile, retention=retention) == 'cold'
         if prices is None:
             return Reopening('expired', None, None) if expired else None
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
@@ -81,11 +84,12 @@ class PriceRule:
         return None
 
 
-def _serving(model: Model, last: ModelResponse) -> Model:
-    """The model whose cache the request meets: of a `FallbackModel`'s, the one that served the last response."""
-    while isinstance(model, FallbackModel):
-        model = next((member for member in model.models if member.model_name == last.model_name), model.models[0])
-    return model
+def served_model(model: Model, response: ModelResponse) -> Model | None:
+    """The model that served `response`: `model`, or the member of a `FallbackModel` that did, if it can be told."""
+    if not isinstance(model, FallbackModel):
+        return model
+    members = [served_model(member, response) for member in model.models]
+    return next((member for member in members if member and member.model_name == response.model_name), None)
 
 
 def _paid(window: Window, messages: Sequence[ModelMessage]) -> tuple[int, int]:

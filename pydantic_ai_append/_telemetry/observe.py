@@ -26,11 +26,11 @@ from typing import Any, cast
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
-from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.profiles import prompt_cache_outlook
 from pydantic_ai.settings import merge_model_settings
 
 from .._history import RECORD_KEY, opens_window, request_records
+from .._reopening import served_model
 from .summary import costs, uncached
 
 _TAIL_SETTINGS = ('anthropic_cache', 'anthropic_cache_messages')
@@ -45,7 +45,7 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
     reported = bool(usage.cache_read_tokens or usage.cache_write_tokens)
     if response.provider_url is None and not reported:
         return response  # a model that serves no provider, such as `FunctionModel`: there is nothing to report
-    model = _served(request_context.model, response)
+    model = served_model(request_context.model, response)
     # A read is expected only where the cache is known to be in play, as a provider may report no cache use at all.
     judged = (
         reported
@@ -115,14 +115,6 @@ def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) ->
     # A block absent from the prefix (a named route held while absent) would be added after all of it.
     starts = [at for block_id in changed if (at := prefix.find(f'<context id="{block_id}">')) >= 0]
     return (len(json.dumps(tools)) + min(starts, default=len(prefix))) // 4
-
-
-def _served(model: Model, response: ModelResponse) -> Model | None:
-    """The model that served `response`: `model`, or the member of a `FallbackModel` that did, if it can be told."""
-    if not isinstance(model, FallbackModel):
-        return model
-    members = [_served(member, response) for member in model.models]
-    return next((member for member in members if member and member.model_name == response.model_name), None)
 
 
 def _needs_breakpoints(model: Model | None) -> bool:
