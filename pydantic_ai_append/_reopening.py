@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import Model, ModelRequestContext
-from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.profiles import prompt_cache_outlook
 
 from ._shared.prices import CachePrices, prices_of
-from ._shared.schedule import Step, keeps_window
+from ._shared.schedule import CHARS_PER_TOKEN, Step, keeps_window
+from ._telemetry.observe import served_model
 from ._window import Window
-
-CHARS_PER_TOKEN = 4
-"""How many characters of a change's text make a token, the usual figure for English and code."""
 
 
 class Reopening(NamedTuple):
@@ -60,22 +58,13 @@ class PriceRule:
             request_context: The request.
         """
         last = next((message for message in reversed(messages) if isinstance(message, ModelResponse)), None)
-        if last is None:
-            return None
+        if last is None or (len(window.found) == window.start and not delivering):
+            return None  # nothing to read from, or no change to carry or to deliver
         prices = self.prices or prices_of(last)
-        paid, carried = _paid(window, messages)
-        if not carried and not delivering:
-            return None
-        # The cache the request meets is that of the model that served the last response, if it can be told.
-        model = served_model(request_context.model, last)
-        retention = prices.retention if prices is not None else None
-        if model is not None:
-            retention = retention or model.resolve_cache_retention(request_context.model_settings)
-        expired = (
-            model is not None and prompt_cache_outlook(messages, profile=model.profile, retention=retention) == 'cold'
-        )
+        expired = _expired(last, messages, request_context, prices)
         if prices is None:
             return Reopening('expired', None, None) if expired else None
+        paid, carried = _paid(window, messages)
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
         keeping = (paid + carried) * prices.cache_read / 1e6 + step.delivered * prices.cache_write / 1e6
         opening = (prices.cache_write - prices.cache_read) * step.size / 1e6
@@ -84,12 +73,25 @@ class PriceRule:
         return None
 
 
-def served_model(model: Model, response: ModelResponse) -> Model | None:
-    """The model that served `response`: `model`, or the member of a `FallbackModel` that did, if it can be told."""
-    if not isinstance(model, FallbackModel):
-        return model
-    members = [served_model(member, response) for member in model.models]
-    return next((member for member in members if member and member.model_name == response.model_name), None)
+def _expired(
+    last: ModelResponse,
+    messages: Sequence[ModelMessage],
+    request_context: ModelRequestContext,
+    prices: CachePrices | None,
+) -> bool:
+    """Whether the cache the request meets, that of the model that served `last` (if it can be told), has expired."""
+    model = served_model(request_context.model, last)
+    if model is None:
+        return False
+    retention = prices.retention if prices is not None else None
+    retention = retention or model.resolve_cache_retention(request_context.model_settings)
+    shortest = retention or model.profile.get('default_cache_retention')
+    stamp = last.timestamp if last.timestamp.tzinfo else last.timestamp.replace(tzinfo=UTC)
+    # A cache point in history can only lengthen the retention, and `prompt_cache_outlook` reads all of history for
+    # them: it is asked only once the shortest retention has passed.
+    if shortest is None or datetime.now(UTC) - stamp <= shortest:
+        return False
+    return prompt_cache_outlook(messages, profile=model.profile, retention=retention) == 'cold'
 
 
 def _paid(window: Window, messages: Sequence[ModelMessage]) -> tuple[int, int]:

@@ -27,6 +27,9 @@ from typing import NamedTuple
 
 from .prices import CachePrices
 
+CHARS_PER_TOKEN = 4
+"""How many characters of text make a token where no tokenizer is at hand, the usual figure for English and code."""
+
 
 class Step(NamedTuple):
     """One request of a conversation, as a schedule of windows prices it."""

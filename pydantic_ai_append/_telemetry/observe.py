@@ -26,11 +26,12 @@ from typing import Any, cast
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.profiles import prompt_cache_outlook
 from pydantic_ai.settings import merge_model_settings
 
 from .._history import RECORD_KEY, opens_window, request_records
-from .._reopening import served_model
+from .._shared.schedule import CHARS_PER_TOKEN
 from .summary import costs, uncached
 
 _TAIL_SETTINGS = ('anthropic_cache', 'anthropic_cache_messages')
@@ -114,7 +115,15 @@ def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) ->
     prefix = ''.join(part.content for part in params.instruction_parts or [])
     # A block absent from the prefix (a named route held while absent) would be added after all of it.
     starts = [at for block_id in changed if (at := prefix.find(f'<context id="{block_id}">')) >= 0]
-    return (len(json.dumps(tools)) + min(starts, default=len(prefix))) // 4
+    return (len(json.dumps(tools)) + min(starts, default=len(prefix))) // CHARS_PER_TOKEN
+
+
+def served_model(model: Model, response: ModelResponse) -> Model | None:
+    """The model that served `response`: `model`, or the member of a `FallbackModel` that did, if it can be told."""
+    if not isinstance(model, FallbackModel):
+        return model
+    members = [served_model(member, response) for member in model.models]
+    return next((member for member in members if member and member.model_name == response.model_name), None)
 
 
 def _needs_breakpoints(model: Model | None) -> bool:
