@@ -10,6 +10,7 @@ missed, `--json PATH` writes every figure, `--plot PATH` an SVG of each request'
   measured in cache-order segment bytes; `tokens`: the same in input tokens and dollars, as the fake provider's
   simulated caches report them; `breakpoints`: the Anthropic paths under each of Pydantic AI's cache settings;
 - `coding`: a coding agent's long conversation (tool loops, a memory file, a todo list), in bytes, tokens and dollars;
+  `windows`: the same with windows opened by price, against keeping every change and the hindsight-optimal schedule;
 - `measure`: CPU time in rotated rounds, per-round paired ratios with their spread, and the timer of the plugin's
   hooks inside a run;
 - `histories`: the function model, and histories of N turns built without N runs;

@@ -82,6 +82,9 @@ class Size:
     cache_turns: tuple[int, ...]
     """The history sizes (turns) the process caches' runs are timed on."""
 
+    extrapolated_turns: tuple[int, ...]
+    """The lengths (turns) the coding agent's conversation is extrapolated to, to price schedules of windows."""
+
 
 SIZES = {
     'default': Size(
@@ -101,8 +104,9 @@ SIZES = {
         2,
         (100, 1000),
         (100, 1000),
+        (500, 1000),
     ),
-    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,), 3, 1, (5,), (5,)),
+    'smoke': Size(4, (2, 5), (5,), 2, 3, 40, 20_000, 2, 3, 5, 3, (5,), 3, 1, (5,), (5,), (6,)),
 }
 PARTS = (
     'wire',
@@ -249,7 +253,9 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
         print("  breakpoints: the Anthropic paths under each of Pydantic AI's cache settings", file=sys.stderr)
         # Native append mode at its best only: its default differs from it on the wrapped path alone.
         breakpoints = await run_breakpoints(chosen.turns, [variant for variant in variants if variant != 'native'])
-    coding = await _coding(chosen.coding_turns, variants, chosen.coding_processes) if 'coding' in parts else []
+    # The coding agent also keeps every change, so that schedules of windows can be priced on its requests.
+    coding_variants: list[Variant] = [*variants, 'append-keep']
+    coding = await _coding(chosen.coding_turns, coding_variants, chosen.coding_processes) if 'coding' in parts else []
     timings = await _overhead(chosen.histories, chosen.rounds, policies) if 'overhead' in parts else []
     changes = await _changes(chosen.change_turns, chosen.rounds) if 'changes' in parts else []
     huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if 'huge' in parts else []
@@ -285,6 +291,7 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
         breakpoints=breakpoints,
         coding=coding,
         coding_turns=chosen.coding_turns,
+        extrapolated_turns=chosen.extrapolated_turns,
         startup=startup,
         stores=stores,
         caches=caches,

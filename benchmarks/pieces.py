@@ -10,6 +10,8 @@
 - Checking a window's baseline (the scenario's three blocks, the static instructions as a digest) is what each request
   pays without the `baselines` cache; reading it again from an equal payload, loaded afresh from JSON, is what a
   request pays with it. The same again with each block 70 times as long (about 1 MB): a check grows with the text.
+- Pricing a model's cache (three prices from `genai-prices`) is what each request a window carries changes on pays
+  without the `cache prices` cache; with it, a lookup.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pydantic_ai.messages import ModelResponse
+
 from pydantic_ai_append._diff import diff_hunks
 from pydantic_ai_append._encoding import decode_record, encode_baseline, read_baseline
 from pydantic_ai_append._records import InstructionBaselinePart, InstructionBlock, InstructionDigest
 from pydantic_ai_append._rendering import change_text, context_element, diff_element
+from pydantic_ai_append._shared.prices import looked_up, prices_of
 from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import Segment, assert_prefix_stable
 
@@ -96,6 +101,7 @@ def time_pieces(repeats: int) -> list[PieceTiming]:
     assert change_text(block_id, before, after).startswith('<context-diff'), 'a one-line edit is sent as a diff'
     diff = diff_hunks(before, after)
     body, earlier, later = _long_conversation()
+    served = ModelResponse(parts=[], model_name='claude-sonnet-4-6', provider_name='anthropic')
     prefix_bytes = sum(len(segment.data) for segment in earlier)
     return [
         PieceTiming(
@@ -118,4 +124,6 @@ def time_pieces(repeats: int) -> list[PieceTiming]:
             _median_us(lambda: segments('openai-chat', body), max(3, repeats // 10)),
             len(body),
         ),
+        PieceTiming("price a model's cache", _median_us(lambda: looked_up(served), repeats), 0),
+        PieceTiming("price a model's cache, kept", _median_us(lambda: prices_of(served), repeats), 0),
     ]

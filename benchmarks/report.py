@@ -34,6 +34,7 @@ from .startup import STARTUP_LIMIT_SECONDS, StartupTiming, startup_sections
 from .stores import StoreTiming, store_sections
 from .tables import Verdict, table
 from .tokens import token_summary, tokens_section
+from .windows import windows_json, windows_sections, windows_verdicts
 from .wire import WireResult, summary
 from .wire_tables import coding_verdicts, wire_section, wire_verdicts
 
@@ -70,6 +71,10 @@ class Results:
     """The coding agent's long conversation (`coding`) on every path and variant."""
 
     coding_turns: int = 0
+
+    extrapolated_turns: Sequence[int] = ()
+    """The lengths the coding conversation is extrapolated to, to price schedules of windows (`windows`)."""
+
     startup: Sequence[StartupTiming] = ()
     """The cassette checker's commands, each run in a process of its own."""
 
@@ -99,6 +104,7 @@ def verdicts(results: Results) -> list[Verdict]:
     return [
         *wire_verdicts(results.wire, results.turns),
         *coding_verdicts(results.coding, results.coding_turns),
+        *windows_verdicts(results.coding, results.coding_turns),
         *overhead_verdicts(results.timings, results.target_turns),
         *change_verdicts(results.changes),
         *huge_verdicts(results.huge),
@@ -153,6 +159,7 @@ def render_text(results: Results) -> str:
                 'tool loops, a memory file and a todo list), in input tokens and dollars as above',
             )
         )
+    sections.extend(windows_sections(results.coding, results.coding_turns, results.extrapolated_turns))
     if results.breakpoints:
         sections.append(breakpoints_section(results.breakpoints, results.turns))
     if results.timings:
@@ -206,6 +213,7 @@ def to_json(results: Results) -> dict[str, Any]:
         'coding_turns': results.coding_turns,
         # Without each request's bytes: 528 requests a conversation would make the file a megabyte.
         'coding': [summary(result, per_request=False) | token_summary(result) for result in results.coding],
+        'windows': windows_json(results.coding, results.coding_turns, results.extrapolated_turns),
         'overhead': [overhead_json(timing) for timing in results.timings],
         'changes': [changes_json(timing) for timing in results.changes],
         'huge': [huge_json(huge) for huge in results.huge],

@@ -203,9 +203,11 @@ def build_agent(
     settings: ModelSettings | None = None,
     scenario: Scenario = CHAT,
     record_store: RecordStore | SyncRecordStore | None = PROCESS_STORE,
+    windows: Literal['price', 'keep'] = 'price',
 ) -> Agent[int, str]:
     """An agent for `policy` whose deps are the turn number, sending `settings`, with `scenario`'s blocks and tools;
-    with `hooks`, append mode's hooks are timed into it; append mode keeps records in `record_store`.
+    with `hooks`, append mode's hooks are timed into it; append mode keeps records in `record_store` and opens
+    windows by `windows`.
 
     Raises:
         RuntimeError: For `'native'` on a release without `on_change='append'`.
@@ -221,7 +223,7 @@ def build_agent(
             model_settings=settings,
         )
     if policy == 'append':
-        context = AppendInstructions[int](id='scenario', record_store=record_store)
+        context = AppendInstructions[int](id='scenario', record_store=record_store, windows=windows)
         for name, function in blocks:
             context.instructions(
                 _at_turn(function), name=name, on_change='rewrite' if name in scenario.rewritten else 'append'

@@ -148,20 +148,26 @@ def tokens_section(results: Sequence[WireResult], heading: str) -> str:
     return f'{heading}\n\n' + table([*columns, 'cost / limit', 'cost / limit in steps'], rows)
 
 
-def token_verdicts(path: PathName, append: WireResult, natives: Sequence[WireResult], scenario: str) -> list[Verdict]:
-    """The token targets of one path's append-mode conversation: near the limit, and no dearer than native's best."""
+def token_verdicts(
+    path: PathName, append: WireResult, natives: Sequence[WireResult], scenario: str, *, limit: bool = True
+) -> list[Verdict]:
+    """The token targets of one path's append-mode conversation: near the limit (unless not `limit`), and no dearer
+    than native's best.
+    """
     tokens = token_result(append)
     stepped = PATHS[path][0] in _STEPPED
-    found = [
-        Verdict(
-            f"{path}, {scenario}: append mode's input cost at most {LIMIT_RATIO:g}x the limit"
-            + (" in OpenAI's cache steps" if stepped else '')
-            + ', with the recommended settings',
-            f'{tokens.over_step_limit:.3f}x (${tokens.cost:.4f} vs ${tokens.step_limit:.4f})'
-            + (f'; {tokens.over_limit:.3f}x the limit without steps' if stepped else ''),
-            tokens.over_step_limit <= LIMIT_RATIO,
+    found: list[Verdict] = []
+    if limit:
+        found.append(
+            Verdict(
+                f"{path}, {scenario}: append mode's input cost at most {LIMIT_RATIO:g}x the limit"
+                + (" in OpenAI's cache steps" if stepped else '')
+                + ', with the recommended settings',
+                f'{tokens.over_step_limit:.3f}x (${tokens.cost:.4f} vs ${tokens.step_limit:.4f})'
+                + (f'; {tokens.over_limit:.3f}x the limit without steps' if stepped else ''),
+                tokens.over_step_limit <= LIMIT_RATIO,
+            )
         )
-    ]
     if natives:
         cost, best = min((token_result(result).cost, result.policy) for result in natives)
         found.append(

@@ -18,12 +18,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, cast
 
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from fake_provider import FakeProvider, anthropic_model, openai_chat_model, openai_responses_model
+from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append._request import is_inline
 from pydantic_ai_append._wire.segments import common_prefix_length
 from pydantic_ai_append.testing import Api, Segment, WireConversation, prefix_reuse
@@ -53,9 +54,10 @@ PATHS: dict[PathName, tuple[Api, str]] = {
 }
 """Each path's provider API and model name. `claude-sonnet-4-6` has no inline system messages."""
 
-Variant: TypeAlias = Literal['static', 'rewrite', 'append', 'native', 'native-always']
-"""A policy, or `native-always`: Pydantic AI's own append mode announcing the `<system>` framing from the first
-request (`framing_announcement='always'`), its best configuration on models without inline system messages."""
+Variant: TypeAlias = Literal['static', 'rewrite', 'append', 'append-keep', 'native', 'native-always']
+"""A policy, or `append-keep`: append mode never opening a window the prefix doesn't need (`windows='keep'`), or
+`native-always`: Pydantic AI's own append mode announcing the `<system>` framing from the first request
+(`framing_announcement='always'`), its best configuration on models without inline system messages."""
 
 RECOMMENDED_SETTINGS: dict[Api, ModelSettings] = {
     # A breakpoint after the instructions (and the tools), and the automatic one at the end of the conversation.
@@ -129,6 +131,10 @@ class WireResult:
     usages: list[RequestUsage] = field(default_factory=list[RequestUsage])
     """What the provider reported for each request, as Pydantic AI reads it."""
 
+    opened: list[int] = field(default_factory=list[int])
+    """The requests that opened a window of append mode, by index (each the request its history records a baseline
+    on): where the prefix moves by design."""
+
     @property
     def total(self) -> int:
         """Segment bytes over the whole conversation."""
@@ -146,8 +152,14 @@ class WireResult:
 
     @property
     def moves(self) -> list[tuple[int, int, str]]:
-        """Each request after the first that moved the prefix: its index, the first divergent segment and kind."""
-        return [(index, *request.moved_at) for index, request in enumerate(self.requests) if request.moved_at and index]
+        """Each request after the first that moved the prefix, but where a window opened: its index, the first
+        divergent segment and kind.
+        """
+        return [
+            (index, *request.moved_at)
+            for index, request in enumerate(self.requests)
+            if request.moved_at and index and index not in self.opened
+        ]
 
     @property
     def min_reuse(self) -> float:
@@ -203,14 +215,15 @@ async def run_conversation(
     replaces the recommended ones.
     """
     api, model_name = PATHS[path]
-    policy: Policy = 'native' if variant == 'native-always' else variant
+    policy: Policy = 'native' if variant == 'native-always' else 'append' if variant == 'append-keep' else variant
     settings = RECOMMENDED_SETTINGS[api] if cache_settings is None else cache_settings
     if variant == 'native-always':
         settings = cast('ModelSettings', {**settings, 'framing_announcement': 'always'})
     script = scenario.script()
     with FakeProvider(script=lambda _: next(script)) as server:
         model = _model(path, server.url)
-        agent = build_agent(policy, model, settings=settings, scenario=scenario)
+        windows = 'keep' if variant == 'append-keep' else 'price'
+        agent = build_agent(policy, model, settings=settings, scenario=scenario, windows=windows)
         history: list[ModelMessage] = []
         for turn in range(1, turns + 1):
             result = await agent.run(scenario.prompt(turn), deps=turn, message_history=history)
@@ -221,10 +234,24 @@ async def run_conversation(
     conversation = WireConversation.from_exchanges(api, exchanges)
     result = WireResult(path, variant, 'inline' if is_inline(model) else 'wrapped', model=model_name)
     result.usages = [message.usage for message in history if isinstance(message, ModelResponse)]
+    result.opened = _opened(history)
     result.body_bytes = sum(len(exchange.request_body) for exchange in exchanges)
     result.block_bytes = {name: len(function(turns).encode()) for name, function in scenario.blocks}
     _measure(result, conversation.requests)
     return result
+
+
+def _opened(history: Sequence[ModelMessage]) -> list[int]:
+    """The index of each request after the first whose request message records a window's baseline."""
+    opened: list[int] = []
+    sent = 0
+    for at, message in enumerate(history):
+        if isinstance(message, ModelResponse):
+            request = history[at - 1]
+            if sent and isinstance(request, ModelRequest) and AppendInstructions.opens_window(request):
+                opened.append(sent)
+            sent += 1
+    return opened
 
 
 def _measure(result: WireResult, requests: Sequence[Sequence[Segment]]) -> None:

@@ -92,7 +92,9 @@ def coding_verdicts(coding: Sequence[WireResult], turns: int) -> list[Verdict]:
         if append is None:
             continue
         found.append(_reuse_verdict(f'{path}, {scenario}', append))
-        found.extend(token_verdicts(path, append, _natives(policies), scenario))
+        # The limit takes every request as reading the one before, which a window opened by price doesn't: the coding
+        # agent's windows are held to the hindsight-optimal schedule instead (`windows`).
+        found.extend(token_verdicts(path, append, _natives(policies), scenario, limit=False))
     return found
 
 

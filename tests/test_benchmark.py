@@ -31,7 +31,9 @@ from benchmarks.overhead import ChangeTiming, Timing, Variant, changes_until, ru
 from benchmarks.report import Results, verdicts
 from benchmarks.scenario import Policy, build_agent, memory, native_available, prompt, state
 from benchmarks.servers import INSTRUMENTED, ManyConversations, tool_model, with_tool_calls
-from pydantic_ai_append import AppendInstructions
+from benchmarks.windows import extended, figures
+from pydantic_ai_append import AppendInstructions, CachePrices
+from pydantic_ai_append._shared.schedule import Step
 
 pytestmark = pytest.mark.anyio
 
@@ -117,13 +119,29 @@ def test_smoke_run_writes_tables_json_and_plot(
     assert all(row['cache_read_tokens'] > 0 and row['over_limit'] <= 1.05 for row in appended)
     assert all(row['over_limit'] > 2 for row in rewritten)
     assert 'Input tokens and dollars over the same 4 turns' in printed
-    # The coding agent's conversation, on every path and variant: append mode keeps its prefix there too.
+    # The coding agent's conversation, on every path and variant, and keeping every change: append mode keeps its
+    # prefix there too, but where it opens a window.
     coding = cast('list[dict[str, Any]]', report['coding'])
-    assert [(row['path'], row['policy']) for row in coding] == [(row['path'], row['policy']) for row in wire]
+    assert [(row['path'], row['policy']) for row in coding] == [
+        (path, policy)
+        for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
+        for policy in [*policies, 'append-keep']
+    ]
     assert all(
         row['min_reuse_percent'] == 100.0 and not row['prefix_moves'] for row in coding if row['policy'] == 'append'
     )
     assert all(row['over_step_limit'] <= row['over_limit'] for row in coding)
+    # Each path's schedules of windows: as run, the optimum on the model, and extrapolated to 6 turns.
+    windows = cast('list[dict[str, Any]]', report['windows'])
+    assert [(row['path'], sorted(row['model'])) for row in windows] == [
+        (path, ['3', '6']) for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
+    ]
+    assert all(
+        row['model'][turns]['optimum_usd'] <= min(row['model'][turns]['keep_usd'], row['model'][turns]['rule_usd'])
+        for row in windows
+        for turns in ('3', '6')
+    )
+    assert 'Windows by price on the coding agent over 3 turns' in printed
     # No breakpoint, no cache on Anthropic; the automatic one at the tail reaches the limit in append mode.
     costs = {(row['path'], row['variant'], row['setting']): row for row in report['breakpoints']}
     for path in ('anthropic-inline', 'anthropic-wrapped'):
@@ -490,3 +508,18 @@ def test_only_runs_the_parts_named(tmp_path: Path, capsys: pytest.CaptureFixture
         with pytest.raises(SystemExit):
             main(['--size', 'smoke', *argv])
     assert 'unknown parts' in capsys.readouterr().err
+
+
+def test_schedules_of_windows_are_priced_by_the_model():
+    # A request growing 100 tokens a request, a 50-token change at every other one, at Anthropic's ratios.
+    steps = [Step(5_000 + 100 * at, 50 * (at % 2)) for at in range(400)]
+    prices = CachePrices(input=1, cache_read=0.1, cache_write=1.25)
+    found = figures(steps, prices)
+    assert found.optimum <= found.rule <= found.keep and found.common < found.optimum
+    assert found.windows['keep'] == 1 and found.windows['optimum'] > 1
+    # Keeping every change, the last request carries all 200 of them.
+    assert found.longest['keep'] == steps[-1].size + 50 * 200
+    # Extrapolated, the last requests repeat, each growing by what its counterpart grew.
+    longer = extended(steps[:10], 14)
+    assert [step.delivered for step in longer[10:]] == [50, 0, 50, 0]
+    assert [step.size for step in longer[9:]] == [5_900, 6_000, 6_100, 6_200, 6_300]

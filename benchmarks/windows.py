@@ -1,0 +1,303 @@
+"""Windows opened by price, against the schedule of windows hindsight would have chosen, on the coding agent.
+
+Per path: static instructions, append mode keeping every change (`append-keep`: windows never opened by price), the
+hindsight-optimal schedule, this package (`append`, windows by price) and native append mode at its best, in input
+dollars and the longest request's input tokens.
+
+The optimum is computed on the `append-keep` run's requests (`_shared.schedule.optimal_opens`): each request's
+reported input tokens less its carried change elements (their bytes, four a token) and the tokens of the changes it
+delivered, priced by the path's model (`_shared.prices`). Its dollars are the keep run's, less what it saves on that
+model; the same model prices the rule's own schedule (`online_opens`), beside what the `append` run paid, to show the
+model holds. At more turns than were run, the series is extrapolated, and every figure is the model's: the last
+`REPEATED` requests are repeated, each growing by what its counterpart grew; static is then the model's common cost
+(what every schedule pays: each request reads the one before and writes what it adds), and native is not shown.
+OpenAI's reads in 128-token steps are left out of the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic_ai.messages import ModelResponse
+
+from pydantic_ai_append._shared.prices import CachePrices, prices_of
+from pydantic_ai_append._shared.schedule import CHARS_PER_TOKEN, Step, extra_cost, online_opens, optimal_opens
+
+from .tables import Verdict, table
+from .tokens import token_result
+from .wire import PATHS, PathName, WireResult
+
+__all__ = (
+    'OPTIMUM_RATIO',
+    'PathWindows',
+    'WindowFigures',
+    'by_path',
+    'extended',
+    'figures',
+    'steps_of',
+    'windows_json',
+    'windows_sections',
+    'windows_verdicts',
+)
+
+OPTIMUM_RATIO = 1.02
+"""Windows by price cost at most this multiple of the hindsight-optimal schedule's input dollars."""
+
+LONGEST_RATIO = 1.05
+"""Their longest request is at most this multiple of the optimal schedule's."""
+
+REPEATED = 200
+"""How many of the last requests run are repeated to extrapolate a conversation."""
+
+_PROVIDERS = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
+
+
+def prices_for(path: PathName) -> CachePrices:
+    """The cache prices of the path's model, as the package finds them for a response of it."""
+    api, model = PATHS[path]
+    prices = prices_of(ModelResponse(parts=[], model_name=model, provider_name=_PROVIDERS[api]))
+    assert prices is not None, f'genai-prices and the provider defaults price {model}'
+    return prices
+
+
+def steps_of(keep: WireResult) -> list[Step]:
+    """Each request of a conversation that kept every change: its tokens without carried changes, and what it
+    delivered.
+    """
+    steps: list[Step] = []
+    before = 0
+    for request, usage in zip(keep.requests, keep.usages, strict=True):
+        steps.append(
+            Step(
+                usage.input_tokens - request.change_bytes // CHARS_PER_TOKEN,
+                max(request.change_bytes - before, 0) // CHARS_PER_TOKEN,
+            )
+        )
+        before = request.change_bytes
+    return steps
+
+
+def extended(steps: Sequence[Step], count: int) -> list[Step]:
+    """`steps` extrapolated to `count` requests: the last `REPEATED` repeated, each growing as its counterpart did."""
+    grown = list(steps)
+    start = max(len(steps) - REPEATED, 1)
+    while len(grown) < count:
+        at = start + (len(grown) - len(steps)) % (len(steps) - start)
+        growth = steps[at].size - steps[at - 1].size
+        grown.append(Step(grown[-1].size + growth, steps[at].delivered))
+    return grown[:count]
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """One conversation's input dollars under each schedule of windows, and its longest request, by the model."""
+
+    common: float
+    """What every schedule pays: each request reads the one before and writes what it adds."""
+
+    keep: float
+    """Never opening a window by price."""
+
+    optimum: float
+    """The hindsight-optimal schedule."""
+
+    rule: float
+    """The price rule's schedule."""
+
+    longest: dict[str, int]
+    """The longest request's tokens, by schedule (`keep`, `optimum`, `rule`)."""
+
+    windows: dict[str, int]
+    """How many windows each schedule opens."""
+
+
+def figures(steps: Sequence[Step], prices: CachePrices) -> WindowFigures:
+    """Price each schedule of `steps` by the model."""
+    per_token = prices.cache_read / 1e6
+    common = 0.0
+    for before, step in zip([Step(0, 0), *steps], steps, strict=False):
+        common += prices.cache_read * before.size + prices.cache_write * max(step.size - before.size, 0)
+    schedules = {'keep': [0], 'optimum': optimal_opens(steps, prices), 'rule': online_opens(steps, prices)}
+    costs = {name: common / 1e6 + extra_cost(steps, opens, prices) * per_token for name, opens in schedules.items()}
+    return WindowFigures(
+        common / 1e6,
+        costs['keep'],
+        costs['optimum'],
+        costs['rule'],
+        {name: _longest(steps, opens) for name, opens in schedules.items()},
+        {name: len(opens) for name, opens in schedules.items()},
+    )
+
+
+def _longest(steps: Sequence[Step], opens: Sequence[int]) -> int:
+    """The most tokens a request of the schedule sends: its own, and every change its window delivered to it."""
+    chosen = set(opens)
+    longest = carried = 0
+    for at, step in enumerate(steps):
+        carried = 0 if at in chosen else carried + step.delivered
+        longest = max(longest, step.size + carried)
+    return longest
+
+
+@dataclass(frozen=True)
+class PathWindows:
+    """One path's coding conversation as run, with the schedules the model prices on its `append-keep` run."""
+
+    path: PathName
+    runs: dict[str, WireResult]
+    """The runs, by variant."""
+
+    model: WindowFigures
+    """The model's figures on the `append-keep` run's requests."""
+
+    def dollars(self, variant: str) -> float:
+        """What the variant's run paid for its input."""
+        return token_result(self.runs[variant]).cost
+
+    def anchored(self, figure: float) -> float:
+        """A schedule's dollars by the model, taken from the `append-keep` run's: what it saves on the model."""
+        return self.dollars('append-keep') - (self.model.keep - figure)
+
+    def longest(self, variant: str) -> int:
+        """The most input tokens a request of the variant's run sent."""
+        return max(usage.input_tokens for usage in self.runs[variant].usages)
+
+
+def by_path(coding: Sequence[WireResult]) -> list[PathWindows]:
+    """Each path whose coding conversation ran with and without windows by price."""
+    runs: dict[PathName, dict[str, WireResult]] = {}
+    for result in coding:
+        runs.setdefault(result.path, {})[result.policy] = result
+    return [
+        PathWindows(path, variants, figures(steps_of(variants['append-keep']), prices_for(path)))
+        for path, variants in runs.items()
+        if 'append' in variants and 'append-keep' in variants
+    ]
+
+
+def windows_sections(coding: Sequence[WireResult], turns: int, extrapolated: Sequence[int]) -> list[str]:
+    """The coding agent's input dollars and longest request under each schedule of windows, as run and extrapolated
+    (none if it didn't run keeping every change).
+    """
+    paths = by_path(coding)
+    if not paths:
+        return []
+    rows: list[list[str]] = []
+    for found in paths:
+        natives = [found.dollars(name) for name in ('native', 'native-always') if name in found.runs]
+        optimum = found.anchored(found.model.optimum)
+        rows.append(
+            [
+                found.path,
+                f'${found.dollars("static"):.4f}' if 'static' in found.runs else '-',
+                f'${found.dollars("append-keep"):.4f} ({found.dollars("append-keep") / optimum:.3f}x)',
+                f'${optimum:.4f} ({found.model.windows["optimum"]})',
+                f'${found.dollars("append"):.4f} ({found.dollars("append") / optimum:.3f}x)',
+                f'${found.anchored(found.model.rule):.4f} ({found.model.windows["rule"]})',
+                f'${min(natives):.4f}' if natives else '-',
+                f'{found.longest("append-keep"):,} / {found.model.longest["optimum"]:,} / {found.longest("append"):,}',
+            ]
+        )
+    sections = [
+        f'Windows by price on the coding agent over {turns} turns: input dollars of static instructions, of append '
+        'mode keeping every change, of the hindsight-optimal schedule (the windows it opens), of windows by price '
+        '(as run, and by the model: the windows it opens) and of native append mode at its best; the longest '
+        "request's input tokens keeping every change, in the optimal schedule and by price (see `benchmarks/windows.py` "
+        'for the model)\n\n'
+        + table(
+            ['path', 'static', 'keep', 'optimum', 'price', 'price (model)', 'native best', 'longest: keep/opt/price'],
+            rows,
+        )
+    ]
+    if extrapolated:
+        sections.append(_extrapolated_section(paths, turns, extrapolated))
+    return sections
+
+
+def _extrapolated_section(paths: Sequence[PathWindows], turns: int, extrapolated: Sequence[int]) -> str:
+    rows: list[list[str]] = []
+    for found in paths:
+        steps = steps_of(found.runs['append-keep'])
+        for more in extrapolated:
+            model = figures(extended(steps, len(steps) * more // turns), prices_for(found.path))
+            rows.append(
+                [
+                    found.path,
+                    str(more),
+                    f'${model.common:.2f}',
+                    f'${model.keep:.2f} ({model.keep / model.common:.3f}x)',
+                    f'${model.optimum:.2f} ({model.optimum / model.common:.3f}x, {model.windows["optimum"]})',
+                    f'${model.rule:.2f} ({model.rule / model.optimum:.3f}x the optimum, {model.windows["rule"]})',
+                    f'{model.longest["keep"]:,} / {model.longest["optimum"]:,} / {model.longest["rule"]:,}',
+                ]
+            )
+    return (
+        f'The same, extrapolated from the {turns}-turn run keeping every change, every figure by the model: static '
+        'is the cost every schedule pays, against which keeping and the optimum are shown'
+        '\n\n'
+        + table(
+            ['path', 'turns', 'static', 'keep', 'optimum (windows)', 'price (windows)', 'longest: keep/opt/price'], rows
+        )
+    )
+
+
+def windows_verdicts(coding: Sequence[WireResult], turns: int) -> list[Verdict]:
+    """Windows by price against the optimum and against keeping every change, on each path."""
+    found: list[Verdict] = []
+    for path in by_path(coding):
+        where = f'{path.path}, coding agent, {turns} turns'
+        price, keep, optimum = path.dollars('append'), path.dollars('append-keep'), path.anchored(path.model.optimum)
+        found.append(
+            Verdict(
+                f'{where}: windows by price cost at most {OPTIMUM_RATIO:g}x the hindsight-optimal schedule',
+                f'{price / optimum:.3f}x (${price:.4f} vs ${optimum:.4f})',
+                price <= OPTIMUM_RATIO * optimum,
+            )
+        )
+        found.append(
+            Verdict(
+                f'{where}: windows by price cost no more than keeping every change',
+                f'${price:.4f} vs ${keep:.4f}',
+                price <= keep,
+            )
+        )
+        longest, best = path.longest('append'), path.model.longest['optimum']
+        found.append(
+            Verdict(
+                f"{where}: the longest request by price at most {LONGEST_RATIO:g}x the optimal schedule's",
+                f'{longest / best:.3f}x ({longest:,} vs {best:,} tokens)',
+                longest <= LONGEST_RATIO * best,
+            )
+        )
+    return found
+
+
+def windows_json(coding: Sequence[WireResult], turns: int, extrapolated: Sequence[int]) -> list[dict[str, object]]:
+    """Each path's schedules of windows, as run and by the model, and extrapolated, as JSON-able data."""
+    found: list[dict[str, object]] = []
+    for path in by_path(coding):
+        steps = steps_of(path.runs['append-keep'])
+        models = {turns: path.model} | {
+            more: figures(extended(steps, len(steps) * more // turns), prices_for(path.path)) for more in extrapolated
+        }
+        found.append(
+            {
+                'path': path.path,
+                'run_usd': {variant: round(path.dollars(variant), 6) for variant in path.runs},
+                'optimum_usd': round(path.anchored(path.model.optimum), 6),
+                'longest_tokens': {variant: path.longest(variant) for variant in path.runs},
+                'model': {
+                    str(length): {
+                        'common_usd': round(model.common, 6),
+                        'keep_usd': round(model.keep, 6),
+                        'optimum_usd': round(model.optimum, 6),
+                        'rule_usd': round(model.rule, 6),
+                        'longest_tokens': model.longest,
+                        'windows': model.windows,
+                    }
+                    for length, model in models.items()
+                },
+            }
+        )
+    return found
