@@ -163,8 +163,14 @@ class WireResult:
 
     @property
     def min_reuse(self) -> float:
-        """The smallest share of the previous request's bytes that any later request reused, in percent."""
-        shares = [100 * request.reused / request.previous_total for request in self.requests[1:]]
+        """The smallest share of the previous request's bytes that any later request reused, in percent, but where a
+        window opened.
+        """
+        shares = [
+            100 * request.reused / request.previous_total
+            for index, request in enumerate(self.requests)
+            if index and index not in self.opened
+        ]
         return min(shares, default=100.0)
 
 

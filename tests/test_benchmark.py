@@ -32,6 +32,7 @@ from benchmarks.report import Results, verdicts
 from benchmarks.scenario import Policy, build_agent, memory, native_available, prompt, state
 from benchmarks.servers import INSTRUMENTED, ManyConversations, tool_model, with_tool_calls
 from benchmarks.windows import extended, figures
+from benchmarks.wire import RequestBytes, WireResult
 from pydantic_ai_append import AppendInstructions, CachePrices
 from pydantic_ai_append._shared.schedule import Step
 
@@ -523,3 +524,17 @@ def test_schedules_of_windows_are_priced_by_the_model():
     longer = extended(steps[:10], 14)
     assert [step.delivered for step in longer[10:]] == [50, 0, 50, 0]
     assert [step.size for step in longer[9:]] == [5_900, 6_000, 6_100, 6_200, 6_300]
+
+
+def test_a_request_that_opens_a_window_is_no_move_of_its_prefix():
+    requests = [
+        RequestBytes(100, 0, 0, None, 0),
+        RequestBytes(200, 100, 100, None, 10),
+        RequestBytes(150, 3, 200, (1, 'instructions'), 0),
+        RequestBytes(250, 150, 150, None, 20),
+        RequestBytes(300, 200, 250, (4, 'message'), 20),
+    ]
+    opened = WireResult('openai-chat', 'append', 'inline', requests=requests, opened=[2])
+    assert (opened.min_reuse, opened.moves) == (80.0, [(4, 4, 'message')])
+    kept = replace(opened, opened=[])
+    assert (kept.min_reuse, kept.moves) == (1.5, [(2, 1, 'instructions'), (4, 4, 'message')])
