@@ -20,7 +20,7 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.profiles import prompt_cache_outlook
 
 from ._shared.prices import CachePrices, prices_of
-from ._shared.schedule import CHARS_PER_TOKEN, Step, keeps_window
+from ._shared.schedule import CHARS_PER_TOKEN, Step, weighed
 from ._telemetry.observe import served_model
 from ._window import Window
 
@@ -66,9 +66,10 @@ class PriceRule:
             return Reopening('expired', None, None) if expired else None
         paid, carried = _paid(window, messages)
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
-        keeping = (paid + carried) * prices.cache_read / 1e6 + step.delivered * prices.cache_write / 1e6
-        opening = (prices.cache_write - prices.cache_read) * step.size / 1e6
-        if expired or (step.size and not keeps_window(paid, step, carried, prices)):
+        keeping, opening = weighed(paid, step, carried, prices)
+        if expired or (step.size and keeping >= opening):
+            # The span is told the two sides the rule weighed, in the prices' currency.
+            keeping, opening = keeping * prices.cache_read / 1e6, opening * prices.cache_read / 1e6
             return Reopening('expired' if expired else 'price', keeping, opening)
         return None
 

@@ -41,8 +41,9 @@ class Step(NamedTuple):
     """The tokens of the changes it delivers if it keeps the window."""
 
 
-def keeps_window(paid: float, step: Step, carried: float, prices: CachePrices) -> bool:
-    """Whether a request keeps its window rather than open a new one.
+def weighed(paid: float, step: Step, carried: float, prices: CachePrices) -> tuple[float, float]:
+    """What a request's window has cost in its carried changes, with what keeping it costs this request, and what a
+    new window costs beyond reading the request, both in cache-read tokens: the two sides `keeps_window` weighs.
 
     Args:
         paid: What the window's requests since it opened paid to read its carried changes, in tokens.
@@ -51,7 +52,13 @@ def keeps_window(paid: float, step: Step, carried: float, prices: CachePrices) -
         prices: The model's cache prices.
     """
     keeping = carried + prices.cache_write / prices.cache_read * step.delivered
-    return paid + keeping < prices.threshold * step.size
+    return paid + keeping, prices.threshold * step.size
+
+
+def keeps_window(paid: float, step: Step, carried: float, prices: CachePrices) -> bool:
+    """Whether a request keeps its window rather than open a new one (the arguments as `weighed` takes them)."""
+    keeping, opening = weighed(paid, step, carried, prices)
+    return keeping < opening
 
 
 def online_opens(steps: Sequence[Step], prices: CachePrices) -> list[int]:
