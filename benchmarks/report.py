@@ -8,6 +8,7 @@ targets, tables and JSON live beside the others of that part (`wire_tables`, `ov
 
 from __future__ import annotations
 
+import functools
 import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from .startup import STARTUP_LIMIT_SECONDS, StartupTiming, startup_sections
 from .stores import StoreTiming, store_sections
 from .tables import Verdict, table
 from .tokens import token_summary, tokens_section
-from .windows import windows_json, windows_sections, windows_verdicts
+from .windows import PathWindows, by_path, windows_json, windows_sections, windows_verdicts
 from .wire import WireResult, summary
 from .wire_tables import coding_verdicts, wire_section, wire_verdicts
 
@@ -84,6 +85,13 @@ class Results:
     caches: Sequence[CacheTiming] = ()
     """A conversation in progress with each process cache off."""
 
+    @functools.cached_property
+    def windows(self) -> list[PathWindows]:
+        """Each path's schedules of windows, priced once for the tables, the targets and the JSON alike (the
+        optimum of an extrapolated conversation takes seconds).
+        """
+        return by_path(self.coding, self.coding_turns, self.extrapolated_turns)
+
 
 def machine() -> dict[str, str]:
     """The machine and the versions the figures were taken on."""
@@ -104,7 +112,7 @@ def verdicts(results: Results) -> list[Verdict]:
     return [
         *wire_verdicts(results.wire, results.turns),
         *coding_verdicts(results.coding, results.coding_turns),
-        *windows_verdicts(results.coding, results.coding_turns),
+        *windows_verdicts(results.windows),
         *overhead_verdicts(results.timings, results.target_turns),
         *change_verdicts(results.changes),
         *huge_verdicts(results.huge),
@@ -159,7 +167,7 @@ def render_text(results: Results) -> str:
                 'tool loops, a memory file and a todo list), in input tokens and dollars as above',
             )
         )
-    sections.extend(windows_sections(results.coding, results.coding_turns, results.extrapolated_turns))
+    sections.extend(windows_sections(results.windows))
     if results.breakpoints:
         sections.append(breakpoints_section(results.breakpoints, results.turns))
     if results.timings:
@@ -213,7 +221,7 @@ def to_json(results: Results) -> dict[str, Any]:
         'coding_turns': results.coding_turns,
         # Without each request's bytes: 528 requests a conversation would make the file a megabyte.
         'coding': [summary(result, per_request=False) | token_summary(result) for result in results.coding],
-        'windows': windows_json(results.coding, results.coding_turns, results.extrapolated_turns),
+        'windows': windows_json(results.windows),
         'overhead': [overhead_json(timing) for timing in results.timings],
         'changes': [changes_json(timing) for timing in results.changes],
         'huge': [huge_json(huge) for huge in results.huge],

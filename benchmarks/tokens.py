@@ -29,12 +29,21 @@ from pydantic_ai_append._telemetry.observe import openai_steps
 from .tables import Verdict, table
 from .wire import PATHS, PathName, WireResult
 
-__all__ = ('LIMIT_RATIO', 'TokenResult', 'token_result', 'token_summary', 'token_verdicts', 'tokens_section')
+__all__ = (
+    'LIMIT_RATIO',
+    'PROVIDERS',
+    'TokenResult',
+    'token_result',
+    'token_summary',
+    'token_verdicts',
+    'tokens_section',
+)
 
 LIMIT_RATIO = 1.05
 """With the recommended cache settings, append mode's input cost is at most this multiple of the limit."""
 
-_PROVIDERS = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
+PROVIDERS = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
+"""The provider of each API, as `genai-prices` names it."""
 _WRITES_PRICED = {'anthropic'}
 """The APIs whose providers charge for writing to the cache."""
 _STEPPED = {'openai-chat', 'openai-responses'}
@@ -84,7 +93,7 @@ def _ideal_price(result: WireResult, total: int, kept: int) -> float:
     api = PATHS[result.path][0]
     written = total - kept if api in _WRITES_PRICED else 0
     usage = RequestUsage(input_tokens=total, cache_read_tokens=kept, cache_write_tokens=written)
-    return _input_price(usage, result.model, _PROVIDERS[api])
+    return _input_price(usage, result.model, PROVIDERS[api])
 
 
 def token_result(result: WireResult) -> TokenResult:
@@ -93,7 +102,7 @@ def token_result(result: WireResult) -> TokenResult:
     cost = limit = step_limit = 0.0
     before = 0
     for usage in result.usages:
-        cost += _input_price(usage, result.model, _PROVIDERS[api])
+        cost += _input_price(usage, result.model, PROVIDERS[api])
         kept = min(before, usage.input_tokens)
         limit += _ideal_price(result, usage.input_tokens, kept)
         step_limit += _ideal_price(result, usage.input_tokens, openai_steps(kept) if api in _STEPPED else kept)

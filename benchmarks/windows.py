@@ -25,8 +25,9 @@ from pydantic_ai_append._shared.prices import CachePrices, prices_of
 from pydantic_ai_append._shared.schedule import CHARS_PER_TOKEN, Step, extra_cost, online_opens, optimal_opens
 
 from .tables import Verdict, table
-from .tokens import token_result
+from .tokens import PROVIDERS, token_result
 from .wire import PATHS, PathName, WireResult
+from .wire_tables import grouped
 
 __all__ = (
     'OPTIMUM_RATIO',
@@ -50,13 +51,11 @@ LONGEST_RATIO = 1.05
 REPEATED = 200
 """How many of the last requests run are repeated to extrapolate a conversation."""
 
-_PROVIDERS = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
-
 
 def prices_for(path: PathName) -> CachePrices:
     """The cache prices of the path's model, as the package finds them for a response of it."""
     api, model = PATHS[path]
-    prices = prices_of(ModelResponse(parts=[], model_name=model, provider_name=_PROVIDERS[api]))
+    prices = prices_of(ModelResponse(parts=[], model_name=model, provider_name=PROVIDERS[api]))
     assert prices is not None, f'genai-prices and the provider defaults price {model}'
     return prices
 
@@ -148,57 +147,68 @@ class PathWindows:
     runs: dict[str, WireResult]
     """The runs, by variant."""
 
-    model: WindowFigures
-    """The model's figures on the `append-keep` run's requests."""
+    dollars: dict[str, float]
+    """What each variant's run paid for its input."""
 
-    def dollars(self, variant: str) -> float:
-        """What the variant's run paid for its input."""
-        return token_result(self.runs[variant]).cost
+    models: dict[int, WindowFigures]
+    """The model's figures on the `append-keep` run's requests, by turns: as run, and extrapolated."""
+
+    turns: int
+    """The turns run."""
+
+    @property
+    def model(self) -> WindowFigures:
+        """The model's figures on the requests run."""
+        return self.models[self.turns]
 
     def anchored(self, figure: float) -> float:
         """A schedule's dollars by the model, taken from the `append-keep` run's: what it saves on the model."""
-        return self.dollars('append-keep') - (self.model.keep - figure)
+        return self.dollars['append-keep'] - (self.model.keep - figure)
 
     def longest(self, variant: str) -> int:
         """The most input tokens a request of the variant's run sent."""
         return max(usage.input_tokens for usage in self.runs[variant].usages)
 
 
-def by_path(coding: Sequence[WireResult]) -> list[PathWindows]:
-    """Each path whose coding conversation ran with and without windows by price."""
-    runs: dict[PathName, dict[str, WireResult]] = {}
-    for result in coding:
-        runs.setdefault(result.path, {})[result.policy] = result
-    return [
-        PathWindows(path, variants, figures(steps_of(variants['append-keep']), prices_for(path)))
-        for path, variants in runs.items()
-        if 'append' in variants and 'append-keep' in variants
-    ]
+def by_path(coding: Sequence[WireResult], turns: int, extrapolated: Sequence[int]) -> list[PathWindows]:
+    """Each path whose coding conversation ran with and without windows by price, priced once for every report."""
+    found: list[PathWindows] = []
+    for path, variants in grouped(coding).items():
+        if 'append' not in variants or 'append-keep' not in variants:
+            continue
+        steps, prices = steps_of(variants['append-keep']), prices_for(path)
+        models = {turns: figures(steps, prices)} | {
+            more: figures(extended(steps, len(steps) * more // turns), prices) for more in extrapolated
+        }
+        dollars = {variant: token_result(result).cost for variant, result in variants.items()}
+        found.append(PathWindows(path, variants, dollars, models, turns))
+    return found
 
 
-def windows_sections(coding: Sequence[WireResult], turns: int, extrapolated: Sequence[int]) -> list[str]:
+def windows_sections(paths: Sequence[PathWindows]) -> list[str]:
     """The coding agent's input dollars and longest request under each schedule of windows, as run and extrapolated
     (none if it didn't run keeping every change).
     """
-    paths = by_path(coding)
     if not paths:
         return []
     rows: list[list[str]] = []
     for found in paths:
-        natives = [found.dollars(name) for name in ('native', 'native-always') if name in found.runs]
+        dollars = found.dollars
+        natives = [dollars[name] for name in ('native', 'native-always') if name in dollars]
         optimum = found.anchored(found.model.optimum)
         rows.append(
             [
                 found.path,
-                f'${found.dollars("static"):.4f}' if 'static' in found.runs else '-',
-                f'${found.dollars("append-keep"):.4f} ({found.dollars("append-keep") / optimum:.3f}x)',
+                f'${dollars["static"]:.4f}' if 'static' in dollars else '-',
+                f'${dollars["append-keep"]:.4f} ({dollars["append-keep"] / optimum:.3f}x)',
                 f'${optimum:.4f} ({found.model.windows["optimum"]})',
-                f'${found.dollars("append"):.4f} ({found.dollars("append") / optimum:.3f}x)',
+                f'${dollars["append"]:.4f} ({dollars["append"] / optimum:.3f}x)',
                 f'${found.anchored(found.model.rule):.4f} ({found.model.windows["rule"]})',
                 f'${min(natives):.4f}' if natives else '-',
                 f'{found.longest("append-keep"):,} / {found.model.longest["optimum"]:,} / {found.longest("append"):,}',
             ]
         )
+    turns = paths[0].turns
     sections = [
         f'Windows by price on the coding agent over {turns} turns: input dollars of static instructions, of append '
         'mode keeping every change, of the hindsight-optimal schedule (the windows it opens), of windows by price '
@@ -210,17 +220,17 @@ def windows_sections(coding: Sequence[WireResult], turns: int, extrapolated: Seq
             rows,
         )
     ]
-    if extrapolated:
-        sections.append(_extrapolated_section(paths, turns, extrapolated))
+    if len(paths[0].models) > 1:
+        sections.append(_extrapolated_section(paths))
     return sections
 
 
-def _extrapolated_section(paths: Sequence[PathWindows], turns: int, extrapolated: Sequence[int]) -> str:
+def _extrapolated_section(paths: Sequence[PathWindows]) -> str:
     rows: list[list[str]] = []
     for found in paths:
-        steps = steps_of(found.runs['append-keep'])
-        for more in extrapolated:
-            model = figures(extended(steps, len(steps) * more // turns), prices_for(found.path))
+        for more, model in found.models.items():
+            if more == found.turns:
+                continue
             rows.append(
                 [
                     found.path,
@@ -233,8 +243,8 @@ def _extrapolated_section(paths: Sequence[PathWindows], turns: int, extrapolated
                 ]
             )
     return (
-        f'The same, extrapolated from the {turns}-turn run keeping every change, every figure by the model: static '
-        'is the cost every schedule pays, against which keeping and the optimum are shown'
+        f'The same, extrapolated from the {paths[0].turns}-turn run keeping every change, every figure by the model: '
+        'static is the cost every schedule pays, against which keeping and the optimum are shown'
         '\n\n'
         + table(
             ['path', 'turns', 'static', 'keep', 'optimum (windows)', 'price (windows)', 'longest: keep/opt/price'], rows
@@ -242,12 +252,12 @@ def _extrapolated_section(paths: Sequence[PathWindows], turns: int, extrapolated
     )
 
 
-def windows_verdicts(coding: Sequence[WireResult], turns: int) -> list[Verdict]:
+def windows_verdicts(paths: Sequence[PathWindows]) -> list[Verdict]:
     """Windows by price against the optimum and against keeping every change, on each path."""
     found: list[Verdict] = []
-    for path in by_path(coding):
-        where = f'{path.path}, coding agent, {turns} turns'
-        price, keep, optimum = path.dollars('append'), path.dollars('append-keep'), path.anchored(path.model.optimum)
+    for path in paths:
+        where = f'{path.path}, coding agent, {path.turns} turns'
+        price, keep, optimum = path.dollars['append'], path.dollars['append-keep'], path.anchored(path.model.optimum)
         found.append(
             Verdict(
                 f'{where}: windows by price cost at most {OPTIMUM_RATIO:g}x the hindsight-optimal schedule',
@@ -273,31 +283,25 @@ def windows_verdicts(coding: Sequence[WireResult], turns: int) -> list[Verdict]:
     return found
 
 
-def windows_json(coding: Sequence[WireResult], turns: int, extrapolated: Sequence[int]) -> list[dict[str, object]]:
+def windows_json(paths: Sequence[PathWindows]) -> list[dict[str, object]]:
     """Each path's schedules of windows, as run and by the model, and extrapolated, as JSON-able data."""
-    found: list[dict[str, object]] = []
-    for path in by_path(coding):
-        steps = steps_of(path.runs['append-keep'])
-        models = {turns: path.model} | {
-            more: figures(extended(steps, len(steps) * more // turns), prices_for(path.path)) for more in extrapolated
+    return [
+        {
+            'path': path.path,
+            'run_usd': {variant: round(cost, 6) for variant, cost in path.dollars.items()},
+            'optimum_usd': round(path.anchored(path.model.optimum), 6),
+            'longest_tokens': {variant: path.longest(variant) for variant in path.runs},
+            'model': {
+                str(length): {
+                    'common_usd': round(model.common, 6),
+                    'keep_usd': round(model.keep, 6),
+                    'optimum_usd': round(model.optimum, 6),
+                    'rule_usd': round(model.rule, 6),
+                    'longest_tokens': model.longest,
+                    'windows': model.windows,
+                }
+                for length, model in path.models.items()
+            },
         }
-        found.append(
-            {
-                'path': path.path,
-                'run_usd': {variant: round(path.dollars(variant), 6) for variant in path.runs},
-                'optimum_usd': round(path.anchored(path.model.optimum), 6),
-                'longest_tokens': {variant: path.longest(variant) for variant in path.runs},
-                'model': {
-                    str(length): {
-                        'common_usd': round(model.common, 6),
-                        'keep_usd': round(model.keep, 6),
-                        'optimum_usd': round(model.optimum, 6),
-                        'rule_usd': round(model.rule, 6),
-                        'longest_tokens': model.longest,
-                        'windows': model.windows,
-                    }
-                    for length, model in models.items()
-                },
-            }
-        )
-    return found
+        for path in paths
+    ]

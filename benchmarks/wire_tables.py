@@ -13,7 +13,7 @@ from .tables import Verdict, table
 from .tokens import token_verdicts
 from .wire import PathName, WireResult
 
-__all__ = ('DIFF_SHARE_LIMIT', 'REWRITE_FACTOR', 'coding_verdicts', 'wire_section', 'wire_verdicts')
+__all__ = ('DIFF_SHARE_LIMIT', 'REWRITE_FACTOR', 'coding_verdicts', 'grouped', 'wire_section', 'wire_verdicts')
 
 DIFF_SHARE_LIMIT = 5.0
 """A one-line edit to the 15 KB block is delivered in at most this percentage of its bytes."""
@@ -21,11 +21,12 @@ REWRITE_FACTOR = 5.0
 """Append mode sends at least this many times fewer uncached bytes than rewrite mode."""
 
 
-def _by_path(wire: Sequence[WireResult]) -> dict[PathName, dict[str, WireResult]]:
-    grouped: dict[PathName, dict[str, WireResult]] = {}
+def grouped(wire: Sequence[WireResult]) -> dict[PathName, dict[str, WireResult]]:
+    """Conversations by path, then by variant."""
+    found: dict[PathName, dict[str, WireResult]] = {}
     for result in wire:
-        grouped.setdefault(result.path, {})[result.policy] = result
-    return grouped
+        found.setdefault(result.path, {})[result.policy] = result
+    return found
 
 
 def _natives(policies: dict[str, WireResult]) -> list[WireResult]:
@@ -44,7 +45,7 @@ def _reuse_verdict(where: str, append: WireResult) -> Verdict:
 def wire_verdicts(wire: Sequence[WireResult], turns: int) -> list[Verdict]:
     """Judge append mode on each path of the wire scenario of `turns` turns."""
     found: list[Verdict] = []
-    for path, policies in _by_path(wire).items():
+    for path, policies in grouped(wire).items():
         append = policies.get('append')
         if append is None:
             continue
@@ -87,7 +88,7 @@ def coding_verdicts(coding: Sequence[WireResult], turns: int) -> list[Verdict]:
     """Judge append mode on each path of the coding agent's conversation of `turns` turns."""
     found: list[Verdict] = []
     scenario = f'coding agent, {turns} turns'
-    for path, policies in _by_path(coding).items():
+    for path, policies in grouped(coding).items():
         append = policies.get('append')
         if append is None:
             continue
