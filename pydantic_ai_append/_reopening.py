@@ -20,7 +20,7 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.profiles import prompt_cache_outlook
 
 from ._shared.prices import CachePrices, prices_of
-from ._shared.schedule import CHARS_PER_TOKEN, Step, weighed
+from ._shared.schedule import CHARS_PER_TOKEN, Step, keeps_window, weighed
 from ._telemetry.observe import served_model
 from ._window import Window
 
@@ -64,11 +64,10 @@ class PriceRule:
         expired = _expired(last, messages, request_context, prices)
         if prices is None:
             return Reopening('expired', None, None) if expired else None
-        paid, carried = _paid(window, messages)
+        paid, carried, first = _paid(window, messages)
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
         keeping, opening = weighed(paid, step, carried, prices)
-        if expired or (step.size and keeping >= opening):
-            # The span is told the two sides the rule weighed, in the prices' currency.
+        if expired or (step.size and not keeps_window(paid, step, carried, prices, first or step.size)):
             keeping, opening = keeping * prices.cache_read / 1e6, opening * prices.cache_read / 1e6
             return Reopening('expired' if expired else 'price', keeping, opening)
         return None
@@ -95,14 +94,16 @@ def _expired(
     return prompt_cache_outlook(messages, profile=model.profile, retention=retention) == 'cold'
 
 
-def _paid(window: Window, messages: Sequence[ModelMessage]) -> tuple[int, int]:
-    """The tokens the window's requests read of its carried changes, and the tokens of the changes it carries: each
-    response answered a request that read every change delivered before that request.
+def _paid(window: Window, messages: Sequence[ModelMessage]) -> tuple[int, int, int]:
+    """The tokens the window's requests read of its carried changes, those of the changes it carries (each response
+    answered a request that read every change before it), and those of its first request (0 where no response says).
     """
     delivered: dict[int, int] = {}
     # After the window's baseline, history holds its changes alone (an empty carrier or a compaction would end it).
     for at, _, part, _ in window.found[window.start :]:
         delivered[at] = delivered.get(at, 0) + (len(part.content) if part is not None else 0) // CHARS_PER_TOKEN
+    opened = window.found[window.start - 1][0]
+    first = next((m.usage.input_tokens for m in messages[opened:] if isinstance(m, ModelResponse)), 0)
     paid = carried = pending = 0
     for at in range(min(delivered, default=len(messages)), len(messages)):
         if at in delivered:
@@ -111,4 +112,4 @@ def _paid(window: Window, messages: Sequence[ModelMessage]) -> tuple[int, int]:
             paid += carried
             carried += pending
             pending = 0
-    return paid, carried + pending
+    return paid, carried + pending, first

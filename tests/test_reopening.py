@@ -102,6 +102,29 @@ def test_a_window_whose_changes_cost_more_than_writing_the_request_again_gives_w
     assert [line for line in opened.messages if 'context' in line] == []
 
 
+def test_as_requests_grow_a_new_window_is_priced_at_the_middle_of_the_window(capfire: CaptureLogfire):
+    # Each turn's prompt is as long as the first, so the request grows about 300 tokens a turn: the window gives way
+    # once its changes cost the mean of a new window's price at its first request and now, before they cost the latter.
+    chat = ScriptedModel()
+    agent = agent_for(chat)
+    agent.instrument = True
+    history: list[ModelMessage] = []
+    for turn in range(8):
+        history = agent.run_sync(f'turn {turn}: {TASK}', deps=turn, message_history=history).all_messages()
+    spans = [
+        span['attributes']
+        for span in capfire.exporter.exported_spans_as_dict()
+        if span['name'] == 'append_instructions'
+    ]
+    weighed = [
+        (span['pydantic_ai_append.window_keeping_cost'], span['pydantic_ai_append.window_opening_cost'])
+        for span in spans
+        if span.get('pydantic_ai_append.window_opened') == 'price'
+    ]
+    assert weighed and all(keeping < opening for keeping, opening in weighed)
+    assert windows_of(history) == snapshot(['B', 'D', 'D', 'D', 'D', 'D', 'D', 'B'])
+
+
 def test_every_process_reaches_the_same_decisions():
     in_process = converse(8, lambda history: history)
     loaded = converse(
