@@ -138,7 +138,7 @@ def record_changes(
     for block_id, value in changes:
         base = state.get(block_id)
         previous = None
-        if not full and base is not None and value is not None and block_id not in window.unsettled:
+        if not full and base is not None and value is not None:
             previous = _TEXTS.get((conversation_id, base))
             if previous is None and (previous := window.value_of(block_id)) is not None:
                 _remember(conversation_id, previous, base)
@@ -181,13 +181,13 @@ def append(
 
 
 def outgoing(messages: list[ModelMessage], window: Window, *, continues: bool, notes: bool) -> list[ModelMessage]:
-    """The messages sent: without the empty carriers and the earlier windows' changes, and with `notes` a note beside
-    each lookalike; a message that needs no change is sent as the same object.
+    """The messages sent: without the empty carriers, the earlier windows' changes and the orphan diffs, and with
+    `notes` a note beside each lookalike; a message that needs no change is sent as the same object.
     """
     start = window.start if continues else len(window.found)
     edits: dict[int, set[int]] = {}
-    # Every carrier before the window's changes, and the empty ones.
-    for index in dict.fromkeys([*range(start), *(at for at in window.empty if at >= start)]):
+    # Every carrier before the window's changes, the empty ones and the orphans.
+    for index in dict.fromkeys([*range(start), *(at for at in [*window.empty, *window.orphans] if at >= start)]):
         message_index, part_index, part, _ = window.found[index]
         if part is not None:
             edits.setdefault(message_index, set()).add(part_index)

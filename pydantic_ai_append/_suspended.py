@@ -62,7 +62,7 @@ def resume_turn(
             baseline = resumed[0]
             told = {block.id: block.content_hash for block in baseline.blocks}
         else:
-            told = window.state | dict.fromkeys(window.unsettled)
+            told = window.state
         held = [InstructionBlock(block_id, value) for block_id, value in resumed[1].items()]
         stale = [(block.id, block.content) for block in held if told.get(block.id) != block.content_hash]
         carriers = record_changes(window, stale, key=settings.key, conversation_id=ctx.conversation_id, full=True)

@@ -10,9 +10,10 @@ shorter than what they would move.
 
 What the model holds is read from the last change's record, which names the digest of every block after it, as long
 as each change of the window names the check of the one before it (`_linked`): a whole chain is checked without
-reading its records. Otherwise (a processor dropped a change, or records are signed) every record
-is read in order, and a block whose diff no longer follows what the model holds is `unsettled`: the next request
-sends it in full, in the same window. Everything here is pure: it reads what `scan` found.
+reading its records. Otherwise (a compaction dropped a change, or records are signed) every record is read in order,
+and a change left meaningless by one gone from history (a diff that no longer follows what the model holds of its
+block, or a change to what it holds anyway) is an orphan: it is not sent, and the block's next change follows what
+the model held before it, in the same window. Everything here is pure: it reads what `scan` found.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class Window:
     state: dict[str, str | None] = field(default_factory=dict[str, 'str | None'])
     """The digest of each block's value as the model holds it (`None`: withdrawn)."""
 
-    unsettled: frozenset[str] = frozenset()
-    """The blocks whose value the model may not hold, because a change of theirs is gone from history."""
+    orphans: frozenset[int] = frozenset()
+    """Where in `found` the changes are that a change gone from history leaves meaningless: a diff that followed it,
+    which the model can't apply, or a change to what the model holds without it."""
 
     last_check: str = ''
     """The check of the window's last record, which the next change names as the one before it."""
@@ -81,8 +83,8 @@ class Window:
         """
         blocks = self.baseline.blocks if self.baseline is not None else ()
         value = next((block.content for block in blocks if block.id == block_id), None)
-        for _, _, part, stored in self.found[self.start :]:
-            if part is not None and _field(stored, 'id') == block_id:
+        for at, (_, _, part, stored) in enumerate(self.found[self.start :], self.start):
+            if part is not None and at not in self.orphans and _field(stored, 'id') == block_id:
                 changed = change_value(block_id, part.content, value)
                 value = None if isinstance(changed, ValueError) else changed
         digest = content_hash(value) if value is not None else None
@@ -148,20 +150,19 @@ def _linked(changes: Sequence[Found], first: str) -> bool:
 def _read_each(window: Window, key: bytes | None, conversation: str | None) -> Window:
     """The window after reading every record of its changes in order (see the module's docstring)."""
     state, check = dict(window.state), window.last_check
-    unsettled: set[str] = set()
-    for _, _, part, stored in window.found[window.start :]:
+    orphans: list[int] = []
+    for at, (_, _, part, stored) in enumerate(window.found[window.start :], window.start):
         text = part.content if part is not None else ''
         record = decode_record(stored, text, key=key, conversation_id=conversation)
         if not isinstance(record, Change):
             reason = record.reason if isinstance(record, Unreadable) else 'a baseline where a change should be'
             return replace(window, baseline=None, state={}, broken=f'a record can not be read: {reason}')
-        diffed = text.startswith('<context-diff')
-        if diffed and state.get(record.id) != record.base:
-            unsettled.add(record.id)
-        elif not diffed:
-            unsettled.discard(record.id)
-        state[record.id], check = record.state.get(record.id), record.check
-    return replace(window, state=state, unsettled=frozenset(unsettled), last_check=check)
+        held, check = state.get(record.id), record.check
+        if text.startswith('<context-diff') and held != record.base or held == record.state.get(record.id):
+            orphans.append(at)
+        else:
+            state[record.id] = record.state.get(record.id)
+    return replace(window, state=state, orphans=frozenset(orphans), last_check=check)
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,7 @@ def plan_request(window: Window, current: Sequence[CurrentBlock], *, reopen: str
         changes = tuple(
             (block_id, value)
             for block_id, value in values.items()
-            if block_id in window.unsettled
-            or window.state.get(block_id) != (content_hash(value) if value is not None else None)
+            if window.state.get(block_id) != (content_hash(value) if value is not None else None)
         )
         return WindowPlan(None, baseline.blocks, changes, continues=True, opened=None)
     if appending:

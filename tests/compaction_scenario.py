@@ -8,8 +8,9 @@ model received is written down, so a test can hold the guarded conversation to w
 - history stays as short as the compaction alone keeps it, plus at most the marker;
 - no tool call goes out without its result, nor a result without its call (Pydantic AI would repair either silently:
   it drops an orphaned result and answers a dangling call with a made-up result, which is looked for);
-- the instructions change exactly when a compaction moves the messages, and between compactions each request
-  starts with the previous request and its reply, byte for byte;
+- the messages move only where a compaction opened a window of the prefix, and between compactions each request
+  starts with the previous request and its reply, byte for byte; the instructions never move, as the function model
+  has no cache prices for a window to be opened by;
 - the todo list's current value is in the prefix (a new window) or in the latest change delivered after it;
 - the guard warns only where the design says to (every warning is written down).
 """
@@ -73,14 +74,14 @@ class Conversation:
 
     requests: list[Request] = field(default_factory=list[Request])
     histories: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
-    windows: int = 0
-    """How many times the guard said a request opened a new window (by compaction)."""
+    opened: list[int] = field(default_factory=list[int])
+    """The requests the guard said open a new window of the prefix (by compaction)."""
     warnings: list[str] = field(default_factory=list[str])
     """Every warning raised during the conversation, with its class."""
 
     def open_window(self, model: str | None = None) -> None:
-        """What a `WireVerifier` is told by the guard; counted here."""
-        self.windows += 1
+        """What a `WireVerifier` is told by the guard, before the request is made; written down here."""
+        self.opened.append(len(self.requests))
 
     @property
     def lengths(self) -> list[int]:

@@ -9,10 +9,11 @@ takes; a cut whose dropped turns a summary replaces moves earlier instead, so a 
 never lost. The compaction a user installed is told from other rewrites by `compaction_of` (`_compaction_of`), which
 cuts and marks with what is here.
 
-Either way, records of [`AppendInstructions`][pydantic_ai_append.AppendInstructions] are taken out of what is
-kept, so the next request opens a new instruction window from the blocks' current values instead of continuing
-one whose changes were cut off, and one marker stands where messages were elided, counting every message elided
-so far.
+Either way, the instruction window of [`AppendInstructions`][pydantic_ai_append.AppendInstructions] outlives the
+compaction (`keeping_window`): its baseline's record goes to the front of what is kept if the cut took it, so the
+instructions are sent as they were and keep their cache, and each block whose changes were cut is sent again at the
+tail (a new window opens only where its price rule says so). One marker stands where messages were elided,
+counting every message elided so far.
 
 [`PrefixGuard`][pydantic_ai_append.guard.PrefixGuard] recognises the marker: a request that starts with a new
 one opens a new window, and only its tool pairs are checked.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any, cast
 
 from pydantic_ai.messages import (
     CompactionPart,
@@ -30,10 +32,11 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelRequestPart,
     ModelResponse,
+    SystemPromptPart,
     UserPromptPart,
 )
 
-from .._history import strip_records
+from .._history import RECORD_KEY, holds_record, strip_records
 from ._pairing import tool_pair_problems, tool_pairs
 
 _MARKER = re.compile(r'<elided messages="(\d+)">')
@@ -179,13 +182,13 @@ def compact(
             neither the summary nor what is kept, while one kept before it is only told twice.
 
     Returns:
-        The kept messages, the first of them starting with the marker, and without this package's records. If no
-        cut keeps every pair, or nothing would be elided, `messages` as they are.
+        The kept messages, the first of them starting with the marker and holding the instruction window's baseline
+        (`keeping_window`). If no cut keeps every pair, or nothing would be elided, `messages` as they are.
     """
     cut = whole_pair_cut(messages, keep_from, earlier=bool(summary))
     if cut is None or cut == 0:
         return list(messages)
-    head, kept = strip_records(summary), strip_records(messages[cut:])
+    head, kept = strip_records(summary), list(messages[cut:])
     if head and isinstance(last := head[-1], ModelRequest):
         # Pydantic AI merges consecutive requests before history processors see them, while the guard takes what
         # the model consumed as stored: one request keeps the two the same.
@@ -198,6 +201,50 @@ def compact(
     marker = _marker_part(cut + (elided_count(messages) or 0), first)
     if not isinstance(first, ModelRequest):
         # A summary that starts with a response (the reply of a summarizing model) gets a request of its own.
-        return [ModelRequest(parts=[marker]), *kept]
+        return keeping_window(messages, [ModelRequest(parts=[marker]), *kept])
     parts: list[ModelRequestPart] = [marker, *first.parts]
-    return [replace(first, parts=parts), *kept[1:]]
+    return keeping_window(messages, [replace(first, parts=parts), *kept[1:]])
+
+
+def keeping_window(full: Sequence[ModelMessage], kept: list[ModelMessage]) -> list[ModelMessage]:
+    """`kept`, what a compaction keeps of `full`, with the instruction window `full` has open: where the cut took the
+    window's baseline, its carrier (never sent) goes to the front of the first request kept, after the marker.
+
+    `AppendInstructions` then sends the instructions as they were, and reads what the model holds of each block from
+    the changes kept: a block whose changes were cut gets its current value in full at the tail. A provider's
+    compaction ends the window anyway.
+    """
+    baseline, there = _last_baseline(full), _last_baseline(kept)
+    if baseline is None or there is not None and there.metadata == baseline.metadata or _provider_compacted(kept):
+        return kept
+    at = next(index for index, message in enumerate(kept) if isinstance(message, ModelRequest))
+    first = kept[at]
+    assert isinstance(first, ModelRequest), 'found as a request'
+    front = next((index for index, part in enumerate(first.parts) if _marker_count(part) is None), len(first.parts))
+    moved = replace(first, parts=[*first.parts[:front], baseline, *first.parts[front:]])
+    return [*kept[:at], moved, *kept[at + 1 :]]
+
+
+def _provider_compacted(messages: Sequence[ModelMessage]) -> bool:
+    """Whether `messages` hold a provider's compaction (kept, one the rewrite made: an earlier one would come before
+    a baseline kept).
+    """
+    return any(
+        isinstance(message, ModelResponse) and any(isinstance(part, CompactionPart) for part in message.parts)
+        for message in messages
+    )
+
+
+def _last_baseline(messages: Sequence[ModelMessage]) -> SystemPromptPart | None:
+    """The carrier of the last window baseline in `messages`, or `None` if there is none after a provider's
+    compaction.
+    """
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            if any(isinstance(part, CompactionPart) for part in message.parts):
+                return None
+            continue
+        for part in reversed(message.parts):
+            if holds_record(part) and cast('dict[str, Any]', part.metadata)[RECORD_KEY].get('kind') == 'baseline':
+                return part
+    return None

@@ -7,8 +7,8 @@ latest message, and leaves every message it keeps either as it was or with parts
 arguments replaced, a response's text clamped); new messages (a summary, a receipt) stand only in the place of what
 it drops. An edit of what the user or the application said is never a compaction. It must not split a tool pair,
 except where it trims or summarizes the front of history: then the cut is moved as
-[`compact`][pydantic_ai_append.guard.compact] moves it, and the history sent is marked and stripped of records as
-`compact` does it (`_compaction`).
+[`compact`][pydantic_ai_append.guard.compact] moves it, and the history sent is marked and keeps the instruction
+window as `compact` does it (`_compaction`).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from pydantic_ai.messages import (
     repair_messages,
 )
 
-from .._history import strip_records
 from ._bytes import message_bytes
-from ._compaction import marked, marker_counts, unmarked, whole_pair_cut
+from ._compaction import keeping_window, marked, marker_counts, unmarked, whole_pair_cut
 from ._pairing import ToolPairProblem, tool_pair_problems, tool_pairs
 
 
@@ -38,14 +37,15 @@ class Compacted(NamedTuple):
     """A compaction as it is sent: what `compaction_of` makes of a rewrite it recognises."""
 
     messages: list[ModelMessage]
-    """The history to send: what the compaction kept, without records, a marker where messages were elided."""
+    """The history to send: what the compaction kept, the instruction window kept open (`keeping_window`), a marker
+    where messages were elided."""
 
     elided: int
     """How many messages this compaction elided (cleared or clamped messages are kept, not elided)."""
 
     changed: bool
     """Whether the compaction changes anything: cut in whole tool pairs, a rewrite can come to nothing (its cut moved
-    back over what it elided), and then `messages` is the history as it was, records and all."""
+    back over what it elided), and then `messages` is the history as it was."""
 
     split: tuple[ToolPairProblem, ...]
     """The tool pairs the rewrite split. It is then applied as the same trim or summary of the front of history with
@@ -98,7 +98,7 @@ def compaction_of(
     if elided:
         earlier = sum(count for message in full for count in marker_counts(message))
         messages = marked(unmarked(messages), frontier, elided + earlier)
-    messages = strip_records(messages)
+    messages = keeping_window(full, messages)
     if any(problem.key not in known for problem in tool_pair_problems(messages, sending=sending)):
         # A pair the kept history can't mend: a call or a result among the new messages (a summary that makes one up).
         return None

@@ -1,14 +1,15 @@
-"""Compaction in whole tool-pair units: where history is cut, the marker it leaves, and the window it opens.
+"""Compaction in whole tool-pair units: where history is cut, the marker it leaves, and the instruction window it keeps.
 
 `compact` is a public function a history processor calls, so it is tested directly with the cut it finds
 (`whole_pair_cut`); the agent tests show the guard recognising a compaction as a window boundary, applying a trimming
-processor's rewrite in whole tool pairs, and `AppendInstructions` opening a clean window after one.
+processor's rewrite in whole tool pairs, and `AppendInstructions` keeping its instructions across one.
 
 What `decide_rewrite` takes for a compaction, and what not, is in `test_compaction_of.py`.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,11 +18,13 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
+    CompactionPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
     NativeToolCallPart,
     NativeToolReturnPart,
+    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -29,7 +32,15 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
+from pydantic_ai_append import (
+    AppendInstructions,
+    InstructionBaselinePart,
+    InstructionBlock,
+    InstructionDeltaPart,
+    instruction_records,
+)
+from pydantic_ai_append._encoding import encode_baseline
+from pydantic_ai_append._history import carrier
 from pydantic_ai_append.guard import (
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
@@ -37,7 +48,7 @@ from pydantic_ai_append.guard import (
     compact,
     tool_pair_problems,
 )
-from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
+from pydantic_ai_append.guard._compaction import elided_count, elision_marker, keeping_window, whole_pair_cut
 
 from ..conversation import change_carrier
 
@@ -65,10 +76,10 @@ def test_the_cut_moves_past_every_tool_pair():
     assert [whole_pair_cut(history, at) for at in range(len(history))] == [0, 6, 6, 6, 6, 6, 6, None]
 
 
-def test_compaction_keeps_pairs_drops_records_and_marks_the_frontier():
+def test_compaction_keeps_pairs_and_the_records_kept_and_marks_the_frontier():
     kept = compact(conversation(), keep_from=2)
     assert tool_pair_problems(kept) == []
-    assert instruction_records(kept) == []
+    assert [type(record) for record in instruction_records(kept)] == [InstructionDeltaPart]
     first = kept[0]
     assert isinstance(first, ModelRequest)
     assert [part.content for part in first.parts if isinstance(part, UserPromptPart)] == [elision_marker(6), 'Thanks.']
@@ -84,6 +95,38 @@ Earlier turns of this conversation were elided to save context. Tool calls were 
         [*kept, ModelRequest.user_text_prompt('More?'), ModelResponse(parts=[TextPart('No.')])], keep_from=2
     )
     assert elided_count(again) == 8
+
+
+def baseline_carrier(value: str) -> SystemPromptPart:
+    """The (empty) carrier of a window baseline stating the block `capability:c:state` as `value`."""
+    baseline = InstructionBaselinePart(instructions=(InstructionBlock(id='capability:c:state', content=value),))
+    return carrier('', encode_baseline(baseline))
+
+
+def test_a_cut_that_takes_the_baseline_moves_it_after_the_marker():
+    history = conversation()
+    first = history[0]
+    assert isinstance(first, ModelRequest)
+    history[0] = replace(first, parts=[*first.parts, baseline_carrier('a')])
+    kept = compact(history, keep_from=2)
+    front = kept[0]
+    assert isinstance(front, ModelRequest)
+    # The marker stays first (it is how the next compaction counts), the baseline right after it, then what was kept.
+    assert [type(part).__name__ for part in front.parts] == [
+        'UserPromptPart',
+        'SystemPromptPart',
+        'UserPromptPart',
+        'SystemPromptPart',
+    ]
+    assert elided_count(kept) == 6
+    assert [type(record) for record in instruction_records(kept)] == [InstructionBaselinePart, InstructionDeltaPart]
+    # Cut again, it moves again, alone, as the change goes with the request it was on; where it is kept, or a provider's
+    # compaction ended its window, nothing moves.
+    again = compact([*kept, ModelResponse(parts=[TextPart('x')]), ModelRequest.user_text_prompt('y')], keep_from=1)
+    assert [type(record) for record in instruction_records(again)] == [InstructionBaselinePart]
+    assert keeping_window([ModelRequest(parts=[baseline_carrier('a')])], kept) == kept
+    ended = [ModelRequest(parts=[baseline_carrier('a')]), ModelResponse(parts=[CompactionPart(content=None)])]
+    assert keeping_window(ended, kept[1:]) == kept[1:]
 
 
 def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_marker_before_it():
@@ -152,7 +195,7 @@ async def test_a_trimming_processor_is_applied_as_whole_pair_compaction():
     assert [type(message).__name__ for message in sent] == ['ModelRequest', 'ModelResponse']
 
 
-async def test_compaction_opens_a_clean_window_for_append_instructions():
+async def test_compaction_keeps_the_instructions_and_sends_the_cut_change_again():
     state = {'todos': '- [ ] write tests'}
     seen: list[tuple[str | None, list[str]]] = []
 
@@ -186,12 +229,21 @@ async def test_compaction_opens_a_clean_window_for_append_instructions():
         history = (await agent.run(f'turn {turn}', message_history=history)).all_messages()
         state['todos'] = todo
     result = await agent.run('turn 2', message_history=history)
-    # The third request was compacted: the new window's prefix states the current value, and no change is delivered.
+    # The third request was compacted: its instructions are the first request's, with the first value; the change the
+    # cut took goes again at the tail, from what the prefix states to the current value.
     instructions, texts = seen[-1]
-    assert instructions is not None and '- [ ] ship' in instructions
-    assert texts[0].startswith('<elided messages="4">') and not any('<context' in t for t in texts)
+    assert instructions == seen[0][0] and instructions is not None and '- [ ] write tests' in instructions
+    assert texts[0].startswith('<elided messages="4">')
+    assert [t for t in texts if '<context' in t] == [
+        snapshot("""\
+<system><context id="capability:todos:state">
+- [x] write tests
+- [ ] ship
+</context></system>\
+""")
+    ]
     records: list[Any] = instruction_records(result.all_messages())
-    assert [type(record) for record in records] == [InstructionBaselinePart]
+    assert [type(record) for record in records] == [InstructionBaselinePart, InstructionDeltaPart]
 
 
 async def test_a_trim_that_no_whole_pair_cut_allows_keeps_the_consumed_prefix():

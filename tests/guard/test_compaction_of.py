@@ -44,7 +44,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from fake_provider import FakeProvider, Text, ToolCalls, openai_chat_model
-from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, instruction_records
+from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, InstructionDeltaPart, instruction_records
 from pydantic_ai_append.guard import (
     ConsumedHistory,
     ConsumedPrefixChangedWarning,
@@ -156,24 +156,24 @@ async def test_a_summarizing_processor_is_applied_as_whole_pair_compaction():
     with pytest.warns(OrphanedToolPairWarning, match=r"Compacted in whole tool pairs, the cut moved: .*call 'c2'"):
         result = await agent.run('And admins?', message_history=history)
     instructions, sent = received[3]
-    # The cut moved earlier, to the prompt that made the call: the pair `c2` is kept whole, the summary before it.
+    # The cut moved earlier, to the prompt that made the call: the pair `c2` is kept whole, the summary before it, and
+    # with the prompt the plan's change it was sent with.
     assert texts(sent) == [
         elision_marker(len(history)),
         SUMMARY,
         'And admins?',
+        '<system><context id="capability:plan:state">\ncount admins\n</context></system>',
     ]
     assert tool_ids(sent) == (['c2'], [('c2', 7)])
     # Pydantic AI merges the summary's request with the prompt's; without the summary there would be three more.
     assert len(sent) == 3 and len(received[2][1]) == len(history) + 1
-    # A new window: the prefix states the current plan, no change is delivered, and a baseline is recorded.
-    assert instructions is not None and 'count admins' in instructions and 'count users' not in instructions
-    assert not any('<context' in text for text in texts(sent))
+    # The instruction window outlives the compaction: the prefix is the one sent from the start, its baseline kept.
+    assert instructions == received[0][0] and instructions is not None and 'count users' in instructions
     assert tool_pair_problems(result.all_messages()) == [] and elided_count(result.all_messages()) == len(history)
-    # The first run's baseline was summarized away; the one left was recorded by the compacted request.
-    baselines = [type(record) for record in instruction_records(result.all_messages())]
-    assert baselines == [InstructionBaselinePart] and windows.count == 1
+    records = [type(record) for record in instruction_records(result.all_messages())]
+    assert records == [InstructionBaselinePart, InstructionDeltaPart] and windows.count == 1
 
-    # The next run continues the new window (the processor leaves the shorter history alone): the prefix is kept,
+    # The next run continues the window (the processor leaves the shorter history alone): the prefix is kept,
     # with no warning, and the plan's change is delivered after it.
     state['plan'] = 'say bye'
     final = await agent.run('Thanks.', message_history=result.all_messages())
@@ -477,9 +477,9 @@ def test_a_processor_cutting_by_count_is_applied_in_whole_pairs(processor: objec
     # Bounded as the processor bounds it: a cut moved later keeps fewer messages, one moved earlier at most a few more.
     assert max(guarded.lengths) <= max(alone.lengths) + 2
     assert max(guarded.parts) <= max(alone.parts) + 4
-    compacted = guarded.prefix_moves()
-    assert compacted and guarded.windows == len(compacted)
-    assert set(guarded.instruction_moves()) <= set(compacted)
+    # The messages move only where the guard applied a compaction, the instructions never (no cache prices here).
+    assert guarded.opened and set(guarded.prefix_moves()) <= set(guarded.opened)
+    assert guarded.instruction_moves() == []
     assert stale_deliveries(guarded) == []
 
 
