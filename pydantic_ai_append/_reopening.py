@@ -38,6 +38,9 @@ class Reopening(NamedTuple):
     opening: float | None
     """What writing the request again costs beyond reading it, in the same currency."""
 
+    dropped: int
+    """The tokens of the changes the window carried, and would deliver, which the new one drops (0 if unpriced)."""
+
 
 @dataclass(frozen=True)
 class PriceRule:
@@ -49,13 +52,8 @@ class PriceRule:
     def reopening(
         self, window: Window, messages: Sequence[ModelMessage], delivering: int, request_context: ModelRequestContext
     ) -> Reopening | None:
-        """Why the request opens a new window instead of keeping `window`, if it does.
-
-        Args:
-            window: The window history holds, which the request could keep.
-            messages: The request's history.
-            delivering: The characters of the changes the request would deliver if it keeps the window.
-            request_context: The request.
+        """Why the request (`request_context`, whose history is `messages`) opens a new window instead of keeping
+        `window`, if it does; keeping it, it would deliver `delivering` characters of changes (their elements).
         """
         last = next((message for message in reversed(messages) if isinstance(message, ModelResponse)), None)
         if last is None or (len(window.found) == window.start and not delivering):
@@ -63,13 +61,13 @@ class PriceRule:
         prices = self.prices or prices_of(last)
         expired = _expired(last, messages, request_context, prices)
         if prices is None:
-            return Reopening('expired', None, None) if expired else None
+            return Reopening('expired', None, None, 0) if expired else None
         paid, carried, first = _paid(window, messages)
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
         keeping, opening = weighed(paid, step, carried, prices)
         if expired or (step.size and not keeps_window(paid, step, carried, prices, first or step.size)):
             keeping, opening = keeping * prices.cache_read / 1e6, opening * prices.cache_read / 1e6
-            return Reopening('expired' if expired else 'price', keeping, opening)
+            return Reopening('expired' if expired else 'price', keeping, opening, carried + step.delivered)
         return None
 
 

@@ -31,6 +31,7 @@ from ._lookalikes import with_notes
 from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
 from ._shared.cache import ENTRY_BYTES, BoundedCache, size_of
+from ._telemetry.observe import DROPPED_KEY
 from ._window import Window, WindowPlan, plan_request
 
 
@@ -58,11 +59,15 @@ async def handle_request(
     window = conversation_window(messages, key=settings.key, conversation_id=ctx.conversation_id)
     current = [block for block, _ in ordered if block is not None]
     plan = plan_request(window, current)
+    carriers = plan_records(window, plan, key=settings.key, conversation_id=ctx.conversation_id)
     reopening = None
     if plan.continues and settings.windows is not None:
-        delivering = sum(len(value or '') for _, value in plan.changes)
+        delivering = sum(len(part.content) for part in carriers)
         reopening = settings.windows.reopening(window, messages, delivering, request_context)
-        plan = plan_request(window, current, reopen=reopening.why) if reopening is not None else plan
+    if reopening is not None:
+        plan = plan_request(window, current, reopen=reopening.why)
+        carriers = plan_records(window, plan, key=settings.key, conversation_id=ctx.conversation_id)
+        cast('dict[str, int]', carriers[0].metadata)[DROPPED_KEY] = reopening.dropped  # for `cache_summary`
     inline = is_inline(request_context.model)
     if plan.prefix and not inline:
         ask_for_framing_announcement(request_context)
@@ -82,7 +87,7 @@ async def handle_request(
         if plan.opened is not None and settings.verifier is not None:
             settings.verifier.open_window()
         sent = outgoing(messages, window, continues=plan.continues, notes=bool(plan.prefix))
-        append(ctx, messages, sent, plan_records(window, plan, key=settings.key, conversation_id=ctx.conversation_id))
+        append(ctx, messages, sent, carriers)
         prefix = _prefix(plan, ordered)
         # An empty list, never `None`, which models read as unset, sending the instructions recorded on an earlier
         # request instead; some models of 2.58 do so for an empty list too, so the requests sent then carry none.

@@ -13,18 +13,21 @@ reason names of core's `pydantic_ai.cache.collapse_reason` where they mean the s
 The request is priced through `ModelResponse.cost()` (`genai-prices`), and so is the same request as rewrite mode
 would have sent it: where this request delivered a change, rewrite mode would have moved the prefix at the changed
 block, so it reads from cache at most the tools and the instructions before that block (estimated at 4 bytes a token,
-as no tokenizer is at hand), and writes or re-sends the rest. The figures go on a span and into the response's
-metadata, so [`summary`][pydantic_ai_append._telemetry.summary.summary] totals a conversation from its history alone.
+as no tokenizer is at hand), and writes or re-sends the rest. And it is priced as it would have been sent had no window
+been opened by price or expiry: carrying every change those windows dropped (the new window's carrier says how many tokens), and reading
+the whole previous request where one opened. The figures go on a span and into the response's metadata, so
+[`summary`][pydantic_ai_append._telemetry.summary.summary] totals a conversation from its history alone.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, cast
 
 from pydantic_ai import RunContext
-from pydantic_ai.messages import ModelRequest, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.profiles import prompt_cache_outlook
@@ -32,7 +35,11 @@ from pydantic_ai.settings import merge_model_settings
 
 from .._history import RECORD_KEY, opens_window, request_records
 from .._shared.schedule import CHARS_PER_TOKEN
-from .summary import costs, uncached
+from .summary import costs, figures_of, uncached
+
+DROPPED_KEY = 'pydantic_ai_append_dropped'
+"""The key of a new window's carrier `metadata` that says how many tokens of changes a window opened by price or expiry
+dropped: never reopening, every later request would have read them."""
 
 _TAIL_SETTINGS = ('anthropic_cache', 'anthropic_cache_messages')
 """Settings that place a breakpoint at the tail of the request, where the next request reads the whole of it."""
@@ -65,6 +72,8 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
         expected = min(expected_read(response, previous.usage.input_tokens), usage.input_tokens)
     rewrite_read = min(usage.cache_read_tokens, _head_tokens(request_context, request)) if request else 0
     figures = {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite_read}
+    if request is not None and previous is not None:
+        figures.update(_never_reopened(response, history, previous))
     metadata = dict(response.metadata or {})
     metadata[RECORD_KEY] = figures
     response = replace(response, metadata=metadata)
@@ -80,6 +89,7 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
         attributes['pydantic_ai_append.cost.usd'] = priced[0]
         attributes['pydantic_ai_append.cost.rewrite_usd'] = priced[1]
         attributes['pydantic_ai_append.cost.saving_usd'] = priced[1] - priced[0]
+        attributes['pydantic_ai_append.cost.never_reopened_usd'] = priced[2]
     with ctx.tracer.start_as_current_span('append_instructions cache', attributes=attributes) as span:
         missed = expected - usage.cache_read_tokens
         if missed > 0:
@@ -91,6 +101,40 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
                 {'expected_tokens': expected, 'cache_read_tokens': usage.cache_read_tokens, 'reason': reason},
             )
     return response
+
+
+def _never_reopened(
+    response: ModelResponse, history: Sequence[ModelMessage], previous: ModelResponse
+) -> dict[str, int]:
+    """What the request would have sent and read had no window been opened by price or expiry: it would carry every
+    change those windows dropped (less what their prefixes grew by), and where it opened one, read the whole previous
+    request as it would have been.
+    """
+    before = figures_of(previous).get('kept_tokens', 0)
+    request = history[-1]
+    assert isinstance(request, ModelRequest), 'a response answers a request'
+    carriers = [part.metadata for part in request.parts if isinstance(part, SystemPromptPart) and part.metadata]
+    dropped = sum(int(metadata.get(DROPPED_KEY, 0)) for metadata in carriers)
+    if dropped:
+        # The new window states in its prefix what the changes it dropped said: never reopening, that is not sent.
+        records = [
+            record for message in history if isinstance(message, ModelRequest) for record in request_records(message)
+        ]
+        stated = [_stated(record) for record in records if record.get('kind') == 'baseline'][-2:]
+        dropped = max(dropped - (stated[-1] - stated[0]) // CHARS_PER_TOKEN, 0)
+    if not before and not dropped:
+        return {}
+    usage = response.usage
+    read = usage.cache_read_tokens + before + dropped
+    if dropped:
+        read = max(usage.cache_read_tokens, expected_read(response, previous.usage.input_tokens + before))
+    return {'kept_tokens': before + dropped, 'kept_read_tokens': min(read, usage.input_tokens + before + dropped)}
+
+
+def _stated(baseline: dict[str, Any]) -> int:
+    """The characters of the values a baseline's prefix states."""
+    entries = cast('list[dict[str, Any]]', baseline.get('instructions') or [])
+    return sum(len(entry.get('content') or '') for entry in entries)
 
 
 def expected_read(response: ModelResponse, previous: int) -> int:

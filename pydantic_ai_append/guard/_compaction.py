@@ -212,10 +212,14 @@ def keeping_window(full: Sequence[ModelMessage], kept: list[ModelMessage]) -> li
 
     `AppendInstructions` then sends the instructions as they were, and reads what the model holds of each block from
     the changes kept: a block whose changes were cut gets its current value in full at the tail. A provider's
-    compaction ends the window anyway.
+    compaction ends the window anyway, and a window whose prefix states no block is let go: its first change, which
+    says how elements supersede each other, may be among those cut.
     """
     baseline, there = _last_baseline(full), _last_baseline(kept)
     if baseline is None or there is not None and there.metadata == baseline.metadata or _provider_compacted(kept):
+        return kept
+    entries: list[Any] = cast('dict[str, Any]', baseline.metadata)[RECORD_KEY].get('instructions') or []
+    if not any(cast('dict[str, Any]', entry).get('content') for entry in entries if isinstance(entry, dict)):
         return kept
     at = next(index for index, message in enumerate(kept) if isinstance(message, ModelRequest))
     first = kept[at]

@@ -17,7 +17,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
 from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
-from pydantic_ai_append import AppendInstructions, CacheSummary, instruction_records
+from pydantic_ai_append import (
+    AppendInstructions,
+    CachePrices,
+    CacheSummary,
+    InstructionBaselinePart,
+    instruction_records,
+)
 
 from ..fake_models import live_loopback
 
@@ -35,8 +41,10 @@ class Clock:
         return self.now
 
 
-def make_agent(model: Model, settings: ModelSettings | None = None, rules: str = RULES) -> Agent[list[str], str]:
-    memory = AppendInstructions[list[str]](id='memory')
+def make_agent(
+    model: Model, settings: ModelSettings | None = None, rules: str = RULES, windows: Any = 'price'
+) -> Agent[list[str], str]:
+    memory = AppendInstructions[list[str]](id='memory', windows=windows)
 
     @memory.instructions(name='notes')
     def notes(ctx: RunContext[list[str]]) -> str:  # pyright: ignore[reportUnusedFunction]
@@ -112,9 +120,32 @@ async def test_each_request_reports_the_providers_tokens_against_the_prefix_kept
         shortfalls=0,
         cost_usd=sum(cost['usd'] for cost in costs),
         rewrite_cost_usd=sum(cost['rewrite_usd'] for cost in costs),
+        never_reopened_cost_usd=sum(cost['usd'] for cost in costs),
         unpriced=0,
     )
     assert totals.saving_usd == pytest.approx(sum(cost['saving_usd'] for cost in costs))
+
+
+async def test_the_cost_of_never_reopening_is_what_keeping_every_change_costs():
+    # A note added every turn; cheap cache writes (the prices the rule weighs by, not those the cost is priced at)
+    # make the window give way every few turns.
+    notes = [[f'note {n}: ' + 'a fact worth keeping in mind ' * 12 for n in range(turn + 1)] for turn in range(16)]
+    summaries: list[CacheSummary] = []
+    windows: list[int] = []
+    for policy in (CachePrices(input=1, cache_read=0.5, cache_write=1), 'keep'):
+        with FakeProvider(script=lambda request: Text('Noted.')) as server:
+            history = await converse(make_agent(anthropic_model(server.url), TAIL, windows=policy), notes)
+        assert server.errors == []
+        summaries.append(AppendInstructions.cache_summary(history))
+        windows.append(sum(isinstance(record, InstructionBaselinePart) for record in instruction_records(history)))
+    by_price, keeping = summaries
+    assert windows[0] > 2 and windows[1] == 1
+    # Priced from the price run's history alone, never reopening comes to what the run keeping every change paid,
+    # within what counting the dropped changes at four characters a token misses of the provider's count.
+    assert by_price.never_reopened_cost_usd == pytest.approx(keeping.cost_usd, rel=0.03)
+    assert by_price.never_reopened_cost_usd != by_price.cost_usd
+    assert keeping.never_reopened_cost_usd == keeping.cost_usd
+    assert by_price.reopening_saving_usd == by_price.never_reopened_cost_usd - by_price.cost_usd
 
 
 def shortfalls(capfire: CaptureLogfire) -> list[tuple[Any, ...]]:

@@ -97,7 +97,7 @@ Earlier turns of this conversation were elided to save context. Tool calls were 
     assert elided_count(again) == 8
 
 
-def baseline_carrier(value: str) -> SystemPromptPart:
+def baseline_carrier(value: str | None) -> SystemPromptPart:
     """The (empty) carrier of a window baseline stating the block `capability:c:state` as `value`."""
     baseline = InstructionBaselinePart(instructions=(InstructionBlock(id='capability:c:state', content=value),))
     return carrier('', encode_baseline(baseline))
@@ -127,6 +127,9 @@ def test_a_cut_that_takes_the_baseline_moves_it_after_the_marker():
     assert keeping_window([ModelRequest(parts=[baseline_carrier('a')])], kept) == kept
     ended = [ModelRequest(parts=[baseline_carrier('a')]), ModelResponse(parts=[CompactionPart(content=None)])]
     assert keeping_window(ended, kept[1:]) == kept[1:]
+    # A window whose prefix states no block is let go: its first change, which carries the sentence on how elements
+    # supersede each other, may be among those cut.
+    assert keeping_window([ModelRequest(parts=[baseline_carrier(None)])], kept[1:]) == kept[1:]
 
 
 def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_marker_before_it():
