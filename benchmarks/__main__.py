@@ -247,13 +247,13 @@ async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS
     parts = set(only) - (set() if overhead else TIMED_PARTS)
     policies: list[Policy] = [policy for policy in POLICIES if policy != 'native' or native_available()]
     variants: list[Variant] = [*policies, *(['native-always'] if 'native' in policies else [])]
-    wire = await _wire(chosen.turns, variants) if 'wire' in parts else []
+    # Each conversation also keeps every change, so that schedules of windows can be priced on its requests.
+    wire = await _wire(chosen.turns, [*variants, 'append-keep']) if 'wire' in parts else []
     breakpoints: list[BreakpointResult] = []
     if 'breakpoints' in parts:
         print("  breakpoints: the Anthropic paths under each of Pydantic AI's cache settings", file=sys.stderr)
         # Native append mode at its best only: its default differs from it on the wrapped path alone.
         breakpoints = await run_breakpoints(chosen.turns, [variant for variant in variants if variant != 'native'])
-    # The coding agent also keeps every change, so that schedules of windows can be priced on its requests.
     coding_variants: list[Variant] = [*variants, 'append-keep']
     coding = await _coding(chosen.coding_turns, coding_variants, chosen.coding_processes) if 'coding' in parts else []
     timings = await _overhead(chosen.histories, chosen.rounds, policies) if 'overhead' in parts else []

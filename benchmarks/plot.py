@@ -17,8 +17,10 @@ _COLORS = {'reused': '#4c78a8', 'uncached': '#e45756'}
 
 
 def render_svg(wire: Sequence[WireResult], path: PathName) -> str:
-    """A plot of each request's reused and uncached bytes on one path, one panel per policy."""
-    panels = [result for result in wire if result.path == path]
+    """A plot of each request's reused and uncached bytes on one path, one panel per policy (keeping every change,
+    which prices schedules of windows, left out).
+    """
+    panels = [result for result in wire if result.path == path and result.policy != 'append-keep']
     if not panels:
         raise ValueError(f'no wire results for path {path!r}')
     panel_height, left, top, gap, plot_width = 150, 70, 40, 3, 680

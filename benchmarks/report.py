@@ -90,7 +90,8 @@ class Results:
         """Each path's schedules of windows, priced once for the tables, the targets and the JSON alike (the
         optimum of an extrapolated conversation takes seconds).
         """
-        return by_path(self.coding, self.coding_turns, self.extrapolated_turns)
+        chat = by_path(self.wire, self.turns, (), 'the wire scenario')
+        return [*chat, *by_path(self.coding, self.coding_turns, self.extrapolated_turns, 'the coding agent')]
 
 
 def machine() -> dict[str, str]:

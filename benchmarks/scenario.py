@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
@@ -204,10 +205,11 @@ def build_agent(
     scenario: Scenario = CHAT,
     record_store: RecordStore | SyncRecordStore | None = PROCESS_STORE,
     windows: Literal['price', 'keep'] = 'price',
+    capabilities: Sequence[AbstractCapability[int]] = (),
 ) -> Agent[int, str]:
-    """An agent for `policy` whose deps are the turn number, sending `settings`, with `scenario`'s blocks and tools;
-    with `hooks`, append mode's hooks are timed into it; append mode keeps records in `record_store` and opens
-    windows by `windows`.
+    """An agent for `policy` whose deps are the turn number, sending `settings`, with `scenario`'s blocks and tools
+    and `capabilities` (listed before the package's); with `hooks`, append mode's hooks are timed into it; append mode
+    keeps records in `record_store` and opens windows by `windows`.
 
     Raises:
         RuntimeError: For `'native'` on a release without `on_change='append'`.
@@ -220,6 +222,7 @@ def build_agent(
             deps_type=int,
             instructions=f'{STATIC_INSTRUCTIONS}\n\n{frozen}',
             tools=tools,
+            capabilities=list(capabilities),
             model_settings=settings,
         )
     if policy == 'append':
@@ -235,7 +238,7 @@ def build_agent(
             deps_type=int,
             instructions=STATIC_INSTRUCTIONS,
             tools=tools,
-            capabilities=[context],
+            capabilities=[*capabilities, context],
             model_settings=settings,
         )
     agent = Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=tools, model_settings=settings)

@@ -1,7 +1,8 @@
-"""Windows opened by price, against the schedule of windows hindsight would have chosen, on the coding agent.
+"""Windows opened by price, against the schedule of windows hindsight would have chosen, on the wire scenario (20
+turns) and the coding agent.
 
-Per path: static instructions, append mode keeping every change (`append-keep`: windows never opened by price), the
-hindsight-optimal schedule, this package (`append`, windows by price) and native append mode at its best, in input
+Per scenario and path: static instructions, append mode keeping every change (`append-keep`: windows never opened by
+price), the hindsight-optimal schedule, this package (`append`, windows by price) and native append mode at its best, in input
 dollars and the longest request's input tokens.
 
 The optimum is computed on the `append-keep` run's requests (`_shared.schedule.optimal_opens`): each request's
@@ -144,6 +145,9 @@ class PathWindows:
     """One path's coding conversation as run, with the schedules the model prices on its `append-keep` run."""
 
     path: PathName
+    scenario: str
+    """The conversation run: `'the wire scenario'` (20 turns) or `'the coding agent'`."""
+
     runs: dict[str, WireResult]
     """The runs, by variant."""
 
@@ -170,10 +174,10 @@ class PathWindows:
         return max(usage.input_tokens for usage in self.runs[variant].usages)
 
 
-def by_path(coding: Sequence[WireResult], turns: int, extrapolated: Sequence[int]) -> list[PathWindows]:
-    """Each path whose coding conversation ran with and without windows by price, priced once for every report."""
+def by_path(results: Sequence[WireResult], turns: int, extrapolated: Sequence[int], scenario: str) -> list[PathWindows]:
+    """Each path whose conversation ran with and without windows by price, priced once for every report."""
     found: list[PathWindows] = []
-    for path, variants in grouped(coding).items():
+    for path, variants in grouped(results).items():
         if 'append' not in variants or 'append-keep' not in variants:
             continue
         steps, prices = steps_of(variants['append-keep']), prices_for(path)
@@ -181,16 +185,19 @@ def by_path(coding: Sequence[WireResult], turns: int, extrapolated: Sequence[int
             more: figures(extended(steps, len(steps) * more // turns), prices) for more in extrapolated
         }
         dollars = {variant: token_result(result).cost for variant, result in variants.items()}
-        found.append(PathWindows(path, variants, dollars, models, turns))
+        found.append(PathWindows(path, scenario, variants, dollars, models, turns))
     return found
 
 
 def windows_sections(paths: Sequence[PathWindows]) -> list[str]:
-    """The coding agent's input dollars and longest request under each schedule of windows, as run and extrapolated
+    """Each scenario's input dollars and longest request under each schedule of windows, as run and extrapolated
     (none if it didn't run keeping every change).
     """
-    if not paths:
-        return []
+    scenarios = {found.scenario: [other for other in paths if other.scenario == found.scenario] for found in paths}
+    return [section for group in scenarios.values() for section in _scenario_sections(group)]
+
+
+def _scenario_sections(paths: Sequence[PathWindows]) -> list[str]:
     rows: list[list[str]] = []
     for found in paths:
         dollars = found.dollars
@@ -210,7 +217,7 @@ def windows_sections(paths: Sequence[PathWindows]) -> list[str]:
         )
     turns = paths[0].turns
     sections = [
-        f'Windows by price on the coding agent over {turns} turns: input dollars of static instructions, of append '
+        f'Windows by price on {paths[0].scenario} over {turns} turns: input dollars of static instructions, of append '
         'mode keeping every change, of the hindsight-optimal schedule (the windows it opens), of windows by price '
         '(as run, and by the model: the windows it opens) and of native append mode at its best; the longest '
         "request's input tokens keeping every change, in the optimal schedule and by price (see `benchmarks/windows.py` "
@@ -256,7 +263,7 @@ def windows_verdicts(paths: Sequence[PathWindows]) -> list[Verdict]:
     """Windows by price against the optimum and against keeping every change, on each path."""
     found: list[Verdict] = []
     for path in paths:
-        where = f'{path.path}, coding agent, {path.turns} turns'
+        where = f'{path.path}, {path.scenario}, {path.turns} turns'
         price, keep, optimum = path.dollars['append'], path.dollars['append-keep'], path.anchored(path.model.optimum)
         found.append(
             Verdict(
@@ -288,6 +295,7 @@ def windows_json(paths: Sequence[PathWindows]) -> list[dict[str, object]]:
     return [
         {
             'path': path.path,
+            'scenario': path.scenario,
             'run_usd': {variant: round(cost, 6) for variant, cost in path.dollars.items()},
             'optimum_usd': round(path.anchored(path.model.optimum), 6),
             'longest_tokens': {variant: path.longest(variant) for variant in path.runs},

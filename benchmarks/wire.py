@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, cast
 
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
@@ -216,9 +217,10 @@ async def run_conversation(
     turns: int,
     cache_settings: ModelSettings | None = None,
     scenario: Scenario = CHAT,
+    capabilities: Sequence[AbstractCapability[int]] = (),
 ) -> WireResult:
     """Run `scenario` for `turns` turns on one path and variant, and measure what was sent; `cache_settings`
-    replaces the recommended ones.
+    replaces the recommended ones, and `capabilities` go on the agent before the package's.
     """
     api, model_name = PATHS[path]
     policy: Policy = 'native' if variant == 'native-always' else 'append' if variant == 'append-keep' else variant
@@ -229,7 +231,9 @@ async def run_conversation(
     with FakeProvider(script=lambda _: next(script)) as server:
         model = _model(path, server.url)
         windows = 'keep' if variant == 'append-keep' else 'price'
-        agent = build_agent(policy, model, settings=settings, scenario=scenario, windows=windows)
+        agent = build_agent(
+            policy, model, settings=settings, scenario=scenario, windows=windows, capabilities=capabilities
+        )
         history: list[ModelMessage] = []
         for turn in range(1, turns + 1):
             result = await agent.run(scenario.prompt(turn), deps=turn, message_history=history)

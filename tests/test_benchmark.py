@@ -107,7 +107,7 @@ def test_smoke_run_writes_tables_json_and_plot(
     assert [(row['path'], row['policy']) for row in wire] == [
         (path, policy)
         for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
-        for policy in policies
+        for policy in [*policies, 'append-keep']
     ]
     appended = [row for row in wire if row['policy'] == 'append']
     assert {row['path']: (row['min_reuse_percent'], row['prefix_moves']) for row in appended} == {
@@ -132,16 +132,20 @@ def test_smoke_run_writes_tables_json_and_plot(
         row['min_reuse_percent'] == 100.0 and not row['prefix_moves'] for row in coding if row['policy'] == 'append'
     )
     assert all(row['over_step_limit'] <= row['over_limit'] for row in coding)
-    # Each path's schedules of windows: as run, the optimum on the model, and extrapolated to 6 turns.
+    # Each path's schedules of windows: as run, the optimum on the model, and for the coding agent extrapolated to 6
+    # turns.
     windows = cast('list[dict[str, Any]]', report['windows'])
-    assert [(row['path'], sorted(row['model'])) for row in windows] == [
-        (path, ['3', '6']) for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
+    paths = ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
+    assert [(row['scenario'], row['path'], sorted(row['model'])) for row in windows] == [
+        *(('the wire scenario', path, ['4']) for path in paths),
+        *(('the coding agent', path, ['3', '6']) for path in paths),
     ]
     assert all(
         row['model'][turns]['optimum_usd'] <= min(row['model'][turns]['keep_usd'], row['model'][turns]['rule_usd'])
         for row in windows
-        for turns in ('3', '6')
+        for turns in row['model']
     )
+    assert 'Windows by price on the wire scenario over 4 turns' in printed
     assert 'Windows by price on the coding agent over 3 turns' in printed
     # No breakpoint, no cache on Anthropic; the automatic one at the tail reaches the limit in append mode.
     costs = {(row['path'], row['variant'], row['setting']): row for row in report['breakpoints']}

@@ -1,0 +1,156 @@
+"""The coding agent with `PrefixGuard` and Pydantic AI Harness's compaction: the instructions kept across compactions,
+and windows by price against keeping every change.
+
+Harness pins `pydantic-ai-slim` exactly, so this runs in an environment of its own (`.ci/harness-env`):
+`.venv-harness-0.62/bin/python -m benchmarks.compaction [--turns N]` writes `benchmarks/results/compaction.txt` and
+`.json`. Per strategy and path, static instructions, append mode keeping every change (`append-keep`) and windows by
+price (`append`), each with the strategy and the guard (default options): input dollars (the fake provider's caches,
+`genai-prices`), the compactions the guard applied, the instruction windows append mode opened, and the longest
+request. Before issue 37 every compaction opened an instruction window, writing the instructions again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai_harness.compaction import ClearToolResults, SlidingWindowCompaction
+
+from pydantic_ai_append.guard import PrefixGuard
+
+from .coding import CODING
+from .tables import Verdict, table
+from .tokens import token_result
+from .wire import PathName, Variant, WireResult, run_conversation
+
+STRATEGIES: dict[str, Callable[[], AbstractCapability[int]]] = {
+    # Cleared in batches: about every 24 tool steps, the 6 latest pairs kept.
+    'ClearToolResults': lambda: ClearToolResults(max_messages=60, keep_pairs=6),
+    # The oldest turns dropped past about 40,000 tokens, the latest 120 messages (about 20 turns) kept.
+    'SlidingWindowCompaction': lambda: SlidingWindowCompaction(max_tokens=40_000, keep_messages=120),
+}
+PATHS_RUN: tuple[PathName, ...] = ('anthropic-inline', 'openai-chat')
+VARIANTS: tuple[Variant, ...] = ('static', 'append-keep', 'append')
+RESULTS = Path(__file__).parent / 'results'
+
+
+@dataclass
+class Compactions:
+    """Counts the compactions the guard applies, as a `WireVerifier` would be told them."""
+
+    count: int = 0
+
+    def open_window(self, model: str | None = None) -> None:
+        """Told by the guard of a request that opens a window of the prefix (a compaction)."""
+        self.count += 1
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """One conversation with a compaction strategy and the guard."""
+
+    strategy: str
+    result: WireResult
+    compactions: int
+
+    @property
+    def windows(self) -> int | None:
+        """The instruction windows append mode opened (`None` for static instructions)."""
+        return None if self.result.policy == 'static' else len(self.result.opened) + 1
+
+
+def run_one(job: tuple[str, PathName, Variant, int]) -> Compacted:
+    """Run one conversation, in a process of its own."""
+    strategy, path, variant, turns = job
+    counted = Compactions()
+    capabilities = [STRATEGIES[strategy](), PrefixGuard[int](verifier=counted)]
+    result = asyncio.run(run_conversation(path, variant, turns, scenario=CODING, capabilities=capabilities))
+    return Compacted(strategy, result, counted.count)
+
+
+def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], list[dict[str, Any]]]:
+    """The table, the verdicts and the JSON of the runs."""
+    rows: list[list[str]] = []
+    data: list[dict[str, Any]] = []
+    by_key = {(run.strategy, run.result.path, run.result.policy): run for run in runs}
+    for run in runs:
+        tokens = token_result(run.result)
+        longest = max(usage.input_tokens for usage in run.result.usages)
+        rows.append(
+            [
+                run.strategy,
+                run.result.path,
+                run.result.policy,
+                f'${tokens.cost:.4f}',
+                f'{run.compactions}',
+                '-' if run.windows is None else f'{run.windows}',
+                f'{longest:,}',
+            ]
+        )
+        data.append(
+            {
+                'strategy': run.strategy,
+                'path': run.result.path,
+                'variant': run.result.policy,
+                'input_cost_usd': round(tokens.cost, 6),
+                'compactions': run.compactions,
+                'instruction_windows': run.windows,
+                'longest_tokens': longest,
+            }
+        )
+    found: list[Verdict] = []
+    for strategy, path in {(run.strategy, run.result.path) for run in runs}:
+        keep, price = by_key[(strategy, path, 'append-keep')], by_key[(strategy, path, 'append')]
+        where = f'{path}, coding agent with the guard and {strategy}, {turns} turns'
+        found.append(
+            Verdict(
+                f'{where}: keeping every change opens one instruction window across every compaction',
+                f'{keep.windows} windows, {keep.compactions} compactions',
+                keep.windows == 1 and keep.compactions > 0,
+            )
+        )
+        cost = token_result(price.result).cost, token_result(keep.result).cost
+        found.append(
+            Verdict(
+                f'{where}: windows by price cost no more than keeping every change',
+                f'${cost[0]:.4f} vs ${cost[1]:.4f}',
+                cost[0] <= cost[1],
+            )
+        )
+    heading = (
+        f'The coding agent over {turns} turns with `PrefixGuard` and a harness compaction strategy: input dollars, the '
+        'compactions the guard applied, the instruction windows append mode opened, the longest request (input tokens)'
+    )
+    text = table(['strategy', 'path', 'variant', 'input cost', 'compactions', 'instruction windows', 'longest'], rows)
+    return f'{heading}\n\n{text}', sorted(found, key=lambda verdict: verdict.target), data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every strategy, path and variant, print and write the report; non-zero if a target is missed."""
+    parser = argparse.ArgumentParser(description='The coding agent with PrefixGuard and harness compaction.')
+    parser.add_argument('--turns', type=int, default=200)
+    parser.add_argument('--processes', type=int, default=2)
+    args = parser.parse_args(argv)
+    jobs = [
+        (strategy, path, variant, args.turns) for strategy in STRATEGIES for path in PATHS_RUN for variant in VARIANTS
+    ]
+    with ProcessPoolExecutor(args.processes) as pool:
+        runs = list(pool.map(run_one, jobs))
+    text, verdicts, data = report(runs, args.turns)
+    targets = table(['target', 'measured', 'verdict'], [[v.target, v.measured, v.label] for v in verdicts])
+    output = f'{text}\n\nTargets\n\n{targets}\n'
+    print(output)
+    (RESULTS / 'compaction.txt').write_text(output)
+    (RESULTS / 'compaction.json').write_text(json.dumps({'turns': args.turns, 'runs': data}, indent=2) + '\n')
+    return 0 if all(verdict.met for verdict in verdicts) else 1
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
