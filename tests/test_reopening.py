@@ -58,20 +58,23 @@ def converse(turns: int, carry: Callable[[list[ModelMessage]], list[ModelMessage
     return chat
 
 
-def test_a_window_whose_changes_cost_more_than_writing_the_request_again_gives_way(capfire: CaptureLogfire):
+def spanned(
+    capfire: CaptureLogfire, prompts: list[tuple[str, int]]
+) -> tuple[ScriptedModel, list[ModelMessage], list[dict[str, Any]]]:
+    """Run a conversation of `(prompt, deps)` turns on an instrumented agent: what the model saw, the history, and the
+    attributes of each request's span."""
     chat = ScriptedModel()
     agent = agent_for(chat)
     agent.instrument = True
     history: list[ModelMessage] = []
-    for turn in range(8):
-        history = agent.run_sync(
-            TASK if turn == 0 else f'turn {turn}', deps=turn, message_history=history
-        ).all_messages()
-    spans = [
-        span['attributes']
-        for span in capfire.exporter.exported_spans_as_dict()
-        if span['name'] == 'append_instructions'
-    ]
+    for prompt, deps in prompts:
+        history = agent.run_sync(prompt, deps=deps, message_history=history).all_messages()
+    spans = capfire.exporter.exported_spans_as_dict()
+    return chat, history, [span['attributes'] for span in spans if span['name'] == 'append_instructions']
+
+
+def test_a_window_whose_changes_cost_more_than_writing_the_request_again_gives_way(capfire: CaptureLogfire):
+    chat, history, spans = spanned(capfire, [(TASK if turn == 0 else f'turn {turn}', turn) for turn in range(8)])
     assert [
         (
             span.get('pydantic_ai_append.window_opened'),
@@ -105,17 +108,7 @@ def test_a_window_whose_changes_cost_more_than_writing_the_request_again_gives_w
 def test_as_requests_grow_a_new_window_is_priced_at_the_middle_of_the_window(capfire: CaptureLogfire):
     # Each turn's prompt is as long as the first, so the request grows about 300 tokens a turn: the window gives way
     # once its changes cost the mean of a new window's price at its first request and now, before they cost the latter.
-    chat = ScriptedModel()
-    agent = agent_for(chat)
-    agent.instrument = True
-    history: list[ModelMessage] = []
-    for turn in range(12):
-        history = agent.run_sync(f'turn {turn}: {TASK}', deps=turn % 8, message_history=history).all_messages()
-    spans = [
-        span['attributes']
-        for span in capfire.exporter.exported_spans_as_dict()
-        if span['name'] == 'append_instructions'
-    ]
+    _, history, spans = spanned(capfire, [(f'turn {turn}: {TASK}', turn % 8) for turn in range(12)])
     weighed = [
         (span['pydantic_ai_append.window_keeping_cost'], span['pydantic_ai_append.window_opening_cost'])
         for span in spans
