@@ -39,6 +39,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from fake_provider import FakeProvider, Text, ToolCalls, Turn, anthropic_model, openai_chat_model
 from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append._telemetry.observe import DROPPED_KEY
 from pydantic_ai_append.guard import PrefixGuard, WireVerifier, tool_pair_problems
 from pydantic_ai_append.guard._bytes import message_bytes
 from pydantic_ai_append.testing import Api, WireCapture
@@ -102,6 +103,22 @@ class Conversation:
                 moved.append(index)
         return moved
 
+    def priced_windows(self) -> list[int]:
+        """The requests that opened a window by price or expiry: their new window's carrier, never sent, says what it
+        dropped. Read from the history after each run, whose last two requests are the run's."""
+        found: list[int] = []
+        for run, history in enumerate(self.histories):
+            requests = [message for message in history if isinstance(message, ModelRequest)][-2:]
+            found += [
+                2 * run + offset
+                for offset, request in enumerate(requests)
+                if any(
+                    isinstance(part, SystemPromptPart) and DROPPED_KEY in (part.metadata or {})
+                    for part in request.parts
+                )
+            ]
+        return found
+
     def instruction_moves(self) -> list[int]:
         """The requests whose instructions differ from the previous request's."""
         requests = self.requests
@@ -142,8 +159,11 @@ def stale_deliveries(conversation: Conversation) -> list[int]:
     return stale
 
 
-def converse(*capabilities: AbstractCapability[Any], guarded: bool, runs: int = RUNS) -> Conversation:
-    """Run the conversation with `capabilities` (the compaction), and the guard if `guarded`."""
+def converse(
+    *capabilities: AbstractCapability[Any], guarded: bool, runs: int = RUNS, windows: Any = 'price'
+) -> Conversation:
+    """Run the conversation with `capabilities` (the compaction), and the guard if `guarded`; the todo list's windows
+    open by `windows`."""
     conversation = Conversation()
     state = {'run': 0, 'calls': 0}
 
@@ -168,7 +188,7 @@ def converse(*capabilities: AbstractCapability[Any], guarded: bool, runs: int = 
         """Read a file."""
         return f'The contents of {path} at run {state["run"]}. ' * 20
 
-    context = AppendInstructions[None](id='todos')
+    context = AppendInstructions[None](id='todos', windows=windows)
 
     @context.instructions(name='state')
     def todos(ctx: RunContext[None]) -> str:  # pyright: ignore[reportUnusedFunction]

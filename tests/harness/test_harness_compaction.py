@@ -17,6 +17,7 @@ from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from pydantic_ai_append import CachePrices
 from pydantic_ai_append.testing import Api
 from tests.compaction_scenario import (
     RUNS,
@@ -110,6 +111,18 @@ def test_a_harness_compaction_is_applied_in_whole_pairs_keeping_the_instructions
     assert stale_deliveries(guarded) == []
     # Nothing here is a rewrite to refuse: no warning, from the guard or anything else.
     assert guarded.warnings == []
+
+
+@pytest.mark.parametrize(('strategy', 'reopens'), [('SlidingWindowCompaction', False), ('ClearToolResults', True)])
+def test_with_cache_prices_the_instructions_move_only_where_a_window_was_opened_by_price(strategy: str, reopens: bool):
+    # A cache that halves the price. Clearing tool results keeps every change in history, and the todo list's window
+    # gives way every few runs; a sliding window of six messages cuts the changes before they cost that much.
+    guarded = converse(
+        STRATEGIES[strategy](), guarded=True, windows=CachePrices(input=1, cache_read=0.5, cache_write=1)
+    )
+    assert guarded.opened and bool(guarded.priced_windows()) == reopens
+    assert guarded.instruction_moves() == guarded.priced_windows()
+    assert stale_deliveries(guarded) == [] and guarded.warnings == []
 
 
 @pytest.mark.vcr
