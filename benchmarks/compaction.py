@@ -5,7 +5,8 @@ Harness pins `pydantic-ai-slim` exactly, so this runs in an environment of its o
 `.venv-harness-0.62/bin/python -m benchmarks.compaction [--turns N]` writes `benchmarks/results/compaction.txt` and
 `.json`. Per strategy and path, static instructions, append mode keeping every change (`append-keep`) and windows by
 price (`append`), each with the strategy and the guard (default options): input dollars (the fake provider's caches,
-`genai-prices`), the compactions the guard applied, the instruction windows append mode opened, and the longest
+`genai-prices`), the requests whose prefix a compaction moved (on the wire, where no instruction window opened), the
+windows of the prefix the guard told its verifier of, the instruction windows append mode opened, and the longest
 request. Before issue 37 every compaction opened an instruction window, writing the instructions again.
 """
 
@@ -33,8 +34,8 @@ from .wire import PathName, Variant, WireResult, run_conversation
 STRATEGIES: dict[str, Callable[[], AbstractCapability[int]]] = {
     # Cleared in batches: about every 24 tool steps, the 6 latest pairs kept.
     'ClearToolResults': lambda: ClearToolResults(max_messages=60, keep_pairs=6),
-    # The oldest turns dropped past about 40,000 tokens, the latest 120 messages (about 20 turns) kept.
-    'SlidingWindowCompaction': lambda: SlidingWindowCompaction(max_tokens=40_000, keep_messages=120),
+    # The oldest turns dropped past about 20,000 tokens, the latest 60 messages (about 10 turns) kept.
+    'SlidingWindowCompaction': lambda: SlidingWindowCompaction(max_tokens=20_000, keep_messages=60),
 }
 PATHS_RUN: tuple[PathName, ...] = ('anthropic-inline', 'openai-chat')
 VARIANTS: tuple[Variant, ...] = ('static', 'append-keep', 'append')
@@ -89,6 +90,7 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
                 run.result.path,
                 run.result.policy,
                 f'${tokens.cost:.4f}',
+                f'{len(run.result.moves)}',
                 f'{run.compactions}',
                 '-' if run.windows is None else f'{run.windows}',
                 f'{longest:,}',
@@ -100,7 +102,8 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
                 'path': run.result.path,
                 'variant': run.result.policy,
                 'input_cost_usd': round(tokens.cost, 6),
-                'compactions': run.compactions,
+                'prefix_moves': len(run.result.moves),
+                'windows_told': run.compactions,
                 'instruction_windows': run.windows,
                 'longest_tokens': longest,
             }
@@ -112,8 +115,8 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
         found.append(
             Verdict(
                 f'{where}: keeping every change opens one instruction window across every compaction',
-                f'{keep.windows} windows, {keep.compactions} compactions',
-                keep.windows == 1 and keep.compactions > 0,
+                f'{keep.windows} windows, {len(keep.result.moves)} prefix moves',
+                keep.windows == 1 and bool(keep.result.moves),
             )
         )
         cost = token_result(price.result).cost, token_result(keep.result).cost
@@ -126,9 +129,11 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
         )
     heading = (
         f'The coding agent over {turns} turns with `PrefixGuard` and a harness compaction strategy: input dollars, the '
-        'compactions the guard applied, the instruction windows append mode opened, the longest request (input tokens)'
+        'requests whose prefix a compaction moved, the windows the guard told its verifier of, the instruction windows '
+        'append mode opened, the longest request (input tokens)'
     )
-    text = table(['strategy', 'path', 'variant', 'input cost', 'compactions', 'instruction windows', 'longest'], rows)
+    headers = ['strategy', 'path', 'variant', 'input cost', 'prefix moves', 'told', 'instruction windows', 'longest']
+    text = table(headers, rows)
     return f'{heading}\n\n{text}', sorted(found, key=lambda verdict: verdict.target), data
 
 

@@ -241,7 +241,14 @@ def build_agent(
             capabilities=[*capabilities, context],
             model_settings=settings,
         )
-    agent = Agent(model, deps_type=int, instructions=STATIC_INSTRUCTIONS, tools=tools, model_settings=settings)
+    agent = Agent(
+        model,
+        deps_type=int,
+        instructions=STATIC_INSTRUCTIONS,
+        tools=tools,
+        capabilities=list(capabilities),
+        model_settings=settings,
+    )
     if policy == 'native' and not native_available():
         raise RuntimeError("this Pydantic AI release has no `on_change='append'`")
     for name, function in blocks:

@@ -18,9 +18,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, cast
 
+from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
-from pydantic_ai.models import Model
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
@@ -231,8 +232,9 @@ async def run_conversation(
     with FakeProvider(script=lambda _: next(script)) as server:
         model = _model(path, server.url)
         windows = 'keep' if variant == 'append-keep' else 'price'
+        sent = _Sent()
         agent = build_agent(
-            policy, model, settings=settings, scenario=scenario, windows=windows, capabilities=capabilities
+            policy, model, settings=settings, scenario=scenario, windows=windows, capabilities=[sent, *capabilities]
         )
         history: list[ModelMessage] = []
         for turn in range(1, turns + 1):
@@ -243,25 +245,30 @@ async def run_conversation(
         exchanges = list(server.exchanges)
     conversation = WireConversation.from_exchanges(api, exchanges)
     result = WireResult(path, variant, 'inline' if is_inline(model) else 'wrapped', model=model_name)
-    result.usages = [message.usage for message in history if isinstance(message, ModelResponse)]
-    result.opened = _opened(history)
+    result.usages, result.opened = sent.usages, sent.opened
     result.body_bytes = sum(len(exchange.request_body) for exchange in exchanges)
     result.block_bytes = {name: len(function(turns).encode()) for name, function in scenario.blocks}
     _measure(result, conversation.requests)
     return result
 
 
-def _opened(history: Sequence[ModelMessage]) -> list[int]:
-    """The index of each request after the first whose request message records a window's baseline."""
-    opened: list[int] = []
-    sent = 0
-    for at, message in enumerate(history):
-        if isinstance(message, ModelResponse):
-            request = history[at - 1]
-            if sent and isinstance(request, ModelRequest) and AppendInstructions.opens_window(request):
-                opened.append(sent)
-            sent += 1
-    return opened
+class _Sent(AbstractCapability[int]):
+    """Each response's usage, and the index of each request after the first that opened a window of append mode (its
+    request message records a baseline), as the run saw them: history that a compaction trims no longer holds them.
+    """
+
+    def __init__(self) -> None:
+        self.usages: list[RequestUsage] = []
+        self.opened: list[int] = []
+
+    async def after_model_request(
+        self, ctx: RunContext[int], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        request = next((message for message in reversed(ctx.messages) if isinstance(message, ModelRequest)), None)
+        if self.usages and request is not None and AppendInstructions.opens_window(request):
+            self.opened.append(len(self.usages))
+        self.usages.append(response.usage)
+        return response
 
 
 def _measure(result: WireResult, requests: Sequence[Sequence[Segment]]) -> None:
