@@ -295,7 +295,10 @@ TheAgent = Agent[Values, str | DeferredToolRequests]  # Its deps are the blocks'
 
 
 def build_agent(model: Model, processor: Processor) -> TheAgent:
-    context = AppendInstructions[Values](id='gen')
+    # Windows never opened by price: the checks hold a window to the first request and to a processor's change, and
+    # a short conversation of small requests would open windows by price wherever a block's change is long (their
+    # rule is tested in `test_reopening.py`, and with compaction in the harness tests).
+    context = AppendInstructions[Values](id='gen', windows='keep')
     # Async, like the tools: Pydantic AI runs sync functions in a worker thread, which costs more than the rest.
     for name in BLOCKS:
 

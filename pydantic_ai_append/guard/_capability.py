@@ -241,9 +241,10 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         sent = InstructionPart.join(request_context.model_request_parameters.instruction_parts or [])
         if plan.rewritten:
             # The history put back holds this guard's request objects, and Pydantic AI 2.58 records the instructions
-            # sent on the request it built, which the history no longer holds; a resumed turn reads them from history.
+            # sent on the request it built, which the history no longer holds (the copy holds those it had before the
+            # hooks); a resumed turn reads them from history.
             last = next(message for message in reversed(ctx.messages) if isinstance(message, ModelRequest))
-            last.instructions = last.instructions or sent or None
+            last.instructions = sent or last.instructions or None
         self._consumed = self._consumed.advance([*ctx.messages, response], sent=plan.sends, verified=plan.verified)
         opened = plan.opened or opens_instruction_window(ctx.messages)
         if self._instructions is not None and sent != self._instructions and not opened:
