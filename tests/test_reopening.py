@@ -17,9 +17,13 @@ from logfire.testing import CaptureLogfire
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import FunctionModel
 
 from pydantic_ai_append import AppendInstructions, CachePrices, instruction_records
+from pydantic_ai_append._reopening import PriceRule
+from pydantic_ai_append._window import Window
 
 from .conversation import ScriptedModel
 
@@ -168,3 +172,15 @@ def test_a_bad_windows_option_is_refused_with_the_value():
     assert str(raised.value) == snapshot(
         "`AppendInstructions` option `windows` takes 'price', 'keep' or a `CachePrices`, not 'sometimes'."
     )
+
+
+def test_a_response_no_fallback_member_is_named_after_keeps_its_window():
+    # Whose cache the request meets can't be told (a provider that names the model otherwise, say): no retention, no
+    # prices, so the window is kept however old the response.
+    members = [FunctionModel(lambda messages, info: ModelResponse(parts=[]), model_name=name) for name in 'ab']
+    fallback = FallbackModel(*members)
+    old = ModelResponse(parts=[], model_name='renamed', timestamp=datetime.now(UTC) - timedelta(days=1))
+    context = ModelRequestContext(
+        model=fallback, messages=[old], model_settings=None, model_request_parameters=ModelRequestParameters()
+    )
+    assert PriceRule(None).reopening(Window(), [old], 100, context) is None
