@@ -14,8 +14,8 @@ The request is priced through `ModelResponse.cost()` (`genai-prices`), and so is
 would have sent it: where this request delivered a change, rewrite mode would have moved the prefix at the changed
 block, so it reads from cache at most the tools and the instructions before that block (estimated at 4 bytes a token,
 as no tokenizer is at hand), and writes or re-sends the rest. And it is priced as it would have been sent had no window
-been opened by price or expiry: carrying every change those windows dropped (the new window's carrier says how many tokens), and reading
-the whole previous request where one opened. The figures go on a span and into the response's metadata, so
+been opened by price or expiry: carrying every change those windows dropped (the new window's carrier says how many
+tokens), and reading the whole previous request where one opened. The figures go on a span and into the response's metadata, so
 [`summary`][pydantic_ai_append._telemetry.summary.summary] totals a conversation from its history alone.
 """
 
