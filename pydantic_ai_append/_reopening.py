@@ -6,6 +6,11 @@ decision: the changes the window delivered (their carriers' text, about four cha
 (each answered a request that read the changes delivered before it), and the last response, whose usage says how
 large the request is and whose model and provider say what the cache costs (`_shared.prices`). The rule itself is
 `_shared.schedule.keeps_window`. A cache is expired when Pydantic AI's `prompt_cache_outlook` says it has gone cold.
+
+A window whose baseline `PrefixGuard` marked as cut (`CUT_KEY`: a compaction dropped messages of the conversation) is
+kept, but where the cache expired. There the oldest changes go with the oldest messages, so what the rule counts on
+saving ends at the next cut, and under a token budget the changes only take the place of messages: on the benchmark's
+coding agent with a sliding window, each window opened by price there cost more than keeping it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from ._shared.prices import CachePrices, prices_of
 from ._shared.schedule import CHARS_PER_TOKEN, Step, keeps_window, weighed
 from ._telemetry.observe import served_model
 from ._window import Window
+
+CUT_KEY = 'pydantic_ai_append.cut'
+"""The part metadata where `PrefixGuard` marks the carrier of a window's baseline that a compaction cut changes of."""
 
 
 class Reopening(NamedTuple):
@@ -65,7 +73,9 @@ class PriceRule:
         paid, carried, first = _paid(window, messages)
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
         keeping, opening = weighed(paid, step, carried, prices)
-        if expired or (step.size and not keeps_window(paid, step, carried, prices, first or step.size)):
+        baseline = window.found[window.start - 1][2]
+        cut = baseline is not None and bool((baseline.metadata or {}).get(CUT_KEY))
+        if expired or (step.size and not cut and not keeps_window(paid, step, carried, prices, first or step.size)):
             keeping, opening = keeping * prices.cache_read / 1e6, opening * prices.cache_read / 1e6
             return Reopening('expired' if expired else 'price', keeping, opening, carried + step.delivered)
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from inline_snapshot import snapshot
@@ -22,7 +22,8 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import FunctionModel
 
 from pydantic_ai_append import AppendInstructions, CachePrices, instruction_records
-from pydantic_ai_append._reopening import PriceRule
+from pydantic_ai_append._history import holds_record
+from pydantic_ai_append._reopening import CUT_KEY, PriceRule
 from pydantic_ai_append._window import Window
 
 from .conversation import ScriptedModel
@@ -130,6 +131,20 @@ def test_every_process_reaches_the_same_decisions():
     assert [(seen.instructions, seen.messages) for seen in loaded.seen] == [
         (seen.instructions, seen.messages) for seen in in_process.seen
     ]
+
+
+def test_a_window_a_compaction_cut_changes_of_is_kept():
+    # `PrefixGuard` marks the baseline of a window it moved past a cut. The same turns that gave way at the fifth
+    # request without the mark keep the window, through a fresh agent and serialized history.
+    chat = ScriptedModel()
+    history: list[ModelMessage] = []
+    for turn in range(8):
+        result = agent_for(chat).run_sync(TASK if turn == 0 else f'turn {turn}', deps=turn, message_history=history)
+        history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(result.all_messages()))
+        for part in (part for message in history for part in message.parts if holds_record(part)):
+            if not part.content:
+                cast('dict[str, Any]', part.metadata)[CUT_KEY] = True
+    assert windows_of(history) == ['B', 'D', 'D', 'D', 'D', 'D', 'D', 'D']
 
 
 def test_keep_carries_every_change():

@@ -36,7 +36,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from .._history import RECORD_KEY, holds_record, strip_records
+from .._history import RECORD_KEY, holds_record, stored_record, strip_records
+from .._reopening import CUT_KEY
 from ._pairing import tool_pair_problems, tool_pairs
 
 _MARKER = re.compile(r'<elided messages="(\d+)">')
@@ -206,7 +207,7 @@ def compact(
     return keeping_window(messages, [replace(first, parts=parts), *kept[1:]])
 
 
-def keeping_window(full: Sequence[ModelMessage], kept: list[ModelMessage]) -> list[ModelMessage]:
+def keeping_window(full: Sequence[ModelMessage], kept: list[ModelMessage], *, cut: bool = True) -> list[ModelMessage]:
     """`kept`, what a compaction keeps of `full`, with the instruction window `full` has open: where the cut took the
     window's baseline, its carrier (never sent) goes to the front of the first request kept, after the marker.
 
@@ -214,19 +215,62 @@ def keeping_window(full: Sequence[ModelMessage], kept: list[ModelMessage]) -> li
     the changes kept: a block whose changes were cut gets its current value in full at the tail. A provider's
     compaction ends the window anyway, and a window whose prefix states no block is let go: its first change, which
     says how elements supersede each other, may be among those cut.
+
+    Where the compaction `cut` messages (not only cleared them), the window's baseline is marked so (`CUT_KEY`): the
+    conversation is one whose oldest changes go with its oldest messages, and `AppendInstructions` keeps its window.
     """
     baseline, there = _last_baseline(full), _last_baseline(kept)
-    if baseline is None or there is not None and there.metadata == baseline.metadata or _provider_compacted(kept):
+    if baseline is None or _provider_compacted(kept):
         return kept
-    entries: list[Any] = cast('dict[str, Any]', baseline.metadata)[RECORD_KEY].get('instructions') or []
+    if there is not None and stored_record(there) == stored_record(baseline):
+        return _marked(kept, there) if cut else kept
+    entries: list[Any] = cast('dict[str, Any]', stored_record(baseline)).get('instructions') or []
     if not any(cast('dict[str, Any]', entry).get('content') for entry in entries if isinstance(entry, dict)):
         return kept
     at = next(index for index, message in enumerate(kept) if isinstance(message, ModelRequest))
     first = kept[at]
     assert isinstance(first, ModelRequest), 'found as a request'
-    front = next((index for index, part in enumerate(first.parts) if _marker_count(part) is None), len(first.parts))
-    moved = replace(first, parts=[*first.parts[:front], baseline, *first.parts[front:]])
+    # Before the window's first change kept there, after any marker and earlier window's carrier (a compaction that
+    # keeps the first request keeps the first window's baseline on it).
+    after = {id(part) for part in _parts_after(full, baseline)}
+    front = next((index for index, part in enumerate(first.parts) if id(part) in after), None)
+    if front is None:
+        front = 1 + max(
+            (index for index, part in enumerate(first.parts) if holds_record(part) or _marker_count(part) is not None),
+            default=-1,
+        )
+    moved = replace(first, parts=[*first.parts[:front], _cut(baseline), *first.parts[front:]])
     return [*kept[:at], moved, *kept[at + 1 :]]
+
+
+def _cut(baseline: SystemPromptPart) -> SystemPromptPart:
+    """The carrier of a window baseline, marked as cut."""
+    return replace(baseline, metadata={**cast('dict[str, Any]', baseline.metadata), CUT_KEY: True})
+
+
+def _marked(messages: list[ModelMessage], baseline: SystemPromptPart) -> list[ModelMessage]:
+    """`messages` with `baseline`, which they hold, marked as cut."""
+    if cast('dict[str, Any]', baseline.metadata).get(CUT_KEY):
+        return messages
+    return [
+        replace(message, parts=[_cut(baseline) if part is baseline else part for part in message.parts])
+        if isinstance(message, ModelRequest) and any(part is baseline for part in message.parts)
+        else message
+        for message in messages
+    ]
+
+
+def _parts_after(messages: Sequence[ModelMessage], part: SystemPromptPart) -> list[object]:
+    """The request parts of `messages` after `part`."""
+    found = False
+    later: list[object] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for each in message.parts:
+                if found:
+                    later.append(each)
+                found = found or each is part
+    return later
 
 
 def _provider_compacted(messages: Sequence[ModelMessage]) -> bool:

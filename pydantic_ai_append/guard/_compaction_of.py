@@ -98,7 +98,7 @@ def compaction_of(
     if elided:
         earlier = sum(count for message in full for count in marker_counts(message))
         messages = marked(unmarked(messages), frontier, elided + earlier)
-    messages = keeping_window(full, messages)
+    messages = keeping_window(full, messages, cut=bool(elided))
     if any(problem.key not in known for problem in tool_pair_problems(messages, sending=sending)):
         # A pair the kept history can't mend: a call or a result among the new messages (a summary that makes one up).
         return None

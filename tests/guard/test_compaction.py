@@ -10,7 +10,7 @@ What `decide_rewrite` takes for a compaction, and what not, is in `test_compacti
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from inline_snapshot import snapshot
@@ -41,6 +41,7 @@ from pydantic_ai_append import (
 )
 from pydantic_ai_append._encoding import encode_baseline
 from pydantic_ai_append._history import carrier
+from pydantic_ai_append._reopening import CUT_KEY
 from pydantic_ai_append.guard import (
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
@@ -130,6 +131,32 @@ def test_a_cut_that_takes_the_baseline_moves_it_after_the_marker():
     # A window whose prefix states no block is let go: its first change, which carries the sentence on how elements
     # supersede each other, may be among those cut.
     assert keeping_window([ModelRequest(parts=[baseline_carrier(None)])], kept[1:]) == kept[1:]
+
+
+def test_a_cut_that_keeps_the_first_request_moves_the_baseline_after_the_first_windows():
+    # Harness's sliding window keeps the first request, which holds the first window's baseline: a later window's
+    # baseline, cut, goes after it (so it is still the window history has open), marked as cut for `AppendInstructions`.
+    first = ModelRequest(parts=[UserPromptPart('start'), baseline_carrier('a')])
+    later = baseline_carrier('b')
+    full: list[ModelMessage] = [
+        first,
+        ModelResponse(parts=[TextPart('one')]),
+        ModelRequest(parts=[UserPromptPart('go on'), later]),
+        ModelResponse(parts=[TextPart('two')]),
+        ModelRequest.user_text_prompt('and now'),
+    ]
+    kept = keeping_window(full, [first, *full[3:]])
+    front = kept[0]
+    assert isinstance(front, ModelRequest)
+    assert [part.metadata for part in front.parts if isinstance(part, SystemPromptPart)] == [
+        cast('SystemPromptPart', first.parts[1]).metadata,
+        {**cast('dict[str, Any]', later.metadata), CUT_KEY: True},
+    ]
+    records = instruction_records(kept)
+    assert [record.instructions[0] for record in records if isinstance(record, InstructionBaselinePart)] == [
+        InstructionBlock(id='capability:c:state', content='a'),
+        InstructionBlock(id='capability:c:state', content='b'),
+    ]
 
 
 def test_a_summary_that_starts_with_a_response_gets_a_request_for_the_marker_before_it():

@@ -125,6 +125,17 @@ def test_with_cache_prices_the_instructions_move_only_where_a_window_was_opened_
     assert stale_deliveries(guarded) == [] and guarded.warnings == []
 
 
+def test_a_window_whose_history_a_sliding_window_cut_is_kept():
+    # A cache write that costs little more than a read: the todo list's window gives way before the first trim, and is
+    # kept from then on (the guard marks its baseline, which goes after the first window's on the first request kept).
+    cheap = CachePrices(input=1, cache_read=0.1, cache_write=0.12)
+    guarded = converse(STRATEGIES['SlidingWindowCompaction'](), guarded=True, windows=cheap)
+    priced = guarded.priced_windows()
+    assert priced and max(priced) < min(guarded.opened)
+    assert guarded.instruction_moves() == priced
+    assert stale_deliveries(guarded) == [] and guarded.warnings == []
+
+
 @pytest.mark.vcr
 @pytest.mark.anyio
 @pytest.mark.parametrize('api', ['openai-chat', 'anthropic'])
