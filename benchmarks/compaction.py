@@ -29,6 +29,7 @@ from pydantic_ai_append.guard import PrefixGuard
 from .coding import CODING
 from .tables import Verdict, table
 from .tokens import token_result
+from .windows import by_path, compaction_steps, windows_sections, windows_verdicts
 from .wire import PathName, Variant, WireResult, run_conversation
 
 STRATEGIES: dict[str, Callable[[], AbstractCapability[int]]] = {
@@ -110,7 +111,7 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
         )
     found: list[Verdict] = []
     for strategy, path in {(run.strategy, run.result.path) for run in runs}:
-        keep, price = by_key[(strategy, path, 'append-keep')], by_key[(strategy, path, 'append')]
+        keep = by_key[(strategy, path, 'append-keep')]
         where = f'{path}, coding agent with the guard and {strategy}, {turns} turns'
         found.append(
             Verdict(
@@ -119,21 +120,20 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
                 keep.windows == 1 and bool(keep.result.moves),
             )
         )
-        cost = token_result(price.result).cost, token_result(keep.result).cost
-        found.append(
-            Verdict(
-                f'{where}: windows by price cost no more than keeping every change',
-                f'${cost[0]:.4f} vs ${cost[1]:.4f}',
-                cost[0] <= cost[1],
-            )
-        )
+    sections: list[str] = []
+    for strategy in STRATEGIES:
+        results = [run.result for run in runs if run.strategy == strategy]
+        scenario = f'the coding agent with the guard and {strategy}'
+        paths = by_path(results, turns, (), scenario, stepped=compaction_steps)
+        sections.extend(windows_sections(paths))
+        found.extend(windows_verdicts(paths))
     heading = (
         f'The coding agent over {turns} turns with `PrefixGuard` and a harness compaction strategy: input dollars, the '
         'requests whose prefix a compaction moved, the windows the guard told its verifier of, the instruction windows '
         'append mode opened, the longest request (input tokens)'
     )
     headers = ['strategy', 'path', 'variant', 'input cost', 'prefix moves', 'told', 'instruction windows', 'longest']
-    text = table(headers, rows)
+    text = '\n\n'.join([table(headers, rows), *sections])
     return f'{heading}\n\n{text}', sorted(found, key=lambda verdict: verdict.target), data
 
 

@@ -17,7 +17,7 @@ OpenAI's reads in 128-token steps are left out of the model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic_ai.messages import ModelResponse
@@ -35,6 +35,7 @@ __all__ = (
     'PathWindows',
     'WindowFigures',
     'by_path',
+    'compaction_steps',
     'extended',
     'figures',
     'steps_of',
@@ -75,6 +76,24 @@ def steps_of(keep: WireResult) -> list[Step]:
             )
         )
         before = request.change_bytes
+    return steps
+
+
+def compaction_steps(keep: WireResult) -> list[Step]:
+    """`steps_of` a conversation that kept every change through compactions, with what each compaction changes: where
+    one moved the prefix, a new window writes only what the cache still held (that request's cached tokens as run);
+    where one cut changes too, keeping carries at most what the run carried after it.
+
+    The conversation's length is the run's: a schedule that carries fewer changes is not trimmed later, as a token
+    budget would trim it.
+    """
+    steps = steps_of(keep)
+    for at in range(1, len(steps)):
+        request, usage = keep.requests[at], keep.usages[at]
+        if request.moved_at and at not in keep.opened:
+            cut = request.change_bytes < keep.requests[at - 1].change_bytes
+            kept = request.change_bytes // CHARS_PER_TOKEN if cut else None
+            steps[at] = steps[at]._replace(held=usage.cache_read_tokens, kept=kept)
     return steps
 
 
@@ -135,6 +154,7 @@ def _longest(steps: Sequence[Step], opens: Sequence[int]) -> int:
     chosen = set(opens)
     longest = carried = 0
     for at, step in enumerate(steps):
+        carried = carried if step.kept is None else min(carried, step.kept)
         carried = 0 if at in chosen else carried + step.delivered
         longest = max(longest, step.size + carried)
     return longest
@@ -174,13 +194,21 @@ class PathWindows:
         return max(usage.input_tokens for usage in self.runs[variant].usages)
 
 
-def by_path(results: Sequence[WireResult], turns: int, extrapolated: Sequence[int], scenario: str) -> list[PathWindows]:
-    """Each path whose conversation ran with and without windows by price, priced once for every report."""
+def by_path(
+    results: Sequence[WireResult],
+    turns: int,
+    extrapolated: Sequence[int],
+    scenario: str,
+    stepped: Callable[[WireResult], list[Step]] = steps_of,
+) -> list[PathWindows]:
+    """Each path whose conversation ran with and without windows by price, priced once for every report; `stepped`
+    reads the run keeping every change (`compaction_steps` where a compaction ran).
+    """
     found: list[PathWindows] = []
     for path, variants in grouped(results).items():
         if 'append' not in variants or 'append-keep' not in variants:
             continue
-        steps, prices = steps_of(variants['append-keep']), prices_for(path)
+        steps, prices = stepped(variants['append-keep']), prices_for(path)
         models = {turns: figures(steps, prices)} | {
             more: figures(extended(steps, len(steps) * more // turns), prices) for more in extrapolated
         }

@@ -24,13 +24,17 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.profiles import prompt_cache_outlook
 
-from ._shared.prices import CachePrices, prices_of
+from ._shared.prices import CachePrices, prices_of, reads_at_cache_points
 from ._shared.schedule import CHARS_PER_TOKEN, Step, keeps_window, weighed
 from ._telemetry.observe import served_model
 from ._window import Window
 
 CUT_KEY = 'pydantic_ai_append.cut'
 """The part metadata where `PrefixGuard` marks the carrier of a window's baseline that a compaction cut changes of."""
+
+MOVED_KEY = 'pydantic_ai_append.moved'
+"""The request metadata where `PrefixGuard` puts, on a request whose prefix a compaction moved, the bytes of the
+consumed messages it sends unchanged."""
 
 
 class Reopening(NamedTuple):
@@ -58,11 +62,17 @@ class PriceRule:
     """The prices to weigh by; `None`: those of the model that served the last response."""
 
     def reopening(
-        self, window: Window, messages: Sequence[ModelMessage], delivering: int, request_context: ModelRequestContext
+        self,
+        window: Window,
+        messages: Sequence[ModelMessage],
+        sizes: tuple[int, int],
+        request_context: ModelRequestContext,
     ) -> Reopening | None:
         """Why the request (`request_context`, whose history is `messages`) opens a new window instead of keeping
-        `window`, if it does; keeping it, it would deliver `delivering` characters of changes (their elements).
+        `window`, if it does. `sizes`: the characters of the changes it would deliver keeping it (their elements), and
+        of the blocks' current values, which a new window states.
         """
+        delivering, stating = sizes
         last = next((message for message in reversed(messages) if isinstance(message, ModelResponse)), None)
         if last is None or (len(window.found) == window.start and not delivering):
             return None  # nothing to read from, or no change to carry or to deliver
@@ -72,6 +82,12 @@ class PriceRule:
             return Reopening('expired', None, None, 0) if expired else None
         paid, carried, first = _paid(window, messages)
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
+        if isinstance(moved := (messages[-1].metadata or {}).get(MOVED_KEY), int):
+            # The rest is written anyway: a new window costs its instructions, and what the cache reads of history.
+            literal = request_context.model_request_parameters.instruction_parts or []
+            held = stating + sum(len(part.content) for part in literal) + (0 if reads_at_cache_points(last) else moved)
+            first = held // CHARS_PER_TOKEN
+            step = step._replace(size=first)
         keeping, opening = weighed(paid, step, carried, prices)
         baseline = window.found[window.start - 1][2]
         cut = baseline is not None and bool((baseline.metadata or {}).get(CUT_KEY))

@@ -63,7 +63,8 @@ async def handle_request(
     reopening = None
     if plan.continues and settings.windows is not None:
         delivering = sum(len(part.content) for part in carriers)
-        reopening = settings.windows.reopening(window, messages, delivering, request_context)
+        stating = sum(len(block.content or '') for block in current)
+        reopening = settings.windows.reopening(window, messages, (delivering, stating), request_context)
     if reopening is not None:
         plan = plan_request(window, current, reopen=reopening.why)
         carriers = plan_records(window, plan, key=settings.key, conversation_id=ctx.conversation_id)

@@ -15,6 +15,7 @@ import pytest
 from inline_snapshot import snapshot
 from logfire.testing import CaptureLogfire
 from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability, ProcessHistory
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
 from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
@@ -23,7 +24,7 @@ from pydantic_ai.models.function import FunctionModel
 
 from pydantic_ai_append import AppendInstructions, CachePrices, instruction_records
 from pydantic_ai_append._history import holds_record
-from pydantic_ai_append._reopening import CUT_KEY, PriceRule
+from pydantic_ai_append._reopening import CUT_KEY, MOVED_KEY, PriceRule
 from pydantic_ai_append._window import Window
 
 from .conversation import ScriptedModel
@@ -38,14 +39,16 @@ TASK = 'Work through the project. ' + ' '.join(f'step{number}' for number in ran
 """The first prompt, which every request after it holds: about 300 tokens, so a request outweighs a few changes."""
 
 
-def agent_for(chat: ScriptedModel, windows: Any = THIN, model: FunctionModel | None = None) -> Agent[int, str]:
+def agent_for(
+    chat: ScriptedModel, windows: Any = THIN, model: FunctionModel | None = None, *before: AbstractCapability[int]
+) -> Agent[int, str]:
     context = AppendInstructions[int](id='agent', windows=windows)
 
     @context.instructions(name='notes')
     def notes(ctx: RunContext[int]) -> str:
         return '\n'.join(NOTES[: 4 + ctx.deps])
 
-    return Agent(model or chat.model(), deps_type=int, capabilities=[context])
+    return Agent(model or chat.model(), deps_type=int, capabilities=[*before, context])
 
 
 def windows_of(history: list[ModelMessage]) -> list[str]:
@@ -147,6 +150,25 @@ def test_a_window_a_compaction_cut_changes_of_is_kept():
     assert windows_of(history) == ['B', 'D', 'D', 'D', 'D', 'D', 'D', 'D']
 
 
+@pytest.mark.parametrize(('held', 'records'), [(0, 'BDDBDDDB'), (100_000, 'BDDDBDDD')], ids=['nothing', 'history'])
+def test_where_a_compaction_moved_the_prefix_a_new_window_costs_what_the_cache_held(held: int, records: str):
+    # `PrefixGuard` says so on the request (here the fourth), with the bytes of history it sends unchanged. The scripted
+    # model reads the longest prefix it cached: holding none of history, the window gives way there, a request before
+    # the price of writing the whole request again has it give way; holding all of it, it doesn't.
+    def moved(messages: list[ModelMessage]) -> list[ModelMessage]:
+        if len(messages) == 7:
+            messages[-1].metadata = {MOVED_KEY: held}
+        return messages
+
+    chat = ScriptedModel()
+    history: list[ModelMessage] = []
+    for turn in range(8):
+        agent = agent_for(chat, THIN, None, ProcessHistory(moved))
+        prompt = TASK if turn == 0 else f'turn {turn}'
+        history = agent.run_sync(prompt, deps=turn, message_history=history).all_messages()
+    assert ''.join(windows_of(history)) == records
+
+
 def test_keep_carries_every_change():
     chat = converse(8, lambda history: history, windows='keep')
     assert [seen.instructions == chat.seen[0].instructions for seen in chat.seen] == [True] * 8
@@ -198,4 +220,4 @@ def test_a_response_no_fallback_member_is_named_after_keeps_its_window():
     context = ModelRequestContext(
         model=fallback, messages=[old], model_settings=None, model_request_parameters=ModelRequestParameters()
     )
-    assert PriceRule(None).reopening(Window(), [old], 100, context) is None
+    assert PriceRule(None).reopening(Window(), [old], (100, 0), context) is None

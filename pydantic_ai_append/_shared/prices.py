@@ -85,6 +85,19 @@ PROVIDER_DEFAULTS: dict[str, CachePrices] = {
 `genai-prices` doesn't have: Anthropic's 5-minute writes at 1.25x the input price and reads at 0.1x; OpenAI's and
 Google's implicit caching, reads at 0.1x (the newer models'), writes at the input price."""
 
+CACHE_POINT_PROVIDERS = ('anthropic', 'bedrock')
+"""The providers, by the start of the provider name, that read a cached prefix only at the request's cache points
+(and at most 20 content blocks before each, Anthropic's and Bedrock's "Prompt caching" pages), where the others read
+the longest prefix they cached."""
+
+
+def reads_at_cache_points(response: ModelResponse) -> bool:
+    """Whether the provider that served `response` reads its cache only at cache points: where history moves, it then
+    reads the tools and instructions alone.
+    """
+    return (response.provider_name or '').startswith(CACHE_POINT_PROVIDERS)
+
+
 _MILLION = 1_000_000
 
 _PRICES = BoundedCache[tuple[str | None, str | None, str | None], tuple[CachePrices | None]](

@@ -24,6 +24,13 @@ the same requests the optimum pays a new window's price at the smallest or the s
 doesn't open a window at. (Without deliveries or growth this is deterministic ski rental, at most twice the optimum;
 `tests/_shared/test_schedule.py` checks the bound on adversarial series.) `optimal_opens` is that optimum, a dynamic
 programme over the requests (quadratic in their number).
+
+A compaction changes two things. Where it moves the prefix, the rest of the request is written whatever the schedule,
+and a new window costs only what the cache still held (`Step.held`: the tools and instructions, and on a provider that
+reads the longest cached prefix, the history before the move): the rule prices it so, at that request alone. Where it
+cuts messages, the changes before the cut go with them (`Step.kept`), and the rule keeps the window from then on: what
+it counted on saving ends at the next cut, and under a token budget carried changes only take the place of older
+messages. The bound above is not claimed across compactions; the benchmark holds the rule to the optimum there.
 """
 
 from __future__ import annotations
@@ -46,6 +53,19 @@ class Step(NamedTuple):
     delivered: int
     """The tokens of the changes it delivers if it keeps the window."""
 
+    held: int | None = None
+    """Where a compaction moved the request's prefix: the tokens the cache still holds of it, all that a new window
+    writes beyond keeping (`None`: `size`)."""
+
+    kept: int | None = None
+    """Where a compaction cut messages: the most tokens of changes keeping the window still carries, those the cut left
+    and the values it states again (`None`: no cut). The window is kept from then on, as `_reopening` keeps it."""
+
+    @property
+    def opening(self) -> int:
+        """What a new window writes beyond keeping, in tokens."""
+        return self.size if self.held is None else self.held
+
 
 def weighed(paid: float, step: Step, carried: float, prices: CachePrices) -> tuple[float, float]:
     """What a request's window has cost in its carried changes, with what keeping it costs this request, and what a
@@ -58,7 +78,7 @@ def weighed(paid: float, step: Step, carried: float, prices: CachePrices) -> tup
         prices: The model's cache prices.
     """
     keeping = carried + prices.cache_write / prices.cache_read * step.delivered
-    return paid + keeping, prices.threshold * step.size
+    return paid + keeping, prices.threshold * step.opening
 
 
 def keeps_window(paid: float, step: Step, carried: float, prices: CachePrices, first: int) -> bool:
@@ -73,13 +93,18 @@ def online_opens(steps: Sequence[Step], prices: CachePrices) -> list[int]:
     """The requests `keeps_window` opens a window at (the first always opens one)."""
     opens = [0]
     paid = carried = 0.0
+    cut = False
     for at, step in enumerate(steps[1:], 1):
-        if keeps_window(paid, step, carried, prices, steps[opens[-1]].size):
+        if step.kept is not None:
+            carried, cut = min(carried, step.kept), True
+        first = step.opening if step.held is not None else steps[opens[-1]].size
+        if cut or keeps_window(paid, step, carried, prices, first):
             paid += carried
             carried += step.delivered
         else:
             opens.append(at)
             paid = carried = 0.0
+            cut = False
     return opens
 
 
@@ -90,9 +115,10 @@ def extra_cost(steps: Sequence[Step], opens: Sequence[int], prices: CachePrices)
     write = prices.cache_write / prices.cache_read
     for at, step in enumerate(steps):
         if at in chosen:
-            total += (write - 1) * step.size if at else 0.0
+            total += (write - 1) * step.opening if at else 0.0
             carried = 0.0
         else:
+            carried = carried if step.kept is None else min(carried, step.kept)
             total += carried + write * step.delivered
             carried += step.delivered
     return total
@@ -106,14 +132,16 @@ def optimal_opens(steps: Sequence[Step], prices: CachePrices) -> list[int]:
     best = [0.0] + [float('inf')] * len(steps)
     first = [0] * (len(steps) + 1)
     for start in range(len(steps)):
-        cost = best[start] + ((write - 1) * steps[start].size if start else 0.0)
+        cost = best[start] + ((write - 1) * steps[start].opening if start else 0.0)
         carried = 0.0
         for end in range(start + 1, len(steps) + 1):
             if cost < best[end]:
                 best[end], first[end] = cost, start
             if end < len(steps):
-                cost += carried + write * steps[end].delivered
-                carried += steps[end].delivered
+                step = steps[end]
+                carried = carried if step.kept is None else min(carried, step.kept)
+                cost += carried + write * step.delivered
+                carried += step.delivered
     opens: list[int] = []
     end = len(steps)
     while end > 0:

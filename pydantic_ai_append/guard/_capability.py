@@ -43,6 +43,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .._blocks import WindowObserver
 from .._capability import AppendInstructions
+from .._reopening import MOVED_KEY
 from .._shared.cache import BoundedCache
 from .._wire.transport import conversation_scope
 from ._consumed import ConsumedHistory
@@ -225,8 +226,15 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             _warn(plan.warnings)
         if plan.retired:
             tell_retired(ctx, request_context, plan.retired)
-        if plan.opened and self.verifier is not None:
-            self.verifier.open_window()
+        if plan.opened:
+            # Where a compaction moved the prefix, what the cache still holds decides what a new instruction window
+            # would cost beyond keeping its window (`AppendInstructions`).
+            # The last message is the request sent (or a suspended turn's response, which it resumes).
+            pending = request_context.messages[-1]
+            moved = {MOVED_KEY: self._consumed.unchanged_bytes(request_context.messages)}
+            pending.metadata = {**(pending.metadata or {}), **moved}
+            if self.verifier is not None:
+                self.verifier.open_window()
         self._memory.seen.update(plan.declared)
         self._plan = plan
         return request_context

@@ -79,6 +79,15 @@ class ConsumedHistory:
             for message, sent, snapshot in zip(self.messages, self.consumed, self._snapshots, strict=False)
         ]
 
+    def unchanged_bytes(self, sent: Sequence[ModelMessage]) -> int:
+        """The bytes of the consumed messages `sent` starts with, unchanged."""
+        total = 0
+        for message, consumed in zip(sent, self.consumed, strict=False):
+            if message_bytes(message) != consumed:
+                break
+            total += len(consumed)
+        return total
+
     def advance(
         self, messages: Sequence[ModelMessage], *, sent: Sequence[ModelMessage], verified: int
     ) -> ConsumedHistory:

@@ -13,7 +13,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelResponse, TextPart
 
 from pydantic_ai_append import CachePrices
-from pydantic_ai_append._shared.prices import prices_of
+from pydantic_ai_append._shared.prices import prices_of, reads_at_cache_points
 
 
 def served_by(model_name: str, provider_name: str | None, provider_url: str | None = None) -> ModelResponse:
@@ -79,3 +79,9 @@ def test_bad_prices_are_refused_with_the_value():
             '`CachePrices.retention` takes a positive `timedelta` or `None`, not datetime.timedelta(0).',
         ]
     )
+
+
+def test_anthropic_and_bedrock_read_their_cache_at_cache_points():
+    providers = ['anthropic', 'bedrock', 'openai', 'google-gla', None]
+    found = [reads_at_cache_points(served_by('m', provider)) for provider in providers]
+    assert found == [True, True, False, False, False]

@@ -25,14 +25,18 @@ prices = st.sampled_from([ANTHROPIC, OPENAI, THIN])
 
 
 @st.composite
-def series(draw: st.DrawFn, *, most: int = 40) -> list[Step]:
-    """A conversation's requests: a size that grows (or not) and changes of any size, spikes included."""
+def series(draw: st.DrawFn, *, most: int = 40, compactions: bool = False) -> list[Step]:
+    """A conversation's requests: a size that grows (or not) and changes of any size, spikes included; with
+    `compactions`, some requests whose prefix a compaction moved, and cut."""
     growing = draw(st.booleans())
     size = draw(st.integers(10, 5_000))
     steps: list[Step] = []
     for _ in range(draw(st.integers(1, most))):
         size += draw(st.integers(0, 600)) if growing else 0
-        steps.append(Step(size, draw(st.one_of(st.just(0), st.integers(1, 100), st.integers(0, 20_000)))))
+        step = Step(size, draw(st.one_of(st.just(0), st.integers(1, 100), st.integers(0, 20_000))))
+        if compactions and draw(st.booleans()):
+            step = step._replace(held=draw(st.integers(0, size)), kept=draw(st.one_of(st.none(), st.integers(0, 500))))
+        steps.append(step)
     return steps
 
 
@@ -44,7 +48,7 @@ def growth(steps: list[Step], opens: list[int]) -> float:
 
 
 @settings(max_examples=300)
-@given(series(most=8), prices)
+@given(st.booleans().flatmap(lambda compactions: series(most=8, compactions=compactions)), prices)
 def test_the_optimum_is_the_cheapest_schedule(steps: list[Step], chosen: CachePrices):
     every = [
         [0, *later] for count in range(len(steps)) for later in itertools.combinations(range(1, len(steps)), count)
@@ -87,3 +91,16 @@ def test_on_a_long_agent_the_rule_is_near_the_optimum():
         )
     # Windows the rule opens, the optimum's, the rule's extra cost against the optimum's, and never reopening's.
     assert figures == snapshot({'anthropic': (5, 4, 1.118, 2.21), 'openai': (5, 5, 1.002, 2.467)})
+
+
+def test_a_compaction_prices_a_new_window_at_what_the_cache_held_and_a_cut_keeps_the_window():
+    # Changes carried a while, then a compaction that moved the prefix and left a tenth of the request in the cache:
+    # the rule and the optimum open the window there, where writing the whole request again was still too dear.
+    steps = [Step(10_000 + 100 * at, 50) for at in range(60)]
+    moved = [*steps[:30], steps[30]._replace(held=1_000), *steps[31:]]
+    assert online_opens(moved, ANTHROPIC) == [0, 30] and optimal_opens(moved, ANTHROPIC)[1] == 30
+    assert online_opens(steps, ANTHROPIC) == [0]
+    # A cut that leaves 200 tokens of changes: keeping carries no more than that, and the rule keeps the window.
+    cut = [*steps[:30], steps[30]._replace(held=1_000, kept=200), *steps[31:]]
+    assert online_opens(cut, ANTHROPIC) == [0]
+    assert extra_cost(cut, [0], ANTHROPIC) < extra_cost(steps, [0], ANTHROPIC)

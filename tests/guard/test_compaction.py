@@ -41,7 +41,7 @@ from pydantic_ai_append import (
 )
 from pydantic_ai_append._encoding import encode_baseline
 from pydantic_ai_append._history import carrier
-from pydantic_ai_append._reopening import CUT_KEY
+from pydantic_ai_append._reopening import CUT_KEY, MOVED_KEY
 from pydantic_ai_append.guard import (
     ConsumedPrefixChangedWarning,
     OrphanedToolPairWarning,
@@ -223,6 +223,8 @@ async def test_a_trimming_processor_is_applied_as_whole_pair_compaction():
     sent = result.all_messages()
     assert tool_pair_problems(sent) == [] and elided_count(sent) == 4
     assert [type(message).__name__ for message in sent] == ['ModelRequest', 'ModelResponse']
+    # The request says, for `AppendInstructions`, that it keeps none of the consumed messages as they were.
+    assert sent[0].metadata == {MOVED_KEY: 0}
 
 
 async def test_compaction_keeps_the_instructions_and_sends_the_cut_change_again():

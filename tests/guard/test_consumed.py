@@ -18,3 +18,12 @@ def test_the_boundary_is_after_the_latest_reply():
     assert ConsumedHistory.of([user('a'), reply('b')], boundary=1).boundary == 1
     with pytest.raises(ValueError, match='boundary 3 is outside a history of 2 messages'):
         ConsumedHistory.of([user('a'), reply('b')], boundary=3)
+
+
+def test_the_unchanged_bytes_are_those_of_the_consumed_messages_sent_as_they_were():
+    history = ConsumedHistory.of([user('a'), reply('b'), user('c'), reply('d')])
+    first, second = history.consumed[:2]
+    # Kept through the second message, then a cleared one; sent whole with more after it; cut at the front.
+    assert history.unchanged_bytes([user('a'), reply('b'), user('cleared'), reply('d')]) == len(first) + len(second)
+    assert history.unchanged_bytes([*history.messages, user('e')]) == sum(map(len, history.consumed))
+    assert history.unchanged_bytes([user('c'), reply('d')]) == 0
