@@ -24,12 +24,13 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai_harness.compaction import ClearToolResults, SlidingWindowCompaction
 
+from pydantic_ai_append._shared.schedule import Step
 from pydantic_ai_append.guard import PrefixGuard
 
 from .coding import CODING
 from .tables import Verdict, table
 from .tokens import token_result
-from .windows import by_path, compaction_steps, windows_sections, windows_verdicts
+from .windows import budgeted_steps, by_path, compaction_steps, windows_sections, windows_verdicts
 from .wire import PathName, Variant, WireResult, run_conversation
 
 STRATEGIES: dict[str, Callable[[], AbstractCapability[int]]] = {
@@ -38,6 +39,13 @@ STRATEGIES: dict[str, Callable[[], AbstractCapability[int]]] = {
     # The oldest turns dropped past about 20,000 tokens, the latest 60 messages (about 10 turns) kept.
     'SlidingWindowCompaction': lambda: SlidingWindowCompaction(max_tokens=20_000, keep_messages=60),
 }
+MODELS: dict[str, Callable[[WireResult], list[Step]]] = {
+    # Tool results cleared: history keeps every change, and grows.
+    'ClearToolResults': compaction_steps,
+    # The oldest messages cut past a token budget: the changes carried take their place.
+    'SlidingWindowCompaction': budgeted_steps,
+}
+"""How the schedules of windows are priced on each strategy's run keeping every change (`benchmarks/windows.py`)."""
 PATHS_RUN: tuple[PathName, ...] = ('anthropic-inline', 'openai-chat')
 VARIANTS: tuple[Variant, ...] = ('static', 'append-keep', 'append')
 RESULTS = Path(__file__).parent / 'results'
@@ -124,7 +132,7 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
     for strategy in STRATEGIES:
         results = [run.result for run in runs if run.strategy == strategy]
         scenario = f'the coding agent with the guard and {strategy}'
-        paths = by_path(results, turns, (), scenario, stepped=compaction_steps)
+        paths = by_path(results, turns, (), scenario, stepped=MODELS[strategy])
         sections.extend(windows_sections(paths))
         found.extend(windows_verdicts(paths))
     heading = (

@@ -82,16 +82,17 @@ class PriceRule:
             return Reopening('expired', None, None, 0) if expired else None
         paid, carried, first = _paid(window, messages)
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
+        first = first or step.size
         if isinstance(moved := (messages[-1].metadata or {}).get(MOVED_KEY), int):
             # The rest is written anyway: a new window costs its instructions, and what the cache reads of history.
             literal = request_context.model_request_parameters.instruction_parts or []
             held = stating + sum(len(part.content) for part in literal) + (0 if reads_at_cache_points(last) else moved)
-            first = held // CHARS_PER_TOKEN
-            step = step._replace(size=first)
+            step = step._replace(held=held // CHARS_PER_TOKEN)
+            first = step.opening
         keeping, opening = weighed(paid, step, carried, prices)
         baseline = window.found[window.start - 1][2]
         cut = baseline is not None and bool((baseline.metadata or {}).get(CUT_KEY))
-        if expired or (step.size and not cut and not keeps_window(paid, step, carried, prices, first or step.size)):
+        if expired or (step.size and not cut and not keeps_window(paid, step, carried, prices, first)):
             keeping, opening = keeping * prices.cache_read / 1e6, opening * prices.cache_read / 1e6
             return Reopening('expired' if expired else 'price', keeping, opening, carried + step.delivered)
         return None

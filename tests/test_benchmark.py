@@ -22,6 +22,7 @@ from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, Wra
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from benchmarks.__main__ import main
 from benchmarks.histories import build_history, count_changes, function_model, real_history
@@ -31,7 +32,7 @@ from benchmarks.overhead import ChangeTiming, Timing, Variant, changes_until, ru
 from benchmarks.report import Results, verdicts
 from benchmarks.scenario import Policy, build_agent, memory, native_available, prompt, state
 from benchmarks.servers import INSTRUMENTED, ManyConversations, tool_model, with_tool_calls
-from benchmarks.windows import extended, figures
+from benchmarks.windows import budgeted_steps, compaction_steps, extended, figures
 from benchmarks.wire import RequestBytes, WireResult
 from pydantic_ai_append import AppendInstructions, CachePrices
 from pydantic_ai_append._shared.schedule import Step
@@ -528,6 +529,20 @@ def test_schedules_of_windows_are_priced_by_the_model():
     longer = extended(steps[:10], 14)
     assert [step.delivered for step in longer[10:]] == [50, 0, 50, 0]
     assert [step.size for step in longer[9:]] == [5_900, 6_000, 6_100, 6_200, 6_300]
+
+
+def test_a_compaction_run_is_priced_with_its_moves_and_cuts():
+    # Changes carried 400 bytes more each request, until a compaction at the fifth moves the prefix (the cache held 300
+    # tokens of it) and cuts all but 400 bytes of them.
+    result = WireResult('anthropic-inline', 'append-keep', 'inline')
+    moves: list[tuple[int, str] | None] = [None, None, None, None, (3, 'message'), None]
+    changes = [0, 400, 800, 1_200, 400, 800]
+    result.requests = [RequestBytes(0, 0, 0, move, change) for move, change in zip(moves, changes, strict=True)]
+    result.usages = [RequestUsage(input_tokens=1_000 * at, cache_read_tokens=300 * (at == 5)) for at in range(1, 7)]
+    steps = compaction_steps(result)
+    assert steps[3:] == [Step(3_700, 100), Step(4_900, 0, held=300, kept=100), Step(5_800, 100)]
+    # Held to a token budget, a schedule is priced by its new windows alone.
+    assert budgeted_steps(result) == [Step(1_000 * at, 0) for at in range(1, 7)]
 
 
 def test_a_request_that_opens_a_window_is_no_move_of_its_prefix():

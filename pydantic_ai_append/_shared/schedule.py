@@ -6,7 +6,8 @@ the ones it delivers (at the cache-write price). A new window states the blocks'
 and so writes the whole request again: what it costs beyond reading it is the price of ending the carried changes.
 Whatever else a request costs, every schedule of windows pays alike. So, per request, in tokens:
 
-- kept: `cache_read * carried + cache_write * delivered`, where `carried` is what the window delivered before it;
+- kept: `cache_read * carried + cache_write * delivered`, where `carried` is what the window delivered before it
+  (`cache_write * carried` where a compaction moved the prefix, which writes them again: `Step.keeping`);
 - opened: `(cache_write - cache_read) * size`, where `size` is the request's tokens without carried changes.
 
 `keeps_window` is the online rule, ski rental's: keep the window while what its carried changes have cost so far (their
@@ -66,6 +67,12 @@ class Step(NamedTuple):
         """What a new window writes beyond keeping, in tokens."""
         return self.size if self.held is None else self.held
 
+    def keeping(self, carried: float, write: float) -> float:
+        """What keeping the window costs this request, in cache-read tokens, given the tokens of the changes it
+        carries and what a write costs in reads: it reads them, or writes them again after a compaction's move.
+        """
+        return (carried if self.held is None else write * carried) + write * self.delivered
+
 
 def weighed(paid: float, step: Step, carried: float, prices: CachePrices) -> tuple[float, float]:
     """What a request's window has cost in its carried changes, with what keeping it costs this request, and what a
@@ -77,8 +84,7 @@ def weighed(paid: float, step: Step, carried: float, prices: CachePrices) -> tup
         carried: The tokens of the changes the window delivered before this request, which keeping reads again.
         prices: The model's cache prices.
     """
-    keeping = carried + prices.cache_write / prices.cache_read * step.delivered
-    return paid + keeping, prices.threshold * step.opening
+    return paid + step.keeping(carried, prices.cache_write / prices.cache_read), prices.threshold * step.opening
 
 
 def keeps_window(paid: float, step: Step, carried: float, prices: CachePrices, first: int) -> bool:
@@ -119,7 +125,7 @@ def extra_cost(steps: Sequence[Step], opens: Sequence[int], prices: CachePrices)
             carried = 0.0
         else:
             carried = carried if step.kept is None else min(carried, step.kept)
-            total += carried + write * step.delivered
+            total += step.keeping(carried, write)
             carried += step.delivered
     return total
 
@@ -140,7 +146,7 @@ def optimal_opens(steps: Sequence[Step], prices: CachePrices) -> list[int]:
             if end < len(steps):
                 step = steps[end]
                 carried = carried if step.kept is None else min(carried, step.kept)
-                cost += carried + write * step.delivered
+                cost += step.keeping(carried, write)
                 carried += step.delivered
     opens: list[int] = []
     end = len(steps)
