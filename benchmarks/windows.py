@@ -82,19 +82,23 @@ def steps_of(keep: WireResult) -> list[Step]:
 
 def compaction_steps(keep: WireResult) -> list[Step]:
     """`steps_of` a conversation that kept every change through compactions, with what each compaction changes: where
-    one moved the prefix, a new window writes only what the cache still held (that request's cached tokens as run);
-    where one cut changes too, keeping carries at most what the run carried after it.
+    one moved the prefix, a new window writes only what the cache still held (that request's cached tokens as run),
+    and keeping writes again the changes after the move (all of them where the provider reads at cache points); where
+    one cut changes too, keeping carries at most what the run carried after it.
 
     The conversation's length is the run's: a schedule that carries fewer changes is not trimmed later, as a token
     budget would trim it.
     """
     steps = steps_of(keep)
+    # Anthropic reads the cache at its cache points: after a move, the tools and instructions alone.
+    at_points = PATHS[keep.path][0] == 'anthropic'
     for at in range(1, len(steps)):
         request, usage = keep.requests[at], keep.usages[at]
         if request.moved_at and at not in keep.opened:
             cut = request.change_bytes < keep.requests[at - 1].change_bytes
             kept = request.change_bytes // CHARS_PER_TOKEN if cut else None
-            steps[at] = steps[at]._replace(held=usage.cache_read_tokens, kept=kept)
+            rewritten = None if at_points else request.moved_change_bytes // CHARS_PER_TOKEN
+            steps[at] = steps[at]._replace(held=usage.cache_read_tokens, kept=kept, rewritten=rewritten)
     return steps
 
 

@@ -99,6 +99,9 @@ class RequestBytes:
     change_bytes: int
     """Bytes of the change elements in its conversation segments."""
 
+    moved_change_bytes: int = 0
+    """Those of them at or after where it stops repeating the previous request."""
+
     @property
     def uncached(self) -> int:
         """The bytes a provider's prefix cache would not have: everything after the reused segments."""
@@ -277,12 +280,15 @@ def _measure(result: WireResult, requests: Sequence[Sequence[Segment]]) -> None:
     for request, reuse in zip(requests, prefix_reuse(requests), strict=True):
         shared = common_prefix_length(previous, request)
         moved = (shared, previous[shared].kind) if shared < len(previous) else None
-        change_bytes = 0
-        for conversation_index, segment in enumerate(conversation(request)):
+        change_bytes = moved_bytes = 0
+        talk = conversation(request)
+        for conversation_index, segment in enumerate(talk):
             elements = change_elements(segment)
+            after = moved is not None and len(request) - len(talk) + conversation_index >= shared
             for ordinal, element in enumerate(elements):
                 size = len(element.encode())
                 change_bytes += size
+                moved_bytes += size if after else 0
                 key = (conversation_index, ordinal, element)
                 if key not in seen:
                     seen.add(key)
@@ -295,6 +301,7 @@ def _measure(result: WireResult, requests: Sequence[Sequence[Segment]]) -> None:
                 sum(len(segment.data) for segment in previous),
                 moved,
                 change_bytes,
+                moved_bytes,
             )
         )
         previous = request

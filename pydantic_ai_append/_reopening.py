@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, cast
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import ModelRequestContext
@@ -33,8 +33,8 @@ CUT_KEY = 'pydantic_ai_append.cut'
 """The part metadata where `PrefixGuard` marks the carrier of a window's baseline that a compaction cut changes of."""
 
 MOVED_KEY = 'pydantic_ai_append.moved'
-"""The request metadata where `PrefixGuard` puts, on a request whose prefix a compaction moved, the bytes of the
-consumed messages it sends unchanged."""
+"""The request metadata where `PrefixGuard` puts, on a request whose prefix a compaction moved, how many of the
+consumed messages it sends unchanged and their bytes (`{'messages': ..., 'bytes': ...}`)."""
 
 
 class Reopening(NamedTuple):
@@ -83,10 +83,17 @@ class PriceRule:
         paid, carried, first = _paid(window, messages)
         step = Step(max(last.usage.input_tokens + last.usage.output_tokens - carried, 0), delivering // CHARS_PER_TOKEN)
         first = first or step.size
-        if isinstance(moved := (messages[-1].metadata or {}).get(MOVED_KEY), int):
-            # The rest is written anyway: a new window costs its instructions, and what the cache reads of history.
+        if isinstance(moved := (messages[-1].metadata or {}).get(MOVED_KEY), dict):
+            # The rest is written anyway: a new window costs its instructions and what the cache reads of history, and
+            # keeping writes again the changes after the move.
             literal = request_context.model_request_parameters.instruction_parts or []
-            held = stating + sum(len(part.content) for part in literal) + (0 if reads_at_cache_points(last) else moved)
+            held = stating + sum(len(part.content) for part in literal)
+            if not reads_at_cache_points(last):
+                unchanged = cast('dict[str, int]', moved)
+                after = [part for at, _, part, _ in window.found[window.start :] if at >= unchanged['messages']]
+                rewritten = sum(len(part.content) for part in after if part is not None) // CHARS_PER_TOKEN
+                step = step._replace(rewritten=rewritten)
+                held += unchanged['bytes']
             step = step._replace(held=held // CHARS_PER_TOKEN)
             first = step.opening
         keeping, opening = weighed(paid, step, carried, prices)

@@ -537,10 +537,13 @@ def test_a_compaction_run_is_priced_with_its_moves_and_cuts():
     result = WireResult('anthropic-inline', 'append-keep', 'inline')
     moves: list[tuple[int, str] | None] = [None, None, None, None, (3, 'message'), None]
     changes = [0, 400, 800, 1_200, 400, 800]
-    result.requests = [RequestBytes(0, 0, 0, move, change) for move, change in zip(moves, changes, strict=True)]
+    result.requests = [RequestBytes(0, 0, 0, move, change, 0) for move, change in zip(moves, changes, strict=True)]
     result.usages = [RequestUsage(input_tokens=1_000 * at, cache_read_tokens=300 * (at == 5)) for at in range(1, 7)]
     steps = compaction_steps(result)
     assert steps[3:] == [Step(3_700, 100), Step(4_900, 0, held=300, kept=100), Step(5_800, 100)]
+    # On a provider that reads the longest cached prefix, keeping writes again only the changes after the move.
+    result.path, result.requests[4] = 'openai-chat', replace(result.requests[4], moved_change_bytes=200)
+    assert compaction_steps(result)[4] == Step(4_900, 0, held=300, kept=100, rewritten=50)
     # Held to a token budget, a schedule is priced by its new windows alone.
     assert budgeted_steps(result) == [Step(1_000 * at, 0) for at in range(1, 7)]
 

@@ -157,7 +157,7 @@ def test_where_a_compaction_moved_the_prefix_a_new_window_costs_what_the_cache_h
     # the price of writing the whole request again has it give way; holding all of it, it doesn't.
     def moved(messages: list[ModelMessage]) -> list[ModelMessage]:
         if len(messages) == 7:
-            messages[-1].metadata = {MOVED_KEY: held}
+            messages[-1].metadata = {MOVED_KEY: {'messages': 6 if held else 0, 'bytes': held}}
         return messages
 
     chat = ScriptedModel()

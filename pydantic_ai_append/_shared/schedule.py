@@ -58,6 +58,10 @@ class Step(NamedTuple):
     """Where a compaction moved the request's prefix: the tokens the cache still holds of it, all that a new window
     writes beyond keeping (`None`: `size`)."""
 
+    rewritten: int | None = None
+    """Where a compaction moved the prefix: the most tokens of carried changes that keeping writes again, those after
+    the move (`None`: all of them, as where the provider reads the tools and instructions alone)."""
+
     kept: int | None = None
     """Where a compaction cut messages: the most tokens of changes keeping the window still carries, those the cut left
     and the values it states again (`None`: no cut). The window is kept from then on, as `_reopening` keeps it."""
@@ -69,9 +73,10 @@ class Step(NamedTuple):
 
     def keeping(self, carried: float, write: float) -> float:
         """What keeping the window costs this request, in cache-read tokens, given the tokens of the changes it
-        carries and what a write costs in reads: it reads them, or writes them again after a compaction's move.
+        carries and what a write costs in reads: it reads them, and writes again those after a compaction's move.
         """
-        return (carried if self.held is None else write * carried) + write * self.delivered
+        again = 0 if self.held is None else carried if self.rewritten is None else min(carried, self.rewritten)
+        return carried - again + write * (again + self.delivered)
 
 
 def weighed(paid: float, step: Step, carried: float, prices: CachePrices) -> tuple[float, float]:

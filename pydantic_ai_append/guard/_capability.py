@@ -231,7 +231,7 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             # would cost beyond keeping its window (`AppendInstructions`).
             # The last message is the request sent (or a suspended turn's response, which it resumes).
             pending = request_context.messages[-1]
-            moved = {MOVED_KEY: self._consumed.unchanged_bytes(request_context.messages)}
+            moved = {MOVED_KEY: self._consumed.unchanged(request_context.messages)}
             pending.metadata = {**(pending.metadata or {}), **moved}
             if self.verifier is not None:
                 self.verifier.open_window()

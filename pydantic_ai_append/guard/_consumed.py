@@ -79,14 +79,14 @@ class ConsumedHistory:
             for message, sent, snapshot in zip(self.messages, self.consumed, self._snapshots, strict=False)
         ]
 
-    def unchanged_bytes(self, sent: Sequence[ModelMessage]) -> int:
-        """The bytes of the consumed messages `sent` starts with, unchanged."""
-        total = 0
+    def unchanged(self, sent: Sequence[ModelMessage]) -> dict[str, int]:
+        """How many of the consumed messages `sent` starts with unchanged (`messages`), and their bytes (`bytes`)."""
+        count = total = 0
         for message, consumed in zip(sent, self.consumed, strict=False):
             if message_bytes(message) != consumed:
                 break
-            total += len(consumed)
-        return total
+            count, total = count + 1, total + len(consumed)
+        return {'messages': count, 'bytes': total}
 
     def advance(
         self, messages: Sequence[ModelMessage], *, sent: Sequence[ModelMessage], verified: int

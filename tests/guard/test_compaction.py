@@ -224,7 +224,7 @@ async def test_a_trimming_processor_is_applied_as_whole_pair_compaction():
     assert tool_pair_problems(sent) == [] and elided_count(sent) == 4
     assert [type(message).__name__ for message in sent] == ['ModelRequest', 'ModelResponse']
     # The request says, for `AppendInstructions`, that it keeps none of the consumed messages as they were.
-    assert sent[0].metadata == {MOVED_KEY: 0}
+    assert sent[0].metadata == {MOVED_KEY: {'messages': 0, 'bytes': 0}}
 
 
 async def test_compaction_keeps_the_instructions_and_sends_the_cut_change_again():

@@ -20,10 +20,14 @@ def test_the_boundary_is_after_the_latest_reply():
         ConsumedHistory.of([user('a'), reply('b')], boundary=3)
 
 
-def test_the_unchanged_bytes_are_those_of_the_consumed_messages_sent_as_they_were():
+def test_the_unchanged_messages_are_the_consumed_ones_sent_as_they_were():
     history = ConsumedHistory.of([user('a'), reply('b'), user('c'), reply('d')])
     first, second = history.consumed[:2]
     # Kept through the second message, then a cleared one; sent whole with more after it; cut at the front.
-    assert history.unchanged_bytes([user('a'), reply('b'), user('cleared'), reply('d')]) == len(first) + len(second)
-    assert history.unchanged_bytes([*history.messages, user('e')]) == sum(map(len, history.consumed))
-    assert history.unchanged_bytes([user('c'), reply('d')]) == 0
+    cleared = history.unchanged([user('a'), reply('b'), user('cleared'), reply('d')])
+    assert cleared == {'messages': 2, 'bytes': len(first) + len(second)}
+    assert history.unchanged([*history.messages, user('e')]) == {
+        'messages': 4,
+        'bytes': sum(map(len, history.consumed)),
+    }
+    assert history.unchanged([user('c'), reply('d')]) == {'messages': 0, 'bytes': 0}
