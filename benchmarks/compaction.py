@@ -7,7 +7,9 @@ Harness pins `pydantic-ai-slim` exactly, so this runs in an environment of its o
 price (`append`), each with the strategy and the guard (default options): input dollars (the fake provider's caches,
 `genai-prices`), the requests whose prefix a compaction moved (on the wire, where no instruction window opened), the
 windows of the prefix the guard told its verifier of, the instruction windows append mode opened, and the longest
-request. Before issue 37 every compaction opened an instruction window, writing the instructions again.
+request. Before issue 37 every compaction opened an instruction window, writing the instructions again. Then, per
+strategy, windows by price against the hindsight optimum, as `benchmarks/windows.py` prices schedules (`MODELS`: the
+cleared run with each compaction's move and cut, the sliding window as held to a token budget), with its targets.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pydantic_ai_append.guard import PrefixGuard
 from .coding import CODING
 from .tables import Verdict, table
 from .tokens import token_result
-from .windows import budgeted_steps, by_path, compaction_steps, windows_sections, windows_verdicts
+from .windows import budgeted_steps, by_path, compaction_steps, windows_json, windows_sections, windows_verdicts
 from .wire import PathName, Variant, WireResult, run_conversation
 
 STRATEGIES: dict[str, Callable[[], AbstractCapability[int]]] = {
@@ -85,8 +87,8 @@ def run_one(job: tuple[str, PathName, Variant, int]) -> Compacted:
     return Compacted(strategy, result, counted.count)
 
 
-def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], list[dict[str, Any]]]:
-    """The table, the verdicts and the JSON of the runs."""
+def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], dict[str, Any]]:
+    """The tables, the verdicts and the JSON of the runs, and of each strategy's schedules of windows."""
     rows: list[list[str]] = []
     data: list[dict[str, Any]] = []
     by_key = {(run.strategy, run.result.path, run.result.policy): run for run in runs}
@@ -129,11 +131,13 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
             )
         )
     sections: list[str] = []
+    schedules: dict[str, Any] = {}
     for strategy in STRATEGIES:
         results = [run.result for run in runs if run.strategy == strategy]
         scenario = f'the coding agent with the guard and {strategy}'
         paths = by_path(results, turns, (), scenario, stepped=MODELS[strategy])
         sections.extend(windows_sections(paths))
+        schedules[strategy] = windows_json(paths)
         found.extend(windows_verdicts(paths))
     heading = (
         f'The coding agent over {turns} turns with `PrefixGuard` and a harness compaction strategy: input dollars, the '
@@ -142,7 +146,8 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], l
     )
     headers = ['strategy', 'path', 'variant', 'input cost', 'prefix moves', 'told', 'instruction windows', 'longest']
     text = '\n\n'.join([table(headers, rows), *sections])
-    return f'{heading}\n\n{text}', sorted(found, key=lambda verdict: verdict.target), data
+    verdicts = sorted(found, key=lambda verdict: verdict.target)
+    return f'{heading}\n\n{text}', verdicts, {'runs': data, 'windows': schedules}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -161,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     output = f'{text}\n\nTargets\n\n{targets}\n'
     print(output)
     (RESULTS / 'compaction.txt').write_text(output)
-    (RESULTS / 'compaction.json').write_text(json.dumps({'turns': args.turns, 'runs': data}, indent=2) + '\n')
+    (RESULTS / 'compaction.json').write_text(json.dumps({'turns': args.turns, **data}, indent=2) + '\n')
     return 0 if all(verdict.met for verdict in verdicts) else 1
 
 
