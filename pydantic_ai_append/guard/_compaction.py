@@ -209,7 +209,8 @@ def compact(
 
 def keeping_window(full: Sequence[ModelMessage], kept: list[ModelMessage], *, cut: bool = True) -> list[ModelMessage]:
     """`kept`, what a compaction keeps of `full`, with the instruction window `full` has open: where the cut took the
-    window's baseline, its carrier (never sent) goes to the front of the first request kept, after the marker.
+    window's baseline, its carrier (never sent) goes to the first request kept, after the marker and any earlier
+    window's carrier there (a compaction that keeps the first prompt keeps the first window's baseline with it).
 
     `AppendInstructions` then sends the instructions as they were, and reads what the model holds of each block from
     the changes kept: a block whose changes were cut gets its current value in full at the tail. A provider's
@@ -230,8 +231,7 @@ def keeping_window(full: Sequence[ModelMessage], kept: list[ModelMessage], *, cu
     at = next(index for index, message in enumerate(kept) if isinstance(message, ModelRequest))
     first = kept[at]
     assert isinstance(first, ModelRequest), 'found as a request'
-    # Before the window's first change kept there, after any marker and earlier window's carrier (a compaction that
-    # keeps the first request keeps the first window's baseline on it).
+    # Before the window's first change kept there, if there is one.
     after = {id(part) for part in _parts_after(full, baseline)}
     front = next((index for index, part in enumerate(first.parts) if id(part) in after), None)
     if front is None:
