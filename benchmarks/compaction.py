@@ -130,15 +130,7 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], d
                 keep.windows == 1 and bool(keep.result.moves),
             )
         )
-    sections: list[str] = []
-    schedules: dict[str, Any] = {}
-    for strategy in STRATEGIES:
-        results = [run.result for run in runs if run.strategy == strategy]
-        scenario = f'the coding agent with the guard and {strategy}'
-        paths = by_path(results, turns, (), scenario, stepped=MODELS[strategy])
-        sections.extend(windows_sections(paths))
-        schedules[strategy] = windows_json(paths)
-        found.extend(windows_verdicts(paths))
+    sections, schedules = _schedules(runs, turns, found)
     heading = (
         f'The coding agent over {turns} turns with `PrefixGuard` and a harness compaction strategy: input dollars, the '
         'requests whose prefix a compaction moved, the windows the guard told its verifier of, the instruction windows '
@@ -148,6 +140,20 @@ def report(runs: Sequence[Compacted], turns: int) -> tuple[str, list[Verdict], d
     text = '\n\n'.join([table(headers, rows), *sections])
     verdicts = sorted(found, key=lambda verdict: verdict.target)
     return f'{heading}\n\n{text}', verdicts, {'runs': data, 'windows': schedules}
+
+
+def _schedules(runs: Sequence[Compacted], turns: int, found: list[Verdict]) -> tuple[list[str], dict[str, Any]]:
+    """Each strategy's windows by price against the optimum: its tables and JSON, its verdicts added to `found`."""
+    sections: list[str] = []
+    schedules: dict[str, Any] = {}
+    for strategy in STRATEGIES:
+        results = [run.result for run in runs if run.strategy == strategy]
+        scenario = f'the coding agent with the guard and {strategy}'
+        paths = by_path(results, turns, (), scenario, stepped=MODELS[strategy])
+        sections.extend(windows_sections(paths))
+        schedules[strategy] = windows_json(paths)
+        found.extend(windows_verdicts(paths))
+    return sections, schedules
 
 
 def main(argv: Sequence[str] | None = None) -> int:
