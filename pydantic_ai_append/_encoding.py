@@ -166,6 +166,14 @@ checked again on every request. What it buys grows with the blocks' text (the be
 scenario's sizes a whole run shows no difference (`caches`: 1.03x, p25-p75 0.95-1.11, at 1,000 turns)."""
 
 
+def stated_chars(baseline: Mapping[str, Any]) -> int:
+    """The characters of the values a stored baseline's prefix states (unread: entries that aren't mappings count 0)."""
+    entries = cast('list[object]', baseline.get('instructions') or [])
+    return sum(
+        len(cast('Mapping[str, Any]', entry).get('content') or '') for entry in entries if isinstance(entry, dict)
+    )
+
+
 def read_baseline(stored: object, *, key: bytes | None, conversation_id: str | None) -> DecodedRecord:
     """`decode_record` of a baseline, checked once per payload: an equal payload reads as it did."""
     memo = (str(cast('dict[str, Any]', stored).get('check')), key, conversation_id)

@@ -33,6 +33,7 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.profiles import prompt_cache_outlook
 from pydantic_ai.settings import merge_model_settings
 
+from .._encoding import stated_chars
 from .._history import RECORD_KEY, opens_window, request_records
 from .._shared.schedule import CHARS_PER_TOKEN
 from .summary import costs, figures_of, uncached
@@ -120,7 +121,7 @@ def _never_reopened(
         records = [
             record for message in history if isinstance(message, ModelRequest) for record in request_records(message)
         ]
-        stated = [_stated(record) for record in records if record.get('kind') == 'baseline'][-2:]
+        stated = [stated_chars(record) for record in records if record.get('kind') == 'baseline'][-2:]
         dropped = max(dropped - (stated[-1] - stated[0]) // CHARS_PER_TOKEN, 0)
     if not before and not dropped:
         return {}
@@ -129,12 +130,6 @@ def _never_reopened(
     if dropped:
         read = max(usage.cache_read_tokens, expected_read(response, previous.usage.input_tokens + before))
     return {'kept_tokens': before + dropped, 'kept_read_tokens': min(read, usage.input_tokens + before + dropped)}
-
-
-def _stated(baseline: dict[str, Any]) -> int:
-    """The characters of the values a baseline's prefix states."""
-    entries = cast('list[dict[str, Any]]', baseline.get('instructions') or [])
-    return sum(len(entry.get('content') or '') for entry in entries)
 
 
 def expected_read(response: ModelResponse, previous: int) -> int:

@@ -36,6 +36,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from .._encoding import stated_chars
 from .._history import RECORD_KEY, holds_record, stored_record, strip_records
 from .._reopening import CUT_KEY
 from ._pairing import tool_pair_problems, tool_pairs
@@ -225,8 +226,7 @@ def keeping_window(full: Sequence[ModelMessage], kept: list[ModelMessage], *, cu
         return kept
     if there is not None and stored_record(there) == stored_record(baseline):
         return _marked(kept, there) if cut else kept
-    entries: list[Any] = cast('dict[str, Any]', stored_record(baseline)).get('instructions') or []
-    if not any(cast('dict[str, Any]', entry).get('content') for entry in entries if isinstance(entry, dict)):
+    if not stated_chars(cast('dict[str, Any]', stored_record(baseline))):
         return kept
     at = next(index for index, message in enumerate(kept) if isinstance(message, ModelRequest))
     first = kept[at]
