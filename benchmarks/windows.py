@@ -169,12 +169,11 @@ def figures(steps: Sequence[Step], prices: CachePrices) -> WindowFigures:
 def _longest(steps: Sequence[Step], opens: Sequence[int]) -> int:
     """The most tokens a request of the schedule sends: its own, and every change its window delivered to it."""
     chosen = set(opens)
-    longest = carried = 0
+    longest = carried = 0.0
     for at, step in enumerate(steps):
-        carried = carried if step.kept is None else min(carried, step.kept)
-        carried = 0 if at in chosen else carried + step.delivered
+        carried = 0.0 if at in chosen else step.left(carried) + step.delivered
         longest = max(longest, step.size + carried)
-    return longest
+    return round(longest)
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,10 @@ class Step(NamedTuple):
     """Where a compaction cut messages: the most tokens of changes keeping the window still carries, those the cut left
     and the values it states again (`None`: no cut). The window is kept from then on, as `_reopening` keeps it."""
 
+    def left(self, carried: float) -> float:
+        """What is left of `carried`, the tokens of changes a window carried before this request, after its cut."""
+        return carried if self.kept is None else min(carried, self.kept)
+
     @property
     def opening(self) -> int:
         """What a new window writes beyond keeping, in tokens."""
@@ -106,8 +110,7 @@ def online_opens(steps: Sequence[Step], prices: CachePrices) -> list[int]:
     paid = carried = 0.0
     cut = False
     for at, step in enumerate(steps[1:], 1):
-        if step.kept is not None:
-            carried, cut = min(carried, step.kept), True
+        carried, cut = step.left(carried), cut or step.kept is not None
         first = step.opening if step.held is not None else steps[opens[-1]].size
         if cut or keeps_window(paid, step, carried, prices, first):
             paid += carried
@@ -129,7 +132,7 @@ def extra_cost(steps: Sequence[Step], opens: Sequence[int], prices: CachePrices)
             total += (write - 1) * step.opening if at else 0.0
             carried = 0.0
         else:
-            carried = carried if step.kept is None else min(carried, step.kept)
+            carried = step.left(carried)
             total += step.keeping(carried, write)
             carried += step.delivered
     return total
@@ -150,7 +153,7 @@ def optimal_opens(steps: Sequence[Step], prices: CachePrices) -> list[int]:
                 best[end], first[end] = cost, start
             if end < len(steps):
                 step = steps[end]
-                carried = carried if step.kept is None else min(carried, step.kept)
+                carried = step.left(carried)
                 cost += step.keeping(carried, write)
                 carried += step.delivered
     opens: list[int] = []

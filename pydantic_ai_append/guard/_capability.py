@@ -227,9 +227,8 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
         if plan.retired:
             tell_retired(ctx, request_context, plan.retired)
         if plan.opened:
-            # Where a compaction moved the prefix, what the cache still holds decides what a new instruction window
-            # would cost beyond keeping its window (`AppendInstructions`).
-            # The last message is the request sent (or a suspended turn's response, which it resumes).
+            # What the cache still holds decides what a new instruction window would cost beyond keeping the window
+            # (`AppendInstructions`); it is put on the request sent (or the suspended turn's response it resumes).
             pending = request_context.messages[-1]
             moved = {MOVED_KEY: self._consumed.unchanged(request_context.messages)}
             pending.metadata = {**(pending.metadata or {}), **moved}

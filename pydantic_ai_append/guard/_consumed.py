@@ -79,14 +79,20 @@ class ConsumedHistory:
             for message, sent, snapshot in zip(self.messages, self.consumed, self._snapshots, strict=False)
         ]
 
+    def first_change(self, sent: Sequence[ModelMessage]) -> int:
+        """The index of the first consumed message that `sent` doesn't send with the bytes the model consumed (changed
+        or left out), or the number of consumed messages if it sends them all so.
+        """
+        for index, consumed in enumerate(self.consumed):
+            # The same object may have been changed in place since it was consumed, so even it is encoded again.
+            if index >= len(sent) or message_bytes(sent[index]) != consumed:
+                return index
+        return len(self.consumed)
+
     def unchanged(self, sent: Sequence[ModelMessage]) -> dict[str, int]:
         """How many of the consumed messages `sent` starts with unchanged (`messages`), and their bytes (`bytes`)."""
-        count = total = 0
-        for message, consumed in zip(sent, self.consumed, strict=False):
-            if message_bytes(message) != consumed:
-                break
-            count, total = count + 1, total + len(consumed)
-        return {'messages': count, 'bytes': total}
+        count = self.first_change(sent)
+        return {'messages': count, 'bytes': sum(map(len, self.consumed[:count]))}
 
     def advance(
         self, messages: Sequence[ModelMessage], *, sent: Sequence[ModelMessage], verified: int

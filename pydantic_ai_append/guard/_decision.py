@@ -139,14 +139,12 @@ class RewriteDecision:
 
 
 def _prefix_divergence(current: ConsumedHistory, proposed: Sequence[ModelMessage]) -> PrefixDivergence | None:
-    for index, consumed in enumerate(current.consumed):
-        if index >= len(proposed):
-            return PrefixDivergence(index, consumed, None)
-        # The same object may have been changed in place since it was consumed, so even it is encoded again.
-        sent = message_bytes(proposed[index])
-        if sent != consumed:
-            return PrefixDivergence(index, consumed, sent)
-    return None
+    index = current.first_change(proposed)
+    if index == len(current.consumed):
+        return None
+    return PrefixDivergence(
+        index, current.consumed[index], message_bytes(proposed[index]) if index < len(proposed) else None
+    )
 
 
 def decide_rewrite(
