@@ -56,10 +56,13 @@ def resume_turn(
     baseline = window.baseline
     carriers: list[SystemPromptPart] = []
     if resumed is not None:
-        # Where the processor took the baseline, the turn's recorded prefix is still the full window's, and the
-        # changes left in history follow a baseline they can't be checked against.
-        baseline = baseline or resumed[0]
-        told = window.state if window.baseline else {block.id: block.content_hash for block in baseline.blocks}
+        if baseline is None:
+            # The processor took the baseline: the turn's recorded prefix is still the full window's, and the
+            # changes left in history follow a baseline they can't be checked against.
+            baseline = resumed[0]
+            told = {block.id: block.content_hash for block in baseline.blocks}
+        else:
+            told = window.state
         held = [InstructionBlock(block_id, value) for block_id, value in resumed[1].items()]
         stale = [(block.id, block.content) for block in held if told.get(block.id) != block.content_hash]
         carriers = record_changes(window, stale, key=settings.key, conversation_id=ctx.conversation_id, full=True)
