@@ -17,7 +17,7 @@ from pydantic_ai import AgentRunResult, RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, ProcessHistory, SelectModel, WrapRunHandler
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.tools import AgentDepsT
 
 from ._blocks import BlockFunc, BlockPreset, ChangePolicy, OwnBlock, RequestSettings, WindowObserver, takes_run_context
@@ -283,7 +283,15 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     opens_window = staticmethod(opens_window)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> AbstractCapability[AgentDepsT]:
-        """For a run resuming a suspended turn, a copy holding its window as history had it before any trimming."""
+        """Refuse realtime sessions; resuming a suspended turn, a copy with its window as history had it untrimmed."""
+        if not isinstance(ctx.model, Model):
+            # A realtime session's model is a `RealtimeModel`; every other run's is a `Model`.
+            raise UserError(
+                f"`AppendInstructions` {self.id!r} can't serve a realtime session (model {ctx.model.model_name!r}): a "
+                'session calls none of the model-request hooks that send its blocks, so the model would never see '
+                'them. Open the session on an agent without `AppendInstructions`; its own named instructions '
+                '(`@agent.instructions(name=...)`) reach a session.'
+            )
         messages = ctx.messages
         if not messages or not isinstance(last := messages[-1], ModelResponse) or last.state != 'suspended':
             return self
