@@ -45,7 +45,7 @@ _LESS_THAN = '\u2039\u3008\u27e8\u02c2\u1438\u276e\u16b2\U0001d236'
 """The confusables of `<`, beyond the forms NFKD folds to it."""
 
 _COULD_OPEN = '<&\uff1c\ufe64\u226e\u2329\ufe60\uff06' + _LESS_THAN
-"""The characters text needs to hold to hold a tag: a `<`, one that looks like it or NFKD folds to it, or a `&`."""
+"""Text holds no tag without one of these: a `<`, one that looks like it or NFKD folds to it, or a `&`."""
 
 _SPACES = re.compile('[\u00a0\u2000-\u200a\u202f\u205f\u3000]')
 """The spaces NFKD makes ASCII's, which would split a word they stand in: made U+1680 first, which it leaves alone."""

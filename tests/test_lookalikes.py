@@ -430,8 +430,8 @@ def test_a_window_opened_with_every_block_withdrawn_notes_user_text(inline: bool
     assert seen[1][-1].removeprefix('<system>').startswith('<context id="capability:memory:state">\nreal\n</context>')
 
 
-# The confusables of the tags' letters beyond NFKD's forms, by name: Unicode's (TR39) in the scripts a keyboard or a
-# prompt-injection kit reaches for, and the Latin small capitals (`looks_like`).
+# Some of Unicode's confusables (TR39) of the names' letters beyond NFKD's forms, by name, from several scripts and
+# symbol blocks; `looks_like` adds the Latin small capitals.
 CONFUSABLE_NAMES = {
     'c': [
         'CYRILLIC SMALL LETTER ES',
@@ -460,9 +460,9 @@ SPACES = [chr(code) for code in range(0x80, 0x3001) if unicodedata.category(chr(
 """The spaces other than ASCII's, which don't split a word the way it does."""
 
 HIDDEN = (
-    st.characters(categories=['Cf', 'Mn', 'Me']) | st.characters(categories=['Cc'], exclude_characters='\t\n\r')
+    st.characters(categories=['Cf', 'Cn', 'Mn', 'Me']) | st.characters(categories=['Cc'], exclude_characters='\t\n\r')
 ) | st.sampled_from(SPACES)
-"""Characters that print nothing where they stand, and spaces other than ASCII's."""
+"""Characters that print nothing where they stand (unassigned ones too), and spaces other than ASCII's."""
 
 
 @functools.cache
