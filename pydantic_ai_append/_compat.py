@@ -6,13 +6,14 @@
   and announce what `<system>` means only at the first mid-conversation system message unless the
   `framing_announcement` setting says otherwise; 2.58 does neither.
 - Newer releases deprecate `RetryPromptPart` but still put it in histories; the guard recognises it on both.
-- 2.68 and later note text from a user or a tool that imitates `<system>` (`CORE_NOTES_SYSTEM_LOOKALIKES`).
+- 2.68 and later note text from a user or a tool that imitates `<system>` (`CORE_LOOKALIKE_CHECK`).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Callable
 from typing import cast
 
 from pydantic_ai.messages import (
@@ -27,15 +28,16 @@ from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
 
-def _core_notes_system_lookalikes() -> bool:
-    # A private name, read only here: no public name says whether the release notes lookalikes. The lookalike tests
-    # fail when the release with the public `pydantic_ai.framing` module stops having it.
+def _core_lookalike_check() -> Callable[[str], bool] | None:
+    # A private name, read only here: no public name says which text the release notes. The lookalike tests fail
+    # when the release with the public `pydantic_ai.framing` module stops having it.
     framing = importlib.util.find_spec('pydantic_ai._framing')
-    return framing is not None and hasattr(importlib.import_module(framing.name), 'lookalike_frame_note')
+    return None if framing is None else getattr(importlib.import_module(framing.name), 'resembles_frame', None)
 
 
-CORE_NOTES_SYSTEM_LOOKALIKES = _core_notes_system_lookalikes()
-"""Whether this release of Pydantic AI puts its own note beside user or tool text that imitates `<system>`."""
+CORE_LOOKALIKE_CHECK = _core_lookalike_check()
+"""Whether this release of Pydantic AI puts a note of its own beside a user's or a tool's text (it does for text that
+imitates `<system>`); `None` on releases that note nothing."""
 
 
 def native_policy(part: InstructionPart) -> str:

@@ -93,7 +93,7 @@ class Scan(NamedTuple):
 
     suspects: list[int]
     """The requests with a user prompt or tool return whose text may imitate an element: anything but ASCII text
-    without a `<`."""
+    without a `<` or a `&`."""
 
 
 def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = None) -> Scan:  # noqa: C901 (one loop, written out: see the comment in it)
@@ -123,7 +123,9 @@ def scan(messages: Sequence[ModelMessage], start: int = 0, stop: int | None = No
                     found.append((message_index, part_index, part, stored))
             elif type(part) is UserPromptPart or type(part) is ToolReturnPart:
                 content = part.content
-                suspect = suspect or type(content) is not str or '<' in content or not content.isascii()
+                suspect = (
+                    suspect or type(content) is not str or '<' in content or '&' in content or not content.isascii()
+                )
         if suspect:
             suspects.append(message_index)
     return Scan(found, empty, suspects)
