@@ -10,8 +10,12 @@ rewrite-mode blocks. So comparing the instructions of the two requests part by p
 - `literal`: text before the blocks changed (a literal instruction);
 - `rewrite`: text after the blocks changed (a rewrite-mode block, or a dynamic instruction such as a clock);
 - `policy`: a block left the blocks or joined them (it changed between `'append'` and `'rewrite'`, or went away);
-- `lost-record`: only the blocks' values changed, and the conversation is intact: the new window was opened because
-  the history lost the plugin's records (a UI adapter or store dropped metadata, or a record failed its check);
+- `lost-record`: only the blocks' values changed, and the conversation is intact but for the changes the plugin had
+  delivered: the new window was opened because the history lost the plugin's records (a UI adapter or a store of role
+  and text dropped them, and no record store put them back; or a record failed its check). A UI adapter strips the
+  delivered changes with the records, so their absence alone is no compaction; but the plugin stops sending them too
+  when it opens a window by price, so where re-reading them could have cost as much as writing the request again, the
+  cause says it may be either;
 - `compaction`: the earlier messages are not all there any more (compaction or a history processor rewrote them);
 - `tools`: a tool definition changed, was added or removed;
 - `instructions`: instructions changed where the plugin states no block;
@@ -31,11 +35,17 @@ from itertools import zip_longest
 from typing import Literal, cast
 
 from .._rendering import SUPERSESSION_SENTENCE
-from .segments import Segment, excerpt, first_difference
+from .segments import Segment, canonical, excerpt, first_difference
 
 CauseKind = Literal['literal', 'rewrite', 'policy', 'lost-record', 'compaction', 'tools', 'instructions', 'setting']
 
 _ELEMENT = re.compile(r'<context id="([^"]*)">\n(.*?)\n</context>', re.DOTALL)
+_CHANGE = re.compile(
+    r'\s*(<system(?: [^>]*)?>\s*)?'  # the `<system>` tag, with Pydantic AI's attributes, where the change is wrapped
+    r'<context(-diff|) id="[^"]*"(?: withdrawn="true")?>\n.*?\n</context\2>(?(1)\s*</system>)\s*',
+    re.DOTALL,
+)
+"""A change the plugin delivered: a `<context>` or `<context-diff>` element, maybe `<system>`-wrapped."""
 _APPEND_FIX = (
     "make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static "
     '(a clock belongs in an append-mode block or in the user turn)'
@@ -137,12 +147,96 @@ def _short(text: str) -> str:
     return excerpt(' '.join(text.split()).encode(), 0)
 
 
+def _history(segments: Sequence[Segment]) -> Sequence[Segment]:
+    """The messages a request sends after its instructions."""
+    _, start = _instructions(segments)
+    return segments[start:]
+
+
 def _history_kept(earlier: Sequence[Segment], later: Sequence[Segment]) -> bool:
     """Whether every message `earlier` sent after its instructions is in `later`, in order, from the same place."""
-    _, start = _instructions(earlier)
-    _, later_start = _instructions(later)
-    history, later_history = earlier[start:], later[later_start:]
-    return list(later_history[: len(history)]) == list(history)
+    history = _history(earlier)
+    return list(_history(later)[: len(history)]) == list(history)
+
+
+def _is_change(text: str, system_voice: bool) -> bool:
+    """Whether `text` is nothing but changes the plugin delivered: elements, each `<system>`-wrapped (as Pydantic AI
+    sends them where a model has no mid-conversation system messages) unless its message has the system's role.
+    """
+    elements = list(_CHANGE.finditer(text))
+    covered = sum(len(element[0]) for element in elements) == len(text)
+    return bool(elements) and covered and (system_voice or all(element[1] for element in elements))
+
+
+def _value_of(item: object, key: str) -> object:
+    """`item[key]` where `item` is a JSON object that has `key`, else `None`."""
+    return cast('dict[str, object]', item).get(key) if isinstance(item, dict) else None
+
+
+def _without_changes(segment: Segment) -> tuple[Segment | None, int]:
+    """`segment` without the changes the plugin delivered in it (`None` if that is all it holds), and their length."""
+    value = _value(segment)
+    item = cast('dict[str, object]', value) if isinstance(value, dict) else {}
+    voice = item.get('role') in ('system', 'developer')
+    content = item.get('content')
+    if isinstance(content, str):
+        return (None, len(content)) if _is_change(content, voice) else (segment, 0)
+    blocks: list[object] = cast('list[object]', content) if isinstance(content, list) else []
+    kept: list[object] = []
+    length = 0
+    for block in blocks:
+        # A text block of its own, never text inside another (a tool's result says what the tool said).
+        text = _value_of(block, 'text')
+        if isinstance(text, str) and _is_change(text, voice):
+            length += len(text)
+        else:
+            kept.append(block)
+    if not length:
+        return segment, 0
+    return (Segment(segment.kind, canonical({**item, 'content': kept})) if kept else None), length
+
+
+def _answers(segment: Segment) -> bool:
+    """Whether `segment` is (or may be) part of a model's response: not the user's, the system's or a tool result."""
+    return _role(segment) not in ('user', 'system', 'developer', 'tool')
+
+
+def _changes_lost(earlier: Sequence[Segment], later: Sequence[Segment]) -> tuple[int, int] | None:
+    """Where `later` sends every message `earlier` sent but the changes the plugin delivered, and `earlier` sent some:
+    their characters, and at most how many characters of them the window's requests have read, with `later`'s.
+
+    A change is read by every request after the one that delivered it; each of those but `earlier` has its response
+    in `earlier`'s history after the change, as has the request that delivered it.
+    """
+    kept: list[Segment] = []
+    delivered: list[tuple[int, int]] = []  # each change's characters, and the answers before it
+    answers = 0
+    for segment in _history(earlier):
+        rest, length = _without_changes(segment)
+        answers += _answers(segment)
+        if length:
+            delivered.append((length, answers))
+        if rest is not None:
+            kept.append(rest)
+    later_kept = [rest for rest, _ in map(_without_changes, _history(later)) if rest is not None]
+    if not delivered or later_kept[: len(kept)] != kept:
+        return None
+    return sum(length for length, _ in delivered), sum(length * (answers - before + 1) for length, before in delivered)
+
+
+def _price_may_have_opened(earlier: Sequence[Segment], end: int, lost: tuple[int, int]) -> bool:
+    """Whether the plugin's price rule may have opened the window after `earlier`, whose first `end` segments are its
+    tools and instructions, given the characters of the changes it delivered and of their reads (`_changes_lost`).
+
+    The rule opens a window once its changes' reads have cost what writing the request again costs beyond reading it:
+    at a cache-read price at most half the write price, reads of at least as many tokens as the mean of the request's
+    size without them and the window's first request's (its tools and instructions at least). The plugin counts a
+    change's tokens as its characters / 4 and a request's as the provider does, which can be fewer than its bytes / 4
+    (JSON, tool schemas): half as much again allows for that.
+    """
+    delivered, read = lost
+    size = sum(len(segment.data) for segment in earlier) - delivered
+    return 3 * read >= size + sum(len(segment.data) for segment in earlier[:end])
 
 
 def _tool_name(segment: Segment) -> str:
@@ -193,17 +287,38 @@ def _policy(before: _Instructions, after: _Instructions) -> Cause | None:
     return None
 
 
-def _lost_record(before: _Instructions, after: _Instructions) -> Cause | None:
-    """The cause where only the blocks' values changed: the window's records were lost."""
+def _lost_record(
+    before: _Instructions, after: _Instructions, changes_gone: bool = False, by_price: bool = False
+) -> Cause | None:
+    """The cause where only the blocks' values changed, and maybe (`changes_gone`) the changes the plugin had delivered
+    are gone: the window's records were lost, or (`by_price`) the plugin may have opened a new window by price.
+    """
     changed = next((block for block, text in before.blocks.items() if after.blocks[block] != text), None)
     if changed is None:
         return None
+    gone = ', the changes the plugin had delivered are gone from the history,' if changes_gone else ''
+    lost = (
+        "the history lost the plugin's records and no record store put them back (`record_store=None`, or its entry "
+        'for this conversation was evicted, expired or saved under another `conversation_id`)'
+    )
+    if by_price:
+        lost = (
+            'either the plugin opened a new window by price (re-reading its changes had cost about as much as '
+            f'writing the request again), or {lost}'
+        )
+    fix = (
+        "behind a UI adapter or a store of role and text, keep a record store (`record_store=`: the process's "
+        '`InMemoryRecordStore` by default; across processes `SQLiteRecordStore` or your own, with room and time for '
+        'every open conversation) and pass every run of a conversation the same `conversation_id` (the adapters pass '
+        "the chat's id); elsewhere pass on the history Pydantic AI returns (docs/behind-a-ui.md)"
+    )
+    if by_price:
+        fix = f"if the price opened it (`windows='price'`, the default), the move is expected; otherwise {fix}"
     return Cause(
         'lost-record',
-        f'the blocks were stated again with their current values (block `{changed}` first) and nothing else changed: '
-        "the history lost the plugin's records, so a new window opened",
-        'keep the records in history: pass on the history Pydantic AI returns, and behind a UI adapter or a store '
-        'that drops metadata, keep the record store on and pass the same `conversation_id` (docs/behind-a-ui.md)',
+        f'the blocks were stated again with their current values (block `{changed}` first){gone} and nothing else '
+        f'changed: {lost}, so a new window opened',
+        fix,
     )
 
 
@@ -249,11 +364,13 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
             f'does not own), which opened a new window: {_first_changed(before.tail, after.tail)}',
             _APPEND_FIX,
         )
-    if not _history_kept(earlier, later):
+    if _history_kept(earlier, later):
+        return _lost_record(before, after)
+    if (lost := _changes_lost(earlier, later)) is None:
         return _compaction(
             f'the blocks were stated again with their current values in request {index}, and messages changed'
         )
-    return _lost_record(before, after)
+    return _lost_record(before, after, changes_gone=True, by_price=_price_may_have_opened(earlier, end, lost))
 
 
 def why_and_fix(index: int, cause: Cause | None, allow_new_window: str) -> str:
