@@ -15,7 +15,8 @@ rewrite-mode blocks. So comparing the instructions of the two requests part by p
   and text dropped them, and no record store put them back; or a record failed its check). A UI adapter strips the
   delivered changes with the records, so their absence alone is no compaction; but the plugin stops sending them too
   when it opens a window by price, so where re-reading them could have cost as much as writing the request again, the
-  cause says it may be either;
+  cause says it may be either. Where the new window states the values the old one began with, only the changes are
+  gone, which a history processor that dropped them would leave too;
 - `compaction`: the earlier messages are not all there any more (compaction or a history processor rewrote them);
 - `tools`: a tool definition changed, was added or removed;
 - `instructions`: instructions changed where the plugin states no block;
@@ -46,6 +47,16 @@ _CHANGE = re.compile(
     re.DOTALL,
 )
 """A change the plugin delivered: a `<context>` or `<context-diff>` element, maybe `<system>`-wrapped."""
+_NO_STORE = (
+    "the history lost the plugin's records and no record store put them back (`record_store=None`, or its entry for "
+    'this conversation was evicted, expired or saved under another `conversation_id`)'
+)
+_STORE_FIX = (
+    "behind a UI adapter or a store of role and text, keep a record store (`record_store=`: the process's "
+    '`InMemoryRecordStore` by default; across processes `SQLiteRecordStore` or your own, with room and time for every '
+    "open conversation) and pass every run of a conversation the same `conversation_id` (the adapters pass the chat's "
+    'id); elsewhere pass on the history Pydantic AI returns (docs/behind-a-ui.md)'
+)
 _APPEND_FIX = (
     "make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static "
     '(a clock belongs in an append-mode block or in the user turn)'
@@ -287,6 +298,28 @@ def _policy(before: _Instructions, after: _Instructions) -> Cause | None:
     return None
 
 
+def _lost(seen: str, by_price: bool, same_values: bool = False) -> Cause:
+    """The `lost-record` cause, after what the requests show (`seen`): where the new window states the values the old
+    one did (`same_values`), a history processor that dropped the changes looks the same; where `by_price`, so does a
+    window the plugin opened by price.
+    """
+    lost = _NO_STORE
+    fix = _STORE_FIX
+    if by_price:
+        lost = (
+            'either the plugin opened a new window by price (re-reading its changes had cost about as much as writing '
+            f'the request again), or {lost}'
+        )
+        fix = f"if the price opened it (`windows='price'`, the default), the move is expected; otherwise {fix}"
+    if same_values:
+        return Cause(
+            'lost-record',
+            f'{seen}: {lost}, so a new window opened and states the same values; or a history processor dropped them',
+            f'{fix}; if a history processor dropped them, keep history append-only (docs/guard.md)',
+        )
+    return Cause('lost-record', f'{seen}: {lost}, so a new window opened', fix)
+
+
 def _lost_record(
     before: _Instructions, after: _Instructions, changes_gone: bool = False, by_price: bool = False
 ) -> Cause | None:
@@ -297,29 +330,19 @@ def _lost_record(
     if changed is None:
         return None
     gone = ', the changes the plugin had delivered are gone from the history,' if changes_gone else ''
-    lost = (
-        "the history lost the plugin's records and no record store put them back (`record_store=None`, or its entry "
-        'for this conversation was evicted, expired or saved under another `conversation_id`)'
-    )
-    if by_price:
-        lost = (
-            'either the plugin opened a new window by price (re-reading its changes had cost about as much as '
-            f'writing the request again), or {lost}'
-        )
-    fix = (
-        "behind a UI adapter or a store of role and text, keep a record store (`record_store=`: the process's "
-        '`InMemoryRecordStore` by default; across processes `SQLiteRecordStore` or your own, with room and time for '
-        'every open conversation) and pass every run of a conversation the same `conversation_id` (the adapters pass '
-        "the chat's id); elsewhere pass on the history Pydantic AI returns (docs/behind-a-ui.md)"
-    )
-    if by_price:
-        fix = f"if the price opened it (`windows='price'`, the default), the move is expected; otherwise {fix}"
-    return Cause(
-        'lost-record',
+    return _lost(
         f'the blocks were stated again with their current values (block `{changed}` first){gone} and nothing else '
-        f'changed: {lost}, so a new window opened',
-        fix,
+        'changed',
+        by_price,
     )
+
+
+def _messages_gone(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int, end: int) -> Cause:
+    """The cause where the instructions are the same and message `position - end` of the conversation is not."""
+    if (lost := _changes_lost(earlier, later)) is not None:
+        seen = f'the changes the plugin had delivered are gone from the history in request {index}, and nothing else'
+        return _lost(f'{seen} changed', _price_may_have_opened(earlier, end, lost), same_values=True)
+    return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
 
 
 def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> Cause | None:
@@ -339,9 +362,7 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
     before_parts, end = _instructions(earlier)
     after_parts, _ = _instructions(later)
     if before_parts == after_parts:
-        if position >= end:
-            return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
-        return None
+        return _messages_gone(index, earlier, later, position, end) if position >= end else None
     before, after = _split(before_parts), _split(after_parts)
     if (policy := _policy(before, after)) is not None:
         return policy

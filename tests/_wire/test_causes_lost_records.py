@@ -10,7 +10,7 @@ cost as much as a new window, the cause says it may be either.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,12 +22,12 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 
-from pydantic_ai_append import AppendInstructions, CachePrices, InMemoryRecordStore, instruction_records
+from pydantic_ai_append import AppendInstructions, CachePrices, InMemoryRecordStore, RecordStore, instruction_records
 from pydantic_ai_append._wire.segments import Segment, segments
 from pydantic_ai_append.testing import Api, PromptWire, assert_prefix_stable, transcript
 
 from ..check_helpers import CHAT, interaction, run, write_cassette
-from ..ui_chat import Protocol, chat_agent, serve
+from ..ui_chat import Board, Protocol, chat_agent, reply, serve
 from .test_causes import Deps, agent, todos, why_and_fix
 
 Miss = Literal['no-record-store', 'evicted', 'another-conversation-id']
@@ -44,13 +44,35 @@ def protocol(request: pytest.FixtureRequest) -> Protocol:
     return request.param
 
 
-def conversation(protocol: Protocol, miss: Miss) -> list[bytes]:
+def status_agent(prompt_wire: PromptWire, record_store: RecordStore | None) -> Agent[Board]:
+    """A server's agent whose one block says `busy` while the turn's tool has run, `idle` otherwise."""
+    context = AppendInstructions[Board](id='chat', record_store=record_store)
+
+    @context.instructions(name='status')
+    def status(ctx: RunContext[Board]) -> str:  # pyright: ignore[reportUnusedFunction]
+        return 'busy' if ctx.deps.looked_up else 'idle'
+
+    http_client = prompt_wire.http_client(transport=httpx2.MockTransport(reply))
+    model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='offline', http_client=http_client))
+    agent = Agent(model, deps_type=Board, capabilities=[context])
+
+    @agent.tool
+    def lookup(ctx: RunContext[Board], q: str) -> int:  # pyright: ignore[reportUnusedFunction]
+        ctx.deps.looked_up = True
+        return len(q)
+
+    return agent
+
+
+def conversation(
+    protocol: Protocol, miss: Miss, server_agent: Callable[[PromptWire, RecordStore | None], Agent[Board]] = chat_agent
+) -> list[bytes]:
     """Every request body of chat `chat-1`'s four turns, through the adapter, where turn 3 finds no records."""
     # A store of one entry: another chat's turn on the same server evicts `chat-1`'s.
     store = None if miss == 'no-record-store' else InMemoryRecordStore(max_entries=1)
     prompt_wire = PromptWire()
     try:
-        agent = chat_agent(prompt_wire, store)
+        agent = server_agent(prompt_wire, store)
         client: list[Any] = []
         bodies: list[bytes] = []
         for turn in range(TURNS):
@@ -99,6 +121,24 @@ def test_each_diagnostic_names_lost_records_behind_an_adapter(
         [
             "why: the blocks were stated again with their current values (block `capability:chat:todos` first), the changes the plugin had delivered are gone from the history, and nothing else changed: the history lost the plugin's records and no record store put them back (`record_store=None`, or its entry for this conversation was evicted, expired or saved under another `conversation_id`), so a new window opened",
             "fix: behind a UI adapter or a store of role and text, keep a record store (`record_store=`: the process's `InMemoryRecordStore` by default; across processes `SQLiteRecordStore` or your own, with room and time for every open conversation) and pass every run of a conversation the same `conversation_id` (the adapters pass the chat's id); elsewhere pass on the history Pydantic AI returns (docs/behind-a-ui.md)",
+        ]
+    )
+    assert by_transcript(requests) == said
+    assert by_check(bodies, tmp_path / 'chat.yaml', capsys) == said
+
+
+def test_lost_records_where_the_new_window_states_the_same_values(
+    protocol: Protocol, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    # Turn 3 starts `idle`, as the window did: without records, its new window states what the old one did, and only
+    # the change to `busy` after turn 2's tool is gone, as a history processor that dropped it would leave it.
+    bodies = conversation(protocol, 'no-record-store', status_agent)
+    requests = [segments('openai-chat', body) for body in bodies]
+    said = by_assertion(requests)
+    assert said == snapshot(
+        [
+            "why: the changes the plugin had delivered are gone from the history in request 4, and nothing else changed: the history lost the plugin's records and no record store put them back (`record_store=None`, or its entry for this conversation was evicted, expired or saved under another `conversation_id`), so a new window opened and states the same values; or a history processor dropped them",
+            "fix: behind a UI adapter or a store of role and text, keep a record store (`record_store=`: the process's `InMemoryRecordStore` by default; across processes `SQLiteRecordStore` or your own, with room and time for every open conversation) and pass every run of a conversation the same `conversation_id` (the adapters pass the chat's id); elsewhere pass on the history Pydantic AI returns (docs/behind-a-ui.md); if a history processor dropped them, keep history append-only (docs/guard.md)",
         ]
     )
     assert by_transcript(requests) == said
