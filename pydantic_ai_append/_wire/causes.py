@@ -36,17 +36,12 @@ from itertools import zip_longest
 from typing import Literal, cast
 
 from .._rendering import SUPERSESSION_SENTENCE
-from .segments import Segment, canonical, excerpt, first_difference
+from .changes import Delivered, changes_lost, price_may_have_opened
+from .segments import Segment, excerpt, first_difference
 
 CauseKind = Literal['literal', 'rewrite', 'policy', 'lost-record', 'compaction', 'tools', 'instructions', 'setting']
 
 _ELEMENT = re.compile(r'<context id="([^"]*)">\n(.*?)\n</context>', re.DOTALL)
-_CHANGE = re.compile(
-    r'\s*(<system(?: [^>]*)?>\s*)?'  # the `<system>` tag, with Pydantic AI's attributes, where the change is wrapped
-    r'<context(-diff|) id="[^"]*"(?: withdrawn="true")?>\n.*?\n</context\2>(?(1)\s*</system>)\s*',
-    re.DOTALL,
-)
-"""A change the plugin delivered: a `<context>` or `<context-diff>` element, maybe `<system>`-wrapped."""
 _NO_STORE = (
     "the history lost the plugin's records and no record store put them back (`record_store=None`, or its entry for "
     'this conversation was evicted, expired or saved under another `conversation_id`)'
@@ -170,84 +165,9 @@ def _history_kept(earlier: Sequence[Segment], later: Sequence[Segment]) -> bool:
     return list(_history(later)[: len(history)]) == list(history)
 
 
-def _is_change(text: str, system_voice: bool) -> bool:
-    """Whether `text` is nothing but changes the plugin delivered: elements, each `<system>`-wrapped (as Pydantic AI
-    sends them where a model has no mid-conversation system messages) unless its message has the system's role.
-    """
-    elements = list(_CHANGE.finditer(text))
-    covered = sum(len(element[0]) for element in elements) == len(text)
-    return bool(elements) and covered and (system_voice or all(element[1] for element in elements))
-
-
-def _value_of(item: object, key: str) -> object:
-    """`item[key]` where `item` is a JSON object that has `key`, else `None`."""
-    return cast('dict[str, object]', item).get(key) if isinstance(item, dict) else None
-
-
-def _without_changes(segment: Segment) -> tuple[Segment | None, int]:
-    """`segment` without the changes the plugin delivered in it (`None` if that is all it holds), and their length."""
-    value = _value(segment)
-    item = cast('dict[str, object]', value) if isinstance(value, dict) else {}
-    voice = item.get('role') in ('system', 'developer')
-    content = item.get('content')
-    if isinstance(content, str):
-        return (None, len(content)) if _is_change(content, voice) else (segment, 0)
-    blocks: list[object] = cast('list[object]', content) if isinstance(content, list) else []
-    kept: list[object] = []
-    length = 0
-    for block in blocks:
-        # A text block of its own, never text inside another (a tool's result says what the tool said).
-        text = _value_of(block, 'text')
-        if isinstance(text, str) and _is_change(text, voice):
-            length += len(text)
-        else:
-            kept.append(block)
-    if not length:
-        return segment, 0
-    return (Segment(segment.kind, canonical({**item, 'content': kept})) if kept else None), length
-
-
-def _answers(segment: Segment) -> bool:
-    """Whether `segment` is (or may be) part of a model's response: not the user's, the system's or a tool result."""
-    return _role(segment) not in ('user', 'system', 'developer', 'tool')
-
-
-def _changes_lost(earlier: Sequence[Segment], later: Sequence[Segment]) -> tuple[int, int] | None:
-    """Where `later` sends every message `earlier` sent but the changes the plugin delivered, and `earlier` sent some:
-    their characters, and at most how many characters of them the window's requests have read, with `later`'s.
-
-    A change is read by every request after the one that delivered it; each of those but `earlier` has its response
-    in `earlier`'s history after the change, as has the request that delivered it.
-    """
-    kept: list[Segment] = []
-    delivered: list[tuple[int, int]] = []  # each change's characters, and the answers before it
-    answers = 0
-    for segment in _history(earlier):
-        rest, length = _without_changes(segment)
-        answers += _answers(segment)
-        if length:
-            delivered.append((length, answers))
-        if rest is not None:
-            kept.append(rest)
-    later_kept = [rest for rest, _ in map(_without_changes, _history(later)) if rest is not None]
-    if not delivered or later_kept[: len(kept)] != kept:
-        return None
-    return sum(length for length, _ in delivered), sum(length * (answers - before + 1) for length, before in delivered)
-
-
-def _price_may_have_opened(earlier: Sequence[Segment], end: int, lost: tuple[int, int]) -> bool:
-    """Whether the plugin's price rule may have opened the window after `earlier`, whose first `end` segments are its
-    tools and instructions, given the characters of the changes it delivered and of their reads (`_changes_lost`).
-
-    The rule opens a window once its changes' reads have cost what writing the request again costs beyond reading it:
-    at a cache-read price at most half the write price, reads of at least as many tokens as the mean of the request's
-    size without them and the window's first request's (its tools and instructions at least). The plugin counts a
-    change's tokens as its characters / 4 and a request's as the provider does, which can be fewer than its bytes / 4
-    (JSON, tool schemas): half as much again allows for that.
-    """
-    delivered, read = lost
-    size = sum(len(segment.data) for segment in earlier) - delivered
-    return 3 * read >= size + sum(len(segment.data) for segment in earlier[:end])
+def _changes_lost(earlier: Sequence[Segment], later: Sequence[Segment]) -> Delivered | None:
+    """What `changes.changes_lost` finds of the messages `earlier` and `later` send after their instructions."""
+    return changes_lost(_history(earlier), _history(later))
 
 
 def _tool_name(segment: Segment) -> str:
@@ -341,7 +261,7 @@ def _messages_gone(index: int, earlier: Sequence[Segment], later: Sequence[Segme
     """The cause where the instructions are the same and message `position - end` of the conversation is not."""
     if (lost := _changes_lost(earlier, later)) is not None:
         seen = f'the changes the plugin had delivered are gone from the history in request {index}, and nothing else'
-        return _lost(f'{seen} changed', _price_may_have_opened(earlier, end, lost), same_values=True)
+        return _lost(f'{seen} changed', price_may_have_opened(earlier, end, lost), same_values=True)
     return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
 
 
@@ -391,7 +311,7 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
         return _compaction(
             f'the blocks were stated again with their current values in request {index}, and messages changed'
         )
-    return _lost_record(before, after, changes_gone=True, by_price=_price_may_have_opened(earlier, end, lost))
+    return _lost_record(before, after, changes_gone=True, by_price=price_may_have_opened(earlier, end, lost))
 
 
 def why_and_fix(index: int, cause: Cause | None, allow_new_window: str) -> str:
