@@ -7,6 +7,7 @@ the `testing` fixture and the cassette checker.
 - `transport`: what the HTTP transport wrappers share (a reply teed as the client reads it).
 - `encoding`: a body's `content-encoding` undone, for the wrappers' replies and the checker's cassettes.
 - `causes`: why a request moved the prefix, told from the plugin's elements in it.
+- `changes`: the changes the plugin delivered, found again in a request's messages, for `causes`.
 - `usage`: the provider's own cache figures, read from its replies.
 - `cache_rules`: the request settings each provider documents as breaking its cache.
 """

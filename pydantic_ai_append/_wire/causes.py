@@ -10,8 +10,13 @@ rewrite-mode blocks. So comparing the instructions of the two requests part by p
 - `literal`: text before the blocks changed (a literal instruction);
 - `rewrite`: text after the blocks changed (a rewrite-mode block, or a dynamic instruction such as a clock);
 - `policy`: a block left the blocks or joined them (it changed between `'append'` and `'rewrite'`, or went away);
-- `lost-record`: only the blocks' values changed, and the conversation is intact: the new window was opened because
-  the history lost the plugin's records (a UI adapter or store dropped metadata, or a record failed its check);
+- `lost-record`: only the blocks' values changed, and the conversation is intact but for the changes the plugin had
+  delivered: the new window was opened because the history lost the plugin's records (a UI adapter or a store of role
+  and text dropped them, and no record store put them back; or a record failed its check). A UI adapter strips the
+  delivered changes with the records, so their absence alone is no compaction; but the plugin stops sending them too
+  when it opens a window by price, so where re-reading them could have cost as much as writing the request again, the
+  cause says it may be either. Where the new window states the values the old one began with, only the changes are
+  gone, which a history processor that dropped them would leave too;
 - `compaction`: the earlier messages are not all there any more (compaction or a history processor rewrote them);
 - `tools`: a tool definition changed, was added or removed;
 - `instructions`: instructions changed where the plugin states no block;
@@ -31,11 +36,22 @@ from itertools import zip_longest
 from typing import Literal, cast
 
 from .._rendering import SUPERSESSION_SENTENCE
+from .changes import Delivered, changes_lost, price_may_have_opened
 from .segments import Segment, excerpt, first_difference
 
 CauseKind = Literal['literal', 'rewrite', 'policy', 'lost-record', 'compaction', 'tools', 'instructions', 'setting']
 
 _ELEMENT = re.compile(r'<context id="([^"]*)">\n(.*?)\n</context>', re.DOTALL)
+_NO_STORE = (
+    "the history lost the plugin's records and no record store put them back (`record_store=None`, or its entry for "
+    'this conversation was evicted, expired or saved under another `conversation_id`)'
+)
+_STORE_FIX = (
+    "behind a UI adapter or a store of role and text, keep a record store (`record_store=`: the process's "
+    '`InMemoryRecordStore` by default; across processes `SQLiteRecordStore` or your own, with room and time for every '
+    "open conversation) and pass every run of a conversation the same `conversation_id` (the adapters pass the chat's "
+    'id); elsewhere pass on the history Pydantic AI returns (docs/behind-a-ui.md)'
+)
 _APPEND_FIX = (
     "make it an append-mode block (`@capability.instructions(name=..., on_change='append')`), or keep it static "
     '(a clock belongs in an append-mode block or in the user turn)'
@@ -137,12 +153,21 @@ def _short(text: str) -> str:
     return excerpt(' '.join(text.split()).encode(), 0)
 
 
+def _history(segments: Sequence[Segment]) -> Sequence[Segment]:
+    """The messages a request sends after its instructions."""
+    _, start = _instructions(segments)
+    return segments[start:]
+
+
 def _history_kept(earlier: Sequence[Segment], later: Sequence[Segment]) -> bool:
     """Whether every message `earlier` sent after its instructions is in `later`, in order, from the same place."""
-    _, start = _instructions(earlier)
-    _, later_start = _instructions(later)
-    history, later_history = earlier[start:], later[later_start:]
-    return list(later_history[: len(history)]) == list(history)
+    history = _history(earlier)
+    return list(_history(later)[: len(history)]) == list(history)
+
+
+def _changes_lost(earlier: Sequence[Segment], later: Sequence[Segment]) -> Delivered | None:
+    """What `changes.changes_lost` finds of the messages `earlier` and `later` send after their instructions."""
+    return changes_lost(_history(earlier), _history(later))
 
 
 def _tool_name(segment: Segment) -> str:
@@ -193,18 +218,51 @@ def _policy(before: _Instructions, after: _Instructions) -> Cause | None:
     return None
 
 
-def _lost_record(before: _Instructions, after: _Instructions) -> Cause | None:
-    """The cause where only the blocks' values changed: the window's records were lost."""
+def _lost(seen: str, by_price: bool, same_values: bool = False) -> Cause:
+    """The `lost-record` cause, after what the requests show (`seen`): where the new window states the values the old
+    one did (`same_values`), a history processor that dropped the changes looks the same; where `by_price`, so does a
+    window the plugin opened by price.
+    """
+    lost = _NO_STORE
+    fix = _STORE_FIX
+    if by_price:
+        lost = (
+            'either the plugin opened a new window by price (re-reading its changes had cost about as much as writing '
+            f'the request again), or {lost}'
+        )
+        fix = f"if the price opened it (`windows='price'`, the default), the move is expected; otherwise {fix}"
+    if same_values:
+        return Cause(
+            'lost-record',
+            f'{seen}: {lost}, so a new window opened and states the same values; or a history processor dropped them',
+            f'{fix}; if a history processor dropped them, keep history append-only (docs/guard.md)',
+        )
+    return Cause('lost-record', f'{seen}: {lost}, so a new window opened', fix)
+
+
+def _lost_record(
+    before: _Instructions, after: _Instructions, changes_gone: bool = False, by_price: bool = False
+) -> Cause | None:
+    """The cause where only the blocks' values changed, and maybe (`changes_gone`) the changes the plugin had delivered
+    are gone: the window's records were lost, or (`by_price`) the plugin may have opened a new window by price.
+    """
     changed = next((block for block, text in before.blocks.items() if after.blocks[block] != text), None)
     if changed is None:
         return None
-    return Cause(
-        'lost-record',
-        f'the blocks were stated again with their current values (block `{changed}` first) and nothing else changed: '
-        "the history lost the plugin's records, so a new window opened",
-        'keep the records in history: pass on the history Pydantic AI returns, and behind a UI adapter or a store '
-        'that drops metadata, keep the record store on and pass the same `conversation_id` (docs/behind-a-ui.md)',
+    gone = ', the changes the plugin had delivered are gone from the history,' if changes_gone else ''
+    return _lost(
+        f'the blocks were stated again with their current values (block `{changed}` first){gone} and nothing else '
+        'changed',
+        by_price,
     )
+
+
+def _messages_gone(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int, end: int) -> Cause:
+    """The cause where the instructions are the same and message `position - end` of the conversation is not."""
+    if (lost := _changes_lost(earlier, later)) is not None:
+        seen = f'the changes the plugin had delivered are gone from the history in request {index}, and nothing else'
+        return _lost(f'{seen} changed', price_may_have_opened(earlier, end, lost), same_values=True)
+    return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
 
 
 def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> Cause | None:
@@ -224,9 +282,7 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
     before_parts, end = _instructions(earlier)
     after_parts, _ = _instructions(later)
     if before_parts == after_parts:
-        if position >= end:
-            return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
-        return None
+        return _messages_gone(index, earlier, later, position, end) if position >= end else None
     before, after = _split(before_parts), _split(after_parts)
     if (policy := _policy(before, after)) is not None:
         return policy
@@ -249,11 +305,13 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
             f'does not own), which opened a new window: {_first_changed(before.tail, after.tail)}',
             _APPEND_FIX,
         )
-    if not _history_kept(earlier, later):
+    if _history_kept(earlier, later):
+        return _lost_record(before, after)
+    if (lost := _changes_lost(earlier, later)) is None:
         return _compaction(
             f'the blocks were stated again with their current values in request {index}, and messages changed'
         )
-    return _lost_record(before, after)
+    return _lost_record(before, after, changes_gone=True, by_price=price_may_have_opened(earlier, end, lost))
 
 
 def why_and_fix(index: int, cause: Cause | None, allow_new_window: str) -> str:

@@ -186,8 +186,8 @@ async def test_lost_records(prompt_wire: PromptWire):
     await two_turns(the_agent, the_agent, history=strip_records)
     assert why_and_fix(prompt_wire)[:2] == snapshot(
         [
-            "why: the blocks were stated again with their current values (block `capability:todos:state` first) and nothing else changed: the history lost the plugin's records, so a new window opened",
-            'fix: keep the records in history: pass on the history Pydantic AI returns, and behind a UI adapter or a store that drops metadata, keep the record store on and pass the same `conversation_id` (docs/behind-a-ui.md)',
+            "why: the blocks were stated again with their current values (block `capability:todos:state` first) and nothing else changed: the history lost the plugin's records and no record store put them back (`record_store=None`, or its entry for this conversation was evicted, expired or saved under another `conversation_id`), so a new window opened",
+            "fix: behind a UI adapter or a store of role and text, keep a record store (`record_store=`: the process's `InMemoryRecordStore` by default; across processes `SQLiteRecordStore` or your own, with room and time for every open conversation) and pass every run of a conversation the same `conversation_id` (the adapters pass the chat's id); elsewhere pass on the history Pydantic AI returns (docs/behind-a-ui.md)",
         ]
     )
 
