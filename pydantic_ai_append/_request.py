@@ -19,7 +19,6 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.models import Model, ModelRequestContext
-from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.tools import AgentDepsT
 
 from ._blocks import RequestSettings, Resolved, current_blocks
@@ -31,14 +30,14 @@ from ._lookalikes import with_notes
 from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
 from ._shared.cache import ENTRY_BYTES, BoundedCache, size_of
-from ._telemetry.observe import DROPPED_KEY
+from ._telemetry.observe import DROPPED_KEY, fallback_of
 from ._window import Window, WindowPlan, plan_request
 
 
 def is_inline(model: Model) -> bool:
     """Whether every model that may serve `model`'s requests takes mid-conversation system messages."""
-    if isinstance(model, FallbackModel):
-        return all(is_inline(member) for member in model.models)
+    if (fallback := fallback_of(model)) is not None:
+        return all(is_inline(member) for member in fallback.models)
     return bool(model.profile.get('supports_inline_system_prompts', False))
 
 

@@ -18,7 +18,6 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
 from pydantic_ai.models import ModelRequestContext
-from pydantic_ai.models.fallback import FallbackModel
 
 from ._blocks import RequestSettings
 from ._compat import ask_for_framing_announcement, instruction_id
@@ -26,6 +25,7 @@ from ._history import scan
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
 from ._rendering import SUPERSESSION_SENTENCE, context_element
 from ._request import append, is_inline, outgoing, prefix_part, record_changes
+from ._telemetry.observe import fallback_of
 from ._window import fold
 
 Resumed: TypeAlias = 'tuple[InstructionBaselinePart, dict[str, str | None]]'
@@ -71,7 +71,7 @@ def resume_turn(
     if not is_inline(request_context.model):
         if baseline is not None:
             ask_for_framing_announcement(request_context)
-        if not isinstance(request_context.model, FallbackModel):
+        if fallback_of(request_context.model) is None:
             sent = [_wrapped(message, leading=index == 0) for index, message in enumerate(sent)]
     request_context.messages = sent
     if baseline is not None:
