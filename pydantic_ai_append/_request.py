@@ -89,6 +89,11 @@ async def handle_request(
         sent = outgoing(messages, window, continues=plan.continues, notes=bool(plan.prefix))
         append(ctx, messages, sent, carriers)
         prefix = _prefix(plan, ordered)
+        last = sent[-1]
+        if prefix and isinstance(last, ModelRequest) and last.instructions != (joined := InstructionPart.join(prefix)):
+            # Pydantic AI records the instructions sent on the request history keeps, not on the one sent, where a
+            # model that reads them off the messages (`MCPSamplingModel`) would otherwise find the literal ones alone.
+            sent[-1] = replace(last, instructions=joined)
         # An empty list, never `None`, which models read as unset, sending the instructions recorded on an earlier
         # request instead; some models of 2.58 do so for an empty list too, so the requests sent then carry none.
         unrecorded = (replace(message, instructions=None) if _recorded(message) else message for message in sent)
