@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
+from pydantic_ai.messages import InstructionPart, ModelMessage, SystemPromptPart
 from pydantic_ai.models import ModelRequestContext
 
 from ._blocks import RequestSettings
@@ -24,7 +24,7 @@ from ._compat import ask_for_framing_announcement, instruction_id
 from ._history import scan
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
 from ._rendering import SUPERSESSION_SENTENCE, context_element
-from ._request import append, is_inline, outgoing, prefix_part, record_changes
+from ._request import append, is_inline, outgoing, prefix_part, record_changes, wrapped
 from ._telemetry.observe import fallback_of
 from ._window import fold
 
@@ -72,23 +72,11 @@ def resume_turn(
         if baseline is not None:
             ask_for_framing_announcement(request_context)
         if fallback_of(request_context.model) is None:
-            sent = [_wrapped(message, leading=index == 0) for index, message in enumerate(sent)]
+            sent = [wrapped(message, leading=index == 0) for index, message in enumerate(sent)]
     request_context.messages = sent
     if baseline is not None:
         _restore_prefix(request_context, baseline, signed=settings.key is not None)
     return request_context
-
-
-def _wrapped(message: ModelMessage, *, leading: bool) -> ModelMessage:
-    """`message` with each system prompt after the leading ones as `<system>`-wrapped user text."""
-    if not isinstance(message, ModelRequest):
-        return message
-    parts = list(message.parts)
-    for index, part in enumerate(parts):
-        leading = leading and isinstance(part, SystemPromptPart)
-        if isinstance(part, SystemPromptPart) and not leading:
-            parts[index] = UserPromptPart(f'<system>{part.content}</system>', timestamp=part.timestamp)
-    return replace(message, parts=parts) if parts != list(message.parts) else message
 
 
 def _restore_prefix(request_context: ModelRequestContext, baseline: InstructionBaselinePart, *, signed: bool) -> None:
