@@ -14,7 +14,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
-from typing import cast
+from datetime import datetime
+from typing import Any, cast
 
 from pydantic_ai.messages import (
     AgentInstructionSource,
@@ -23,6 +24,7 @@ from pydantic_ai.messages import (
     InstructionPart,
     RetryPromptPart,  # pyright: ignore[reportDeprecated]
     ToolsetInstructionSource,
+    UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
@@ -38,6 +40,22 @@ def _core_lookalike_check() -> Callable[[str], bool] | None:
 CORE_LOOKALIKE_CHECK = _core_lookalike_check()
 """Whether this release of Pydantic AI puts a note of its own beside a user's or a tool's text (it does for text that
 imitates `<system>`); `None` on releases that note nothing."""
+
+
+def system_frame(text: str, timestamp: datetime, *, marked: bool) -> UserPromptPart:
+    """`text` as `<system>`-wrapped user text, as Pydantic AI sends a system message to a model without inline ones;
+    with `marked`, on releases that note user text imitating `<system>`, marked as a frame a capability wrote.
+    """
+    framed = f'<system>{text}</system>'
+    return UserPromptPart(
+        [_framework_frame(framed)] if marked and CORE_LOOKALIKE_CHECK else framed, timestamp=timestamp
+    )
+
+
+def _framework_frame(text: str) -> Any:
+    # A private name, read only here: no public name marks a frame a capability wrote, which the lookalike check leaves
+    # alone. The Mistral delivery tests fail when it moves (`tests/test_request_mistral.py`).
+    return importlib.import_module('pydantic_ai._framework_frame').framework_frame_text(text)
 
 
 def native_policy(part: InstructionPart) -> str:

@@ -5,7 +5,9 @@ window history holds and plans the request (`_window`), stores each change on th
 carrier whose text is the element sent, and sends the window's prefix with a copy of history without what isn't sent
 (the baselines' empty carriers, the changes of earlier windows) and with a note beside each lookalike (`_lookalikes`).
 Everything is derived from history and the blocks' current values, so a fresh agent given serialized history goes on
-from the records alone.
+from the records alone. Mistral's API refuses a request whose last message is a system message (`Expected last role
+User or Tool (or Assistant with prefix True)`), so it gets each change `<system>`-wrapped as user text (sources in
+`docs/delivery.md`).
 """
 
 from __future__ import annotations
@@ -19,27 +21,31 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.models import Model, ModelRequestContext
-from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.tools import AgentDepsT
 
 from ._blocks import RequestSettings, Resolved, current_blocks
-from ._compat import ask_for_framing_announcement, instruction_id
+from ._compat import ask_for_framing_announcement, instruction_id, system_frame
 from ._encoding import encode_baseline, encode_change
-from ._history import carrier
+from ._history import carrier, is_carrier
 from ._kept import conversation_window
 from ._lookalikes import with_notes
 from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
 from ._shared.cache import ENTRY_BYTES, BoundedCache, size_of
-from ._telemetry.observe import DROPPED_KEY
+from ._telemetry.observe import DROPPED_KEY, fallback_of
 from ._window import Window, WindowPlan, plan_request
+
+REFUSES_LAST_SYSTEM_MESSAGE = frozenset({'mistral'})
+"""The providers (`Model.system`) whose API refuses a request whose last message is a system message, though Pydantic
+AI's profile takes mid-conversation ones: they get each change `<system>`-wrapped."""
 
 
 def is_inline(model: Model) -> bool:
-    """Whether every model that may serve `model`'s requests takes mid-conversation system messages."""
-    if isinstance(model, FallbackModel):
-        return all(is_inline(member) for member in model.models)
-    return bool(model.profile.get('supports_inline_system_prompts', False))
+    """Whether every model that may serve `model`'s requests takes a change as a mid-conversation system message."""
+    if (fallback := fallback_of(model)) is not None:
+        return all(is_inline(member) for member in fallback.models)
+    inline = bool(model.profile.get('supports_inline_system_prompts', False))
+    return inline and model.system not in REFUSES_LAST_SYSTEM_MESSAGE
 
 
 async def handle_request(
@@ -90,12 +96,41 @@ async def handle_request(
         sent = outgoing(messages, window, continues=plan.continues, notes=bool(plan.prefix))
         append(ctx, messages, sent, carriers)
         prefix = _prefix(plan, ordered)
-        # An empty list, never `None`, which models read as unset, sending the instructions recorded on an earlier
-        # request instead; some models of 2.58 do so for an empty list too, so the requests sent then carry none.
-        unrecorded = (replace(message, instructions=None) if _recorded(message) else message for message in sent)
-        request_context.messages = sent if prefix else list(unrecorded)
+        request_context.messages = _sent(sent, prefix, request_context.model, wraps=not inline)
         request_context.model_request_parameters = replace(params, instruction_parts=prefix)
     return request_context
+
+
+def _sent(sent: list[ModelMessage], prefix: list[InstructionPart], model: Model, *, wraps: bool) -> list[ModelMessage]:
+    """The messages sent with the instruction parts `prefix`: the last request carries them too, and with `wraps` on
+    a model whose profile takes inline system messages (whose API refuses one last), its system prompts are wrapped.
+    """
+    last = sent[-1]
+    if prefix and isinstance(last, ModelRequest) and last.instructions != (joined := InstructionPart.join(prefix)):
+        # Pydantic AI records the instructions sent on the request history keeps, not on the one sent, where a
+        # model that reads them off the messages (`MCPSamplingModel`) would otherwise find the literal ones alone.
+        sent[-1] = replace(last, instructions=joined)
+    if wraps and fallback_of(model) is None and model.profile.get('supports_inline_system_prompts', False):
+        sent = [wrapped(message, leading=index == 0, marked=True) for index, message in enumerate(sent)]
+    # An empty list, never `None`, which models read as unset, sending the instructions recorded on an earlier
+    # request instead; some models of 2.58 do so for an empty list too, so the requests sent then carry none.
+    return (
+        sent if prefix else [replace(message, instructions=None) if _recorded(message) else message for message in sent]
+    )
+
+
+def wrapped(message: ModelMessage, *, leading: bool, marked: bool = False) -> ModelMessage:
+    """`message` with each system prompt after the leading ones as `<system>`-wrapped user text; with `marked`, only the
+    plugin's own, marked as its frames where Pydantic AI notes user text that imitates `<system>` (`system_frame`).
+    """
+    if not isinstance(message, ModelRequest):
+        return message
+    parts = list(message.parts)
+    for index, part in enumerate(parts):
+        leading = leading and isinstance(part, SystemPromptPart)
+        if isinstance(part, SystemPromptPart) and not leading and (is_carrier(part) or not marked):
+            parts[index] = system_frame(part.content, part.timestamp, marked=marked)
+    return replace(message, parts=parts) if parts != list(message.parts) else message
 
 
 _TEXTS = BoundedCache[tuple[str | None, str], str](

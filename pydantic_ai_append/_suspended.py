@@ -16,16 +16,16 @@ from typing import Any, TypeAlias
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, SystemPromptPart, UserPromptPart
+from pydantic_ai.messages import InstructionPart, ModelMessage, SystemPromptPart
 from pydantic_ai.models import ModelRequestContext
-from pydantic_ai.models.fallback import FallbackModel
 
 from ._blocks import RequestSettings
 from ._compat import ask_for_framing_announcement, instruction_id
 from ._history import scan
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
 from ._rendering import SUPERSESSION_SENTENCE, context_element
-from ._request import append, is_inline, outgoing, prefix_part, record_changes
+from ._request import append, is_inline, outgoing, prefix_part, record_changes, wrapped
+from ._telemetry.observe import fallback_of
 from ._window import fold
 
 Resumed: TypeAlias = 'tuple[InstructionBaselinePart, dict[str, str | None]]'
@@ -71,24 +71,12 @@ def resume_turn(
     if not is_inline(request_context.model):
         if baseline is not None:
             ask_for_framing_announcement(request_context)
-        if not isinstance(request_context.model, FallbackModel):
-            sent = [_wrapped(message, leading=index == 0) for index, message in enumerate(sent)]
+        if fallback_of(request_context.model) is None:
+            sent = [wrapped(message, leading=index == 0) for index, message in enumerate(sent)]
     request_context.messages = sent
     if baseline is not None:
         _restore_prefix(request_context, baseline, signed=settings.key is not None)
     return request_context
-
-
-def _wrapped(message: ModelMessage, *, leading: bool) -> ModelMessage:
-    """`message` with each system prompt after the leading ones as `<system>`-wrapped user text."""
-    if not isinstance(message, ModelRequest):
-        return message
-    parts = list(message.parts)
-    for index, part in enumerate(parts):
-        leading = leading and isinstance(part, SystemPromptPart)
-        if isinstance(part, SystemPromptPart) and not leading:
-            parts[index] = UserPromptPart(f'<system>{part.content}</system>', timestamp=part.timestamp)
-    return replace(message, parts=parts) if parts != list(message.parts) else message
 
 
 def _restore_prefix(request_context: ModelRequestContext, baseline: InstructionBaselinePart, *, signed: bool) -> None:

@@ -10,6 +10,7 @@ their own path's wording, history processors, and other capabilities' hooks that
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,10 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
 from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import CompactionPart, ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models.concurrency import ConcurrencyLimitedModel
 from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.models.wrapper import WrapperModel
 
 from pydantic_ai_append import AppendInstructions, instruction_records
 
@@ -232,6 +235,29 @@ This context no longer applies. The withdrawal stays in effect until a later <co
 system: <context id="capability:todos:memory" withdrawn="true">
 This context no longer applies. The withdrawal stays in effect until a later <context> element with the same id replaces it.
 </context>\
+""",
+        ]
+    )
+
+
+def concurrency_limited(model: Model) -> Model:
+    return ConcurrencyLimitedModel(model, limiter=2)
+
+
+@pytest.mark.parametrize('wrap', [concurrency_limited, WrapperModel])
+def test_a_fallback_model_inside_a_wrapper_model_gets_each_members_path(wrap: Callable[[Model], Model]):
+    # A wrapper forwards `profile` to the `FallbackModel`, which has none of its own: each member is asked instead.
+    wrapped_path, inline_path = ScriptedModel(), ScriptedModel(inline=True)
+    agent = make_agent(wrap(FallbackModel(wrapped_path.model(), inline_path.model())))
+    history = agent.run_sync('one', deps=Deps(todos=['a'])).all_messages()
+    agent.run_sync('two', deps=Deps(todos=['b']), message_history=history)
+    assert wrapped_path.last.messages[-2:] == snapshot(
+        [
+            'user: two',
+            """\
+user: <system><context id="capability:todos:state">
+- [ ] b
+</context></system>\
 """,
         ]
     )

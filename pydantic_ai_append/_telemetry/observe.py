@@ -30,6 +30,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
 from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.profiles import prompt_cache_outlook
 from pydantic_ai.settings import merge_model_settings
 
@@ -157,11 +158,21 @@ def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) ->
     return (len(json.dumps(tools)) + min(starts, default=len(prefix))) // CHARS_PER_TOKEN
 
 
+def fallback_of(model: Model) -> FallbackModel | None:
+    """The `FallbackModel` that `model` is or wraps (`ConcurrencyLimitedModel`, any `WrapperModel`), if any: such a
+    wrapper forwards `profile` to it, which has none, so its members are asked instead.
+    """
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    return model if isinstance(model, FallbackModel) else None
+
+
 def served_model(model: Model, response: ModelResponse) -> Model | None:
     """The model that served `response`: `model`, or the member of a `FallbackModel` that did, if it can be told."""
-    if not isinstance(model, FallbackModel):
+    fallback = fallback_of(model)
+    if fallback is None:
         return model
-    members = [served_model(member, response) for member in model.models]
+    members = [served_model(member, response) for member in fallback.models]
     return next((member for member in members if member and member.model_name == response.model_name), None)
 
 
