@@ -7,9 +7,8 @@ Mistral each change as `<system>`-wrapped user text instead, as Pydantic AI send
 messages, and marked as its own frame where Pydantic AI notes text that imitates `<system>`.
 
 The wire test runs Pydantic AI's `MistralModel` through the real `mistralai` SDK against the fake provider, whose
-Chat Completions endpoint is the shape Mistral's API shares; it runs where the `mistralai` package is installed. The
-scripted-model test shows the same path through the agent without the SDK (a `FunctionModel` whose provider is
-`mistral`), so the environments without it cover it too.
+Chat Completions endpoint is the shape Mistral's API shares (the dev group installs the SDK). The scripted-model test
+shows the same path through the agent without the SDK (a `FunctionModel` whose provider is `mistral`).
 """
 
 from __future__ import annotations
@@ -113,7 +112,6 @@ user-prompt: <system><context id="capability:todos:state">
 
 @live_loopback
 async def test_mistral_gets_each_change_as_user_text_on_the_wire():
-    pytest.importorskip('mistralai', reason='needs the mistralai SDK: install pydantic-ai-slim[mistral]')
     from pydantic_ai.models.mistral import MistralModel
     from pydantic_ai.providers.mistral import MistralProvider
 
