@@ -226,7 +226,10 @@ def build_agent(
             model_settings=settings,
         )
     if policy == 'append':
-        context = AppendInstructions[int](id='scenario', record_store=record_store, windows=windows)
+        # A server's: each run names its user as the tenant of its record store entries (one user here).
+        context = AppendInstructions[int](
+            id='scenario', record_store=record_store, windows=windows, tenant=lambda ctx: 'user-1'
+        )
         for name, function in blocks:
             context.instructions(
                 _at_turn(function), name=name, on_change='rewrite' if name in scenario.rewritten else 'append'

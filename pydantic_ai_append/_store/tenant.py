@@ -45,7 +45,7 @@ def checked_tenant(tenant: object) -> Tenant | None:
             '`AppendInstructions` option `tenant` takes a function of the run naming its tenant, such as '
             f'`lambda ctx: ctx.deps.user_id`, or `None`, not {tenant!r}.'
         )
-    return tenant  # pyright: ignore[reportReturnType] (checked above; an untyped caller may pass anything)
+    return cast('Tenant | None', tenant)
 
 
 class EntryKeys:
@@ -55,8 +55,11 @@ class EntryKeys:
 
     def __init__(self, owner: str, tenant: Tenant | None) -> None:
         self.owner = owner
+        """The capability's id, which keeps two agents' entries of one conversation apart."""
         self.tenant = tenant
+        """The `tenant` option: what names a run's tenant, or `None`."""
         self.warned = False
+        """Whether `NoTenantWarning` was warned."""
 
     def key(self, ctx: RunContext[Any]) -> str:
         """The key of the entry of `ctx`'s conversation: `<owner>:<conversation id>`, or with a tenant
