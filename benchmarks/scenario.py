@@ -197,6 +197,11 @@ CHAT_CLOCK_REWRITTEN = dataclasses.replace(CHAT, name='chat, clock rewritten', r
 """The same, with the clock in rewrite mode in append mode: a block after the window's, rewritten at turn 10."""
 
 
+def _one_user(ctx: RunContext[int]) -> str:
+    """The tenant of every run, as a server names the user it authenticated: the scenario has one."""
+    return 'user-1'
+
+
 def build_agent(
     policy: Policy,
     model: Model,
@@ -226,7 +231,7 @@ def build_agent(
             model_settings=settings,
         )
     if policy == 'append':
-        context = AppendInstructions[int](id='scenario', record_store=record_store, windows=windows)
+        context = AppendInstructions[int](id='scenario', record_store=record_store, windows=windows, tenant=_one_user)
         for name, function in blocks:
             context.instructions(
                 _at_turn(function), name=name, on_change='rewrite' if name in scenario.rewritten else 'append'

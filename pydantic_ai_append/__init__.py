@@ -46,6 +46,7 @@ if _typing.TYPE_CHECKING:
     from ._store.memory import InMemoryRecordStore
     from ._store.protocol import RecordEntry, RecordStore, RecordStoreError, SyncRecordStore
     from ._store.sqlite import SQLiteRecordStore
+    from ._store.tenant import NoTenantWarning
     from ._telemetry.summary import CacheSummary
 
 __all__ = (
@@ -62,6 +63,7 @@ __all__ = (
     'InstructionDeltaPart',
     'InstructionDigest',
     'InstructionRecord',
+    'NoTenantWarning',
     'RecordEntry',
     'RecordStore',
     'RecordStoreError',
@@ -95,6 +97,7 @@ _HOMES = {
         'InstructionRecord',
     ),
     '_store.sqlite': ('SQLiteRecordStore',),
+    '_store.tenant': ('NoTenantWarning',),
     '_store.memory': ('InMemoryRecordStore',),
     '_store.protocol': ('RecordEntry', 'RecordStore', 'RecordStoreError', 'SyncRecordStore'),
     '_shared.cache': ('set_memory_limit',),

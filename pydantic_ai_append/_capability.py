@@ -32,6 +32,7 @@ from ._shared.spec import refuse_options, signing_key_from, spec_text, spec_text
 from ._store.memory import PROCESS_STORE
 from ._store.protocol import OnStoreError, RecordStore, SyncRecordStore, checked_store
 from ._store.reattach import run_keeping_records
+from ._store.tenant import EntryKeys, checked_tenant
 from ._suspended import Resumed, resume_turn, resumed_window
 from ._telemetry.observe import observe
 from ._telemetry.summary import CacheSummary, summary
@@ -122,6 +123,11 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     record_store: RecordStore | SyncRecordStore | None = field(default=PROCESS_STORE, repr=False)
     """Where a run whose history lost its records (behind a UI adapter) finds them: unless given, one for the process."""
 
+    tenant: Callable[[RunContext[AgentDepsT]], str] | None = field(default=None, repr=False)
+    """A function naming a run's tenant, its authenticated user (as a UI adapter's `conversation_scope`), such as
+    `lambda ctx: ctx.deps.user_id`: the record store's entries are keyed by it too, so no tenant reads another's. Without
+    one, entries are keyed by the conversation id a client chooses, and the first use warns (`NoTenantWarning`)."""
+
     on_store_error: OnStoreError = 'raise'
     """What a failed load from `record_store` does: `'raise'` a `RecordStoreError`, or `'new_window'`: warn, go on."""
 
@@ -169,6 +175,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 f"`AppendInstructions` option `windows` takes 'price', 'keep' or a `CachePrices`, not {self.windows!r}."
             )
         self._store: RecordStore | None = checked_store(self.record_store, self.on_store_error)
+        self._keys = EntryKeys(self.id, checked_tenant(self.tenant))
         self._routing = (*_routes(self.append_ids), set[str]())
 
     @classmethod
@@ -193,7 +200,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             on_store_error: What a failing record store does: `'raise'` or `'new_window'`.
             windows: `'price'`, `'keep'`, or the prices to weigh windows by: `input`, `cache_read` and `cache_write`
                 per million tokens, and optionally the cache's `retention_seconds`.
-            **python_only: Options a spec can't carry (`verifier`, `instructions`, `record_store`), refused by name.
+            **python_only: Options a spec can't carry (`verifier`, `instructions`, `record_store`, `tenant`), refused.
         """
         refuse_options(
             'AppendInstructions',
@@ -203,6 +210,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
                 'verifier': 'a `WireVerifier` is a Python object',
                 'instructions': 'block functions are Python functions, registered with `@context.instructions`',
                 'record_store': 'a store is a Python object (a spec keeps the default, one in memory)',
+                'tenant': 'a tenant is named by a Python function of the run',
             },
         )
         return cls(
@@ -305,7 +313,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Restore records the history lost from `record_store`, save new ones; name the conversation to transports."""
         with conversation_scope(ctx.conversation_id):
-            return await run_keeping_records(self._store, self.on_store_error, cast('str', self.id), ctx, handler)
+            return await run_keeping_records(self._store, self.on_store_error, self._keys, ctx, handler)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

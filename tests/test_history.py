@@ -79,7 +79,9 @@ def build(
     tool, so history holds its return."""
     chat = ScriptedModel(script=[[('look', {})], 'ok'])
     # No record store unless given: the cases are what history alone holds (`_store/test_reattach.py` has a store).
-    todos = AppendInstructions[str](id='todos', signing_key=KEY if signed else None, record_store=record_store)
+    todos = AppendInstructions[str](
+        id='todos', signing_key=KEY if signed else None, record_store=record_store, tenant=lambda ctx: 'alice'
+    )
 
     @todos.instructions(name='state')
     def state(ctx: RunContext[str]) -> str:  # pyright: ignore[reportUnusedFunction]

@@ -35,6 +35,7 @@ def test_the_public_names():
                 'InstructionDeltaPart',
                 'InstructionDigest',
                 'InstructionRecord',
+                'NoTenantWarning',
                 'RecordEntry',
                 'RecordStore',
                 'RecordStoreError',

@@ -53,7 +53,8 @@ from .fake_models import MODEL_FACTORIES, live_loopback
 
 
 def todo_agent(chat: ScriptedModel, **options: object) -> Agent[list[str], str]:
-    todos = AppendInstructions[list[str]](id='todos', **options)  # pyright: ignore[reportArgumentType]
+    # Every run is one user's, who is the tenant of the record store's entries.
+    todos = AppendInstructions[list[str]](id='todos', tenant=lambda ctx: 'alice', **options)  # pyright: ignore[reportArgumentType]
 
     @todos.instructions(name='state')
     def state(ctx: RunContext[list[str]]) -> str | None:

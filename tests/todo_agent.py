@@ -21,7 +21,8 @@ class Deps:
 
 
 def make_agent(chat: ScriptedModel | Model, **options: object) -> Agent[Deps, str]:
-    context = AppendInstructions[Deps](id='todos', **options)  # pyright: ignore[reportArgumentType]
+    # Every run is one user's, who is the tenant of the record store's entries.
+    context = AppendInstructions[Deps](id='todos', tenant=lambda ctx: 'alice', **options)  # pyright: ignore[reportArgumentType]
 
     @context.instructions(name='state')
     def state(ctx: RunContext[Deps]) -> str | None:

@@ -48,10 +48,12 @@ class Board:
     turn: int
     looked_up: bool = False
     """Whether the turn's tool ran: it ticks the task off, a change after the tool's result."""
+    user: str = 'alice'
+    """The authenticated user the server runs the turn for: the agent's tenant, and the owner of the tasks."""
 
     @property
     def todos(self) -> str:
-        return f'- [{"x" if self.looked_up else " "}] task {self.turn}'
+        return f'- [{"x" if self.looked_up else " "}] task {self.turn} of {self.user}'
 
     @property
     def notes(self) -> str:
@@ -79,9 +81,19 @@ def reply(request: httpx2.Request) -> httpx2.Response:
     return httpx2.Response(200, content=body.encode(), headers={'content-type': 'text/event-stream'})
 
 
-def chat_agent(prompt_wire: PromptWire, record_store: RecordStore | SyncRecordStore | None) -> Agent[Board]:
+def by_user(ctx: RunContext[Board]) -> str:
+    """The tenant of a turn: the user the server authenticated."""
+    return ctx.deps.user
+
+
+def chat_agent(
+    prompt_wire: PromptWire,
+    record_store: RecordStore | SyncRecordStore | None,
+    tenant: Callable[[RunContext[Board]], str] | None = by_user,
+    signing_key: str | None = None,
+) -> Agent[Board]:
     """The server's agent: two append-mode blocks (one changes every turn, one every third) and a tool."""
-    context = AppendInstructions[Board](id='chat', record_store=record_store)
+    context = AppendInstructions[Board](id='chat', record_store=record_store, tenant=tenant, signing_key=signing_key)
 
     @context.instructions(name='todos')
     def todos(ctx: RunContext[Board]) -> str:  # pyright: ignore[reportUnusedFunction]
@@ -118,8 +130,10 @@ async def serve(
     turn: int,
     system_prompt: SystemPrompt,
     conversation_store: Any = None,
+    user: str = 'alice',
 ) -> list[Any]:
-    """One turn: the client's history and new prompt through the adapter's run path; the client's history after.
+    """One turn for `user`: the client's history and new prompt through the adapter's run path; the client's history
+    after.
 
     With a `conversation_store` (Pydantic AI 2.68's), the server keeps the history, and the client sends only its
     new message.
@@ -129,15 +143,15 @@ async def serve(
     if conversation_store is not None:
         client, options['conversation_store'] = [], conversation_store
     if protocol == 'vercel':
-        user = {'id': f'user-{turn}', 'role': 'user', 'parts': [{'type': 'text', 'text': prompt(turn)}]}
-        messages = [UIMessage.model_validate(message) for message in [*client, user]]
+        new_message = {'id': f'user-{turn}', 'role': 'user', 'parts': [{'type': 'text', 'text': prompt(turn)}]}
+        messages = [UIMessage.model_validate(message) for message in [*client, new_message]]
         adapter: Any = VercelAIAdapter(agent=agent, run_input=SubmitMessage(id=chat_id, messages=messages), **options)
     else:
         from pydantic_ai.ui.ag_ui import AGUIAdapter
 
         protocol_messages, run_input = _agui_types()
-        user = {'id': f'user-{turn}', 'role': 'user', 'content': prompt(turn)}
-        loaded = protocol_messages.validate_python([*client, user])
+        new_message = {'id': f'user-{turn}', 'role': 'user', 'content': prompt(turn)}
+        loaded = protocol_messages.validate_python([*client, new_message])
         run = run_input(
             thread_id=chat_id,
             run_id=f'run-{turn}',
@@ -153,7 +167,7 @@ async def serve(
         warnings.filterwarnings(
             'ignore', '(Parts carrying the system voice|Client-submitted system prompts)', UserWarning
         )
-        async for _ in adapter.run_stream(deps=Board(turn), on_complete=results.append):
+        async for _ in adapter.run_stream(deps=Board(turn, user=user), on_complete=results.append):
             pass
     (result,) = results
     return dumped(protocol, result)

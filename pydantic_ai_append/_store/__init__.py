@@ -4,4 +4,5 @@
 - `memory`: `InMemoryRecordStore`, the default, for one process.
 - `sqlite`: `SQLiteRecordStore`, a file shared by one machine's processes.
 - `reattach`: a history's records saved as an entry, and put back into history that came through a UI adapter.
+- `tenant`: whose an entry is: the tenant the server names, in the entry's key.
 """

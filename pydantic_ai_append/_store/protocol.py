@@ -7,9 +7,10 @@ every request. A record store keeps each window's records on the server, and `Ap
 from it when the history has lost them. A client can only send history, so it can't write records in the store.
 
 The store keeps one entry per key: a JSON-able dict the capability writes whole, and reads back whole. The key is
-the capability's id and the run's conversation id, `<capability id>:<conversation id>`, so two agents on one
-conversation keep theirs apart. A store doesn't look inside an entry beyond measuring its size; the capability checks
-what it reads as it checks history.
+the capability's id, the run's tenant and its conversation id, `<capability id>@<tenant>:<conversation id>`, so two
+agents on one conversation keep theirs apart, and no tenant reads another's (`tenant`); without a tenant it is
+`<capability id>:<conversation id>`. A store doesn't look inside an entry beyond measuring its size; the capability
+checks what it reads as it checks history.
 
 Expiry: an entry expires `ttl` (7 days unless set) after its last write, and reads as missing from then on. Reads
 don't extend it: an entry is written when the conversation's records change, and an expired one only opens a new
@@ -72,13 +73,14 @@ class RecordStore(Protocol):
 
 
     store = DictStore()
-    context = AppendInstructions[None](id='ctx', record_store=store)
+    # In a server, the tenant is the authenticated user: `lambda ctx: ctx.deps.user_id`.
+    context = AppendInstructions[None](id='ctx', record_store=store, tenant=lambda ctx: 'alice')
     context.instructions(name='state')(lambda: 'step 1')
     # A turn as a UI adapter runs it: the user's message is the history, which holds no records.
     history = [ModelRequest.user_text_prompt('Hi')]
     Agent(TestModel(), capabilities=[context]).run_sync(message_history=history, conversation_id='conversation-1')
-    print(list(store.entries), len(store.entries['ctx:conversation-1']['carriers']))
-    #> ['ctx:conversation-1'] 1
+    print(list(store.entries), len(store.entries['ctx@alice:conversation-1']['carriers']))
+    #> ['ctx@alice:conversation-1'] 1
     ```
     """
 
@@ -119,13 +121,13 @@ class SyncRecordStore(Protocol):
 
 
     store = DictStore()
-    context = AppendInstructions[None](id='ctx', record_store=store)
+    context = AppendInstructions[None](id='ctx', record_store=store, tenant=lambda ctx: 'alice')
     context.instructions(name='state')(lambda: 'step 1')
     # A turn as a UI adapter runs it: the user's message is the history, which holds no records.
     history = [ModelRequest.user_text_prompt('Hi')]
     Agent(TestModel(), capabilities=[context]).run_sync(message_history=history, conversation_id='conversation-1')
     print(list(store.entries))
-    #> ['ctx:conversation-1']
+    #> ['ctx@alice:conversation-1']
     ```
     """
 
@@ -143,7 +145,7 @@ class RecordStoreError(UserError):
     """
 
     key: str
-    """The entry the store failed to load or save: `<capability id>:<conversation id>`."""
+    """The entry the store failed to load or save: `<capability id>@<tenant>:<conversation id>`."""
 
     action: Literal['load', 'save']
     """What the store failed to do."""

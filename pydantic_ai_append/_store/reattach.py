@@ -48,6 +48,7 @@ from pydantic_core import to_jsonable_python
 from .._encoding import sorted_json
 from .._history import RECORD_KEY, holds_record, is_carrier
 from .protocol import OnStoreError, RecordStore, RecordStoreError
+from .tenant import EntryKeys
 
 ENTRY_FORMAT = 1
 """The version of the entry `records_entry` writes, and the only one `reattach` reads."""
@@ -236,21 +237,21 @@ def last_record(messages: Sequence[ModelMessage]) -> object:
 
 
 async def run_keeping_records(
-    store: RecordStore | None, on_error: OnStoreError, owner: str, ctx: RunContext[Any], handler: WrapRunHandler
+    store: RecordStore | None, on_error: OnStoreError, keys: EntryKeys, ctx: RunContext[Any], handler: WrapRunHandler
 ) -> AgentRunResult[Any]:
     """Run `handler` with the records its history lost put back from `store`, and save them if the run added any.
 
     Only history that comes without records uses the store: history with records is kept by the app, records and all,
     and a run without history (one-shot, or an app's first) has nothing to keep them for. A UI adapter's first turn
     holds the user's message. A run adds records only at the end of history, so it added one if the last record is
-    another after the run; records are looked for from the end. The entry's key is `<owner>:<conversation id>`.
+    another after the run; records are looked for from the end. The entry's key names the run's tenant (`tenant`).
     """
     messages = ctx.messages
     if any(isinstance(cap, ReinjectSystemPrompt) and cap.replace_existing for cap in ctx.capabilities.values()):
         _apart_from_the_start(messages)
     if store is None or ctx.conversation_id is None or not messages or last_record(messages) is not None:
         return await handler()
-    key = f'{owner}:{ctx.conversation_id}'
+    key = keys.key(ctx)
     try:
         entry = await store.load(key)
     except RecordStoreError as error:
@@ -259,11 +260,13 @@ async def run_keeping_records(
         warnings.warn(f'{error.failure} The request goes on with a new window.', UserWarning, stacklevel=2)
     else:
         if entry is not None:
+            keys.warn_if_shared()
             messages[:] = reattach(messages, entry)
     before = last_record(messages)
     result = await handler()
     history = result.all_messages()
     if last_record(history) != before:
+        keys.warn_if_shared()
         try:
             await store.save(key, records_entry(history))
         except RecordStoreError as error:

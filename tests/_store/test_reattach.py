@@ -69,7 +69,7 @@ class Conversation:
     def __init__(self, *extra: AbstractCapability[None]) -> None:
         self.turn = 0
         self.instructions: list[str | None] = []
-        context = AppendInstructions[None](id='ctx')
+        context = AppendInstructions[None](id='ctx', tenant=lambda ctx: 'alice')
         context.instructions(name='state')(lambda: f'- [ ] step {self.turn}')
         capabilities: list[AbstractCapability[None]] = [context, *extra]
         self.agent = Agent(
@@ -299,7 +299,7 @@ def test_records_lost_from_history_come_back_from_the_store(case: str):
         store = Store()
         built.append(build(signed=signed, record_store=store))
         # What a server behind a UI saved after the history's last turn.
-        store.entries['todos:c1'] = records_entry(built[-1].history)
+        store.entries['todos@alice:c1'] = records_entry(built[-1].history)
     expected = snapshot(
         {
             'metadata-dropped': 'continued: full v0, diff v1, diff v2 | nothing',
@@ -333,12 +333,12 @@ class Store:
 
 
 class Chat:
-    """An agent with one block, whose value and whose model calls' instructions the test sees."""
+    """An agent with one block, whose value and whose model calls' instructions the test sees; its runs are alice's."""
 
     def __init__(self, store: Store, capability_id: str = 'ctx', **options: Any) -> None:
         self.value = 'step 1'
         self.seen: list[str | None] = []
-        context = AppendInstructions[None](id=capability_id, record_store=store, **options)
+        context = AppendInstructions[None](id=capability_id, record_store=store, tenant=lambda ctx: 'alice', **options)
         context.instructions(name='state')(lambda: self.value)
         self.agent = Agent(FunctionModel(self.reply), deps_type=type(None), capabilities=[context])
 
@@ -376,7 +376,7 @@ def test_a_run_uses_the_store_only_when_its_history_came_without_records():
     chat.value = 'step 3'
     chat.run(without_metadata(history))
     assert store.saves == 3
-    assert list(store.entries) == ['ctx:conversation-1']
+    assert list(store.entries) == ['ctx@alice:conversation-1']
     assert len(set(chat.seen)) == 1
 
 
@@ -387,7 +387,7 @@ def test_two_capabilities_on_one_conversation_keep_their_entries_apart():
     other.run(without_metadata(history))  # another agent on the same conversation, whose records are its own
     chat.value = 'step 2'
     chat.run(without_metadata(history))
-    assert sorted(store.entries) == ['ctx:conversation-1', 'titles:conversation-1']
+    assert sorted(store.entries) == ['ctx@alice:conversation-1', 'titles@alice:conversation-1']
     assert len(set(chat.seen)) == 1
 
 
@@ -403,7 +403,7 @@ def test_a_failed_load_raises_before_the_model_is_called():
     store.failing.add('load')
     with pytest.raises(RecordStoreError) as raised:
         chat.run(history)
-    assert (raised.value.key, raised.value.action) == ('ctx:conversation-1', 'load')
+    assert (raised.value.key, raised.value.action) == ('ctx@alice:conversation-1', 'load')
     assert isinstance(raised.value.__cause__, ConnectionError)
     assert len(chat.seen) == 2
 
@@ -418,7 +418,7 @@ def test_with_new_window_a_failed_load_warns_and_the_run_opens_a_window():
         chat.run(history)
     assert [str(warning.message) for warning in warned] == snapshot(
         [
-            "The record store failed to load the records 'ctx:conversation-1': ConnectionError('the database is down'). The request goes on with a new window."
+            "The record store failed to load the records 'ctx@alice:conversation-1': ConnectionError('the database is down'). The request goes on with a new window."
         ]
     )
     assert chat.seen[-1] is not None and 'step 2' in chat.seen[-1] and chat.seen[0] != chat.seen[-1]
@@ -432,7 +432,7 @@ def test_a_failed_save_warns_and_the_run_returns_its_result(on_store_error: Lite
         history = chat.run(without_metadata(history))
     assert [str(warning.message) for warning in warned] == snapshot(
         [
-            "The record store failed to save the records 'ctx:conversation-1': ConnectionError('the database is down'). The next turn opens a new window."
+            "The record store failed to save the records 'ctx@alice:conversation-1': ConnectionError('the database is down'). The next turn opens a new window."
         ]
     )
     assert [message.kind for message in history] == ['request', 'response', 'request', 'response']

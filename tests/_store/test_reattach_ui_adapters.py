@@ -4,11 +4,14 @@ The client holds only what the adapter dumps (no part metadata), so every record
 server's record store. On every turn the instructions are byte-identical, each block's value as the model reads it
 is the turn's, and each request starts with the previous one, byte for byte. Without a store (or with the store
 emptied) each turn opens a new window; two worker processes sharing one SQLite file keep one window between them.
+The server names each turn's user as the tenant: another user who sends a chat's id and first message gets a window
+of their own.
 AG-UI runs where `ag-ui-protocol` is installed (the dev environments have it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import sqlite3
 import warnings
@@ -20,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from pydantic_ai_append import InMemoryRecordStore, RecordStore, SQLiteRecordStore, SyncRecordStore
+from pydantic_ai_append import InMemoryRecordStore, NoTenantWarning, RecordStore, SQLiteRecordStore, SyncRecordStore
 from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import PromptWire, assert_prefix_stable
 
@@ -57,8 +60,6 @@ def in_process(
     conversation_store: Any = None,
 ) -> Any:
     """A server in this process: one agent, every turn, its request bodies taken from `prompt_wire`."""
-    import asyncio
-
     agent = chat_agent(prompt_wire, record_store)
 
     def turn_server(turn: int, client: list[Any]) -> tuple[list[Any], list[bytes]]:
@@ -167,3 +168,60 @@ def test_history_in_the_adapters_conversation_store_keeps_the_window(
     conversation_store = pytest.importorskip('pydantic_ai.conversation_store')
     store = conversation_store.InMemoryConversationStore()
     assert_one_window(sent(record_store, protocol, conversation_store=store))
+
+
+def run_turns(agent: Any, prompt_wire: PromptWire, protocol: Protocol, turns: list[tuple[str, str, int]]) -> list[Any]:
+    """Each turn `(user, chat id, turn)` served in order, each user's client keeping its chats' histories; the
+    request bodies of each turn."""
+    clients: dict[tuple[str, str], list[Any]] = {}
+    sent_by_turn: list[Any] = []
+    for user, chat_id, turn in turns:
+        before = len(prompt_wire.exchanges)
+        client = clients.get((user, chat_id), [])
+        clients[user, chat_id] = asyncio.run(serve(agent, protocol, chat_id, client, turn, 'server', user=user))
+        sent_by_turn.append([exchange.request_body for exchange in prompt_wire.exchanges[before:]])
+    return sent_by_turn
+
+
+@pytest.mark.parametrize('signing_key', [pytest.param(None, id='unsigned'), pytest.param('server-secret', id='signed')])
+def test_another_users_chat_id_and_first_message_get_a_window_of_their_own(protocol: Protocol, signing_key: str | None):
+    prompt_wire = PromptWire()
+    try:
+        agent = chat_agent(prompt_wire, InMemoryRecordStore(), signing_key=signing_key)
+        alice = [('alice', 'chat-1', turn) for turn in range(3)]
+        # Mallory sends alice's chat id and alice's first message as her own first turn, then a chat of her own.
+        *_, replayed, fresh, alice_next = run_turns(
+            agent,
+            prompt_wire,
+            protocol,
+            [*alice, ('mallory', 'chat-1', 0), ('mallory', 'chat-2', 0), ('alice', 'chat-1', 3)],
+        )
+    finally:
+        prompt_wire.close()
+    (body,) = replayed
+    assert b'alice' not in body
+    assert model_views(body) == {'todos': Board(0, user='mallory').todos, 'notes': Board(0).notes}
+    assert replayed == fresh
+    # Alice's window is hers still: her next turn carries it on.
+    assert instructions(alice_next[0]) != instructions(body)
+    assert model_views(alice_next[0]) == {'todos': Board(3).todos, 'notes': Board(3).notes}
+    assert 'task 0 of alice' in instructions(alice_next[0])
+
+
+def test_a_server_naming_no_tenant_is_warned_once(protocol: Protocol):
+    prompt_wire = PromptWire()
+    try:
+        agent = chat_agent(prompt_wire, InMemoryRecordStore(), tenant=None)
+        with pytest.warns(NoTenantWarning) as warned:
+            run_turns(
+                agent, prompt_wire, protocol, [('alice', 'chat-1', 0), ('alice', 'chat-1', 1), ('bob', 'chat-2', 0)]
+            )
+    finally:
+        prompt_wire.close()
+    assert [str(warning.message) for warning in warned] == [
+        (
+            "`AppendInstructions` 'chat' keys its record store by conversation id alone: a client that sends another "
+            "user's conversation id and first message gets that user's records. Pass `tenant=`, a function of the run "
+            "naming its authenticated user (as a UI adapter's `conversation_scope`)."
+        )
+    ]

@@ -76,7 +76,8 @@ def model_for(api: Api, client: httpx2.AsyncClient) -> Model:
 
 
 def todos(policy: Literal['append', 'rewrite'] = 'append', *, stored: bool = True) -> AppendInstructions[Deps]:
-    capability = AppendInstructions[Deps](id='todos', record_store=None if not stored else PROCESS_STORE)
+    store = None if not stored else PROCESS_STORE
+    capability = AppendInstructions[Deps](id='todos', record_store=store, tenant=lambda ctx: 'alice')
 
     @capability.instructions(name='state', on_change=policy)
     def state(ctx: RunContext[Deps]) -> str:  # pyright: ignore[reportUnusedFunction]
