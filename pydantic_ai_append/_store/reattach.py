@@ -266,7 +266,6 @@ async def run_keeping_records(
     result = await handler()
     history = result.all_messages()
     if last_record(history) != before:
-        keys.warn_if_shared()
         try:
             await store.save(key, records_entry(history))
         except RecordStoreError as error:

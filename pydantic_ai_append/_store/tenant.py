@@ -29,8 +29,8 @@ class NoTenantWarning(UserWarning):
     Then every client of the agent is one tenant: a client that sends another user's conversation id, and that
     conversation's first message, gets that user's records back, block values and all. Pass `tenant=` a function of
     the run that names its authenticated user (the value a UI adapter's `conversation_scope` takes). Warned once per
-    capability, the first time its store gives or takes an entry. Where every client is one user, silence it with
-    `warnings.filterwarnings('ignore', category=NoTenantWarning)`.
+    capability, the first time its store gives a run the records its history lacks. Where every client is one user,
+    silence it with `warnings.filterwarnings('ignore', category=NoTenantWarning)`.
     """
 
 
@@ -80,7 +80,9 @@ class EntryKeys:
         return f'{self.owner}@{quote(tenant, safe="")}:{ctx.conversation_id}'
 
     def warn_if_shared(self) -> None:
-        """Warn `NoTenantWarning`, the first time an entry is read or written without a tenant."""
+        """Warn `NoTenantWarning` the first time the store gives a run records without a tenant: where a client's
+        history lacks them, as behind a UI, and another user's could be given instead.
+        """
         if self.tenant is None and not self.warned:
             self.warned = True
             warnings.warn(

@@ -99,17 +99,22 @@ def test_tenants_are_kept_apart_whatever_their_names_hold():
     assert list(store.entries) == snapshot(['assistant@a%3Ab:c', 'assistant@a:b:c'])
 
 
-def test_a_store_without_a_tenant_warns_once_per_capability():
+def test_a_store_without_a_tenant_warns_once_per_capability_when_it_gives_a_run_records():
     store = InMemoryRecordStore()
     server = Server(store, named=False)
+    later = [('user', 'Hi'), ('assistant', 'Noted.'), ('user', 'More.')]
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter('always')
+        # A first turn saves its records and reads none: nothing another user could be given yet.
         server.turn(Account('alice'), 'chat-1', [('user', 'Hi')])
         server.turn(Account('bob'), 'chat-2', [('user', 'Hello')])
+        assert warned == []
+        server.turn(Account('alice'), 'chat-1', later)
+        server.turn(Account('bob'), 'chat-2', [('user', 'Hello'), ('assistant', 'Noted.'), ('user', 'More.')])
     assert [warning.category for warning in warned] == [NoTenantWarning]
-    # Another capability on the same store warns at the first entry it reads.
+    # Another capability on the same store warns at the first entry it gives a run.
     with pytest.warns(NoTenantWarning, match="`AppendInstructions` 'assistant' keys its record store by conversation"):
-        Server(store, named=False).turn(Account('alice'), 'chat-1', [('user', 'Hi')])
+        Server(store, named=False).turn(Account('alice'), 'chat-1', later)
 
 
 def test_a_tenant_that_is_not_a_name_is_refused():
