@@ -239,18 +239,14 @@ def plan_request(window: Window, current: Sequence[CurrentBlock], *, reopen: str
 def _changed_owner(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
     """Whether a block of the window is now owned by Pydantic AI's own append mode, or the other way round."""
     native = {block.id for block in current if block.mode == 'native'}
-    if native and not native.isdisjoint(block.id for block in baseline.blocks):
-        return True
-    return any(block.mode == 'append' and block.id in baseline.native for block in current)
+    to_plugin = any(block.mode == 'append' and block.id in baseline.native for block in current)
+    return to_plugin or not native.isdisjoint(block.id for block in baseline.blocks)
 
 
 def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
     """Whether `current` can be sent with `baseline`'s prefix: its other blocks are the same, in the same order."""
-    others = [block for block in current if block.mode in ('literal', 'rewrite')]
-    digests = baseline.digests
-    if len(digests) != len(others):
-        return False
-    return all(digest == _baseline_entry(block) for digest, block in zip(digests, others, strict=True))
+    others = [_baseline_entry(block) for block in current if block.mode in ('literal', 'rewrite')]
+    return others == list(baseline.digests)
 
 
 def _cheaper(kept: dict[str, str | None], current: dict[str, str | None]) -> bool:
