@@ -10,10 +10,11 @@ shorter than what they would move.
 
 What the model holds is read from the last change's record, which names the digest of every block after it, as long
 as each change of the window names the check of the one before it (`_linked`): a whole chain is checked without
-reading its records. Otherwise (a compaction dropped a change, or records are signed) every record is read in order,
+reading its records. Otherwise (a processor dropped a change, or records are signed) every record is read in order,
 and a change left meaningless by one gone from history (a diff that no longer follows what the model holds of its
-block, or a change to what it holds anyway) is an orphan: it is not sent, and the block's next change follows what
-the model held before it, in the same window. Everything here is pure: it reads what `scan` found.
+block, a change to what it holds anyway, or one the sentence should follow) is an orphan: it is not sent, and the
+block's next change follows what the model held before it, in the same window. Everything here is pure: it reads what
+`scan` found.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Literal, NamedTuple, cast
 from ._encoding import CHANGE_VERSION, Change, Unreadable, decode_record, read_baseline
 from ._history import COMPACTED, Found, Scan
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
-from ._rendering import change_text, change_value
+from ._rendering import SUPERSESSION_SENTENCE, change_text, change_value
 
 
 class CurrentBlock(NamedTuple):
@@ -66,7 +67,8 @@ class Window:
 
     orphans: frozenset[int] = frozenset()
     """Where in `found` the changes are that a change gone from history leaves meaningless: a diff that followed it,
-    which the model can't apply, or a change to what the model holds without it."""
+    which the model can't apply, a change to what the model holds without it, or, where the prefix states no block,
+    each before one that says the supersession sentence."""
 
     last_check: str = ''
     """The check of the window's last record, which the next change names as the one before it."""
@@ -76,6 +78,11 @@ class Window:
 
     linked: int = 0
     """How many entries of `found` are known to be the baseline and linked changes: a later fold needn't read them."""
+
+    @property
+    def unstated(self) -> bool:
+        """Whether the window's prefix states no block, so that its first change says the supersession sentence."""
+        return self.baseline is not None and all(block.content is None for block in self.baseline.blocks)
 
     def value_of(self, block_id: str) -> str | None:
         """The block's value as the model holds it, rebuilt from the texts of the window's changes and checked only
@@ -151,6 +158,8 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
     """The window after reading every record of its changes in order (see the module's docstring)."""
     state, check = dict(window.state), window.last_check
     orphans: list[int] = []
+    # Where the prefix states no block, changes are orphans until one says the sentence, as the first one sent does.
+    untold = window.unstated
     for at, (_, _, part, stored) in enumerate(window.found[window.start :], window.start):
         text = part.content if part is not None else ''
         record = decode_record(stored, text, key=key, conversation_id=conversation)
@@ -158,10 +167,11 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
             reason = record.reason if isinstance(record, Unreadable) else 'a baseline where a change should be'
             return replace(window, baseline=None, state={}, broken=f'a record can not be read: {reason}')
         held, check = state.get(record.id), record.check
-        if text.startswith('<context-diff') and held != record.base or held == record.state.get(record.id):
+        meaningless = text.startswith('<context-diff') and held != record.base or held == record.state.get(record.id)
+        if meaningless or untold and not text.endswith(SUPERSESSION_SENTENCE):
             orphans.append(at)
         else:
-            state[record.id] = record.state.get(record.id)
+            state[record.id], untold = record.state.get(record.id), False
     return replace(window, state=state, orphans=frozenset(orphans), last_check=check)
 
 
