@@ -143,7 +143,7 @@ def record_changes(
     for block_id, value in changes:
         base = state.get(block_id)
         previous = None
-        if not full and base is not None and value is not None:
+        if not full and base is not None and value is not None and block_id not in window.unsettled:
             previous = _TEXTS.get((conversation_id, base))
             if previous is None and (previous := window.value_of(block_id)) is not None:
                 _remember(conversation_id, previous, base)

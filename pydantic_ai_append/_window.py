@@ -13,8 +13,7 @@ as each change of the window names the check of the one before it (`_linked`): a
 reading its records. Otherwise (a processor dropped a change, or records are signed) every record is read in order,
 and a change left meaningless by one gone from history (a diff that no longer follows what the model holds of its
 block, a change to what it holds anyway, or one the sentence should follow) is an orphan: it is not sent, and the
-block's next change follows what the model held before it, in the same window. Everything here is pure: it reads what
-`scan` found.
+block's next change states its value in full, in the same window. Everything here is pure: it reads what `scan` found.
 """
 
 from __future__ import annotations
@@ -70,6 +69,9 @@ class Window:
     which the model can't apply, a change to what the model holds without it, or, where the prefix states no block,
     each before one that says the supersession sentence."""
 
+    unsettled: frozenset[str] = frozenset()
+    """The blocks whose last change is an orphan: the next one states the value in full."""
+
     last_check: str = ''
     """The check of the window's last record, which the next change names as the one before it."""
 
@@ -94,8 +96,7 @@ class Window:
             if part is not None and at not in self.orphans and _field(stored, 'id') == block_id:
                 changed = change_value(block_id, part.content, value)
                 value = None if isinstance(changed, ValueError) else changed
-        digest = content_hash(value) if value is not None else None
-        return value if value is not None and digest == self.state.get(block_id) else None
+        return value if value is not None and content_hash(value) == self.state.get(block_id) else None
 
 
 def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linked: int = 0) -> Window:
@@ -158,6 +159,7 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
     """The window after reading every record of its changes in order (see the module's docstring)."""
     state, check = dict(window.state), window.last_check
     orphans: list[int] = []
+    unsettled: set[str] = set()
     # Where the prefix states no block, changes are orphans until one says the sentence, as the first one sent does.
     untold = window.unstated
     for at, (_, _, part, stored) in enumerate(window.found[window.start :], window.start):
@@ -170,9 +172,11 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
         meaningless = text.startswith('<context-diff') and held != record.base or held == record.state.get(record.id)
         if meaningless or untold and not text.endswith(SUPERSESSION_SENTENCE):
             orphans.append(at)
+            unsettled.add(record.id)
         else:
             state[record.id], untold = record.state.get(record.id), False
-    return replace(window, state=state, orphans=frozenset(orphans), last_check=check)
+            unsettled.discard(record.id)
+    return replace(window, state=state, orphans=frozenset(orphans), unsettled=frozenset(unsettled), last_check=check)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,13 @@ ELEMENT = re.compile(
     r'<(context|context-diff) id="capability:todos:state"( withdrawn="true")?>\n(.*?)\n</\1>', re.DOTALL
 )
 
+LINES = [f'- [ ] task {number}: a step of the project, long enough for one-line diffs' for number in range(12)]
+
+
+def todos(done: int) -> str:
+    """The to-do list with its first `done` tasks ticked: consecutive lists differ by one line."""
+    return '\n'.join(line.replace('[ ]', '[x]') if number < done else line for number, line in enumerate(LINES))
+
 
 def told(seen: Seen) -> tuple[str | None, list[str], int]:
     """What a model reading one request holds of the block, the kind of each element it read in order (`full`,
@@ -76,6 +83,45 @@ def without_turn(turn: int) -> Callable[[list[ModelMessage]], list[ModelMessage]
         return [message for at, message in enumerate(messages) if not any(at in (p, p + 1) for p in prompted)]
 
     return drop
+
+
+def test_a_change_dropped_from_the_middle_of_a_window_is_followed_by_the_value_in_full():
+    chat = ScriptedModel()
+    value: list[str | None] = [None]
+    agent = todo_agent(chat, value, without_turn(2))
+    # Turn 3 changes the list against turn 2's; at turn 4 the processor has dropped turn 2, whose change that diff
+    # applies to, and the block's value goes in full, once.
+    converse(chat, agent, value, [todos(done) for done in (0, 1, 2, 3, 3, 4)])
+    assert [told(seen)[1] for seen in chat.seen[3:]] == snapshot(
+        [
+            ['full', 'diff', 'diff', 'diff'],
+            ['full', 'diff', 'full'],
+            ['full', 'diff', 'full', 'diff'],
+        ]
+    )
+
+
+def test_after_a_trim_keeping_the_first_messages_a_diff_without_its_base_is_followed_by_the_value_in_full():
+    chat = ScriptedModel()
+    value: list[str | None] = [None]
+
+    def keep_first_and_last(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [*messages[:4], *messages[-3:]] if len(messages) > 7 else messages
+
+    agent = todo_agent(chat, value, keep_first_and_last)
+    converse(chat, agent, value, [todos(done) for done in range(8)])
+    # From turn 4 the processor keeps the first change and the last turn: every other request keeps a diff that no
+    # longer follows the change before it, which isn't sent, and tells the value in full; the request after diffs
+    # from that.
+    assert [told(seen)[1] for seen in chat.seen[3:]] == snapshot(
+        [
+            ['full', 'diff', 'diff', 'diff'],
+            ['full', 'diff', 'full'],
+            ['full', 'diff', 'full', 'diff'],
+            ['full', 'diff', 'full'],
+            ['full', 'diff', 'full', 'diff'],
+        ]
+    )
 
 
 def test_a_block_whose_first_value_is_empty_is_followed_by_the_sentence_once():
