@@ -227,14 +227,10 @@ def plan_request(window: Window, current: Sequence[CurrentBlock], *, reopen: str
         literal = [_baseline_entry(block) for block in current if block.mode == 'literal']
         # Where only blocks sent after the window's moved the prefix, the new window keeps the values it states, while
         # the changes since are shorter than what they would move.
-        keeps = (
-            baseline is not None
-            and not moved
-            and not reopen
-            and [d for d in baseline.digests if not d.dynamic] == literal
-        )
-        kept = {block.id: block.content for block in baseline.blocks} if baseline is not None and keeps else None
-        kept = kept if kept is not None and _cheaper(kept, appending) else None
+        kept: dict[str, str | None] | None = None
+        if baseline is not None and not (moved or reopen) and [d for d in baseline.digests if not d.dynamic] == literal:
+            kept = {block.id: block.content for block in baseline.blocks}
+            kept = kept if _cheaper(kept, appending) else None
         new = InstructionBaselinePart(
             instructions=tuple(_baseline_entry(block, kept) for block in current if block.mode != 'native'),
             native=tuple(block.id for block in current if block.mode == 'native' and block.id is not None),
