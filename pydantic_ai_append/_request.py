@@ -172,14 +172,13 @@ def record_changes(
     """The carriers of `changes` to `window`'s blocks, each sent in full with `full`, or as a diff when shorter."""
     assert window.baseline is not None or full or not changes, 'only a resumed turn retells changes outside a window'
     state, prev = dict(window.state), window.last_check
-    # The sentence follows the first change of a window whose prefix states no block, since nothing else says it.
-    untold = window.baseline is not None and not any(block.content for block in window.baseline.blocks)
-    untold = untold and window.start == len(window.found)
+    # The sentence follows the first change sent of a window whose prefix states no block, since nothing else says it.
+    untold = window.unstated and window.start + len(window.orphans) == len(window.found)
     carriers: list[SystemPromptPart] = []
     for block_id, value in changes:
         base = state.get(block_id)
         previous = None
-        if not full and base is not None and value is not None:
+        if not full and base is not None and value is not None and block_id not in window.unsettled:
             previous = _TEXTS.get((conversation_id, base))
             if previous is None and (previous := window.value_of(block_id)) is not None:
                 _remember(conversation_id, previous, base)

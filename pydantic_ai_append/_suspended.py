@@ -26,7 +26,7 @@ from ._records import InstructionBaselinePart, InstructionBlock, InstructionDige
 from ._rendering import SUPERSESSION_SENTENCE, context_element
 from ._request import append, is_inline, outgoing, prefix_part, record_changes, wrapped
 from ._telemetry.observe import fallback_of
-from ._window import fold
+from ._window import Window, fold
 
 Resumed: TypeAlias = 'tuple[InstructionBaselinePart, dict[str, str | None]]'
 """A suspended turn's window baseline as the run's history had it, and each block's value the model held."""
@@ -56,16 +56,15 @@ def resume_turn(
     baseline = window.baseline
     carriers: list[SystemPromptPart] = []
     if resumed is not None:
+        told = window
         if baseline is None:
             # The processor took the baseline: the turn's recorded prefix is still the full window's, and the
             # changes left in history follow a baseline they can't be checked against.
             baseline = resumed[0]
-            told = {block.id: block.content_hash for block in baseline.blocks}
-        else:
-            told = window.state
+            told = Window(baseline=baseline, state={block.id: block.content_hash for block in baseline.blocks})
         held = [InstructionBlock(block_id, value) for block_id, value in resumed[1].items()]
-        stale = [(block.id, block.content) for block in held if told.get(block.id) != block.content_hash]
-        carriers = record_changes(window, stale, key=settings.key, conversation_id=ctx.conversation_id, full=True)
+        stale = [(block.id, block.content) for block in held if told.state.get(block.id) != block.content_hash]
+        carriers = record_changes(told, stale, key=settings.key, conversation_id=ctx.conversation_id, full=True)
     sent = outgoing(messages, window, continues=window.baseline is not None, notes=baseline is not None)
     append(ctx, messages, sent, carriers)
     if not is_inline(request_context.model):

@@ -10,10 +10,10 @@ shorter than what they would move.
 
 What the model holds is read from the last change's record, which names the digest of every block after it, as long
 as each change of the window names the check of the one before it (`_linked`): a whole chain is checked without
-reading its records. Otherwise (a compaction dropped a change, or records are signed) every record is read in order,
+reading its records. Otherwise (a processor dropped a change, or records are signed) every record is read in order,
 and a change left meaningless by one gone from history (a diff that no longer follows what the model holds of its
-block, or a change to what it holds anyway) is an orphan: it is not sent, and the block's next change follows what
-the model held before it, in the same window. Everything here is pure: it reads what `scan` found.
+block, a change to what it holds anyway, or one the sentence should follow) is an orphan: it is not sent, and the
+block's next change states its value in full, in the same window. Everything here is pure: it reads what `scan` found.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple, cast
 from ._encoding import CHANGE_VERSION, Change, Unreadable, decode_record, read_baseline
 from ._history import COMPACTED, Found, Scan
 from ._records import InstructionBaselinePart, InstructionBlock, InstructionDigest, content_hash
-from ._rendering import change_text, change_value
+from ._rendering import SUPERSESSION_SENTENCE, change_text, change_value
 
 
 class CurrentBlock(NamedTuple):
@@ -66,7 +66,11 @@ class Window:
 
     orphans: frozenset[int] = frozenset()
     """Where in `found` the changes are that a change gone from history leaves meaningless: a diff that followed it,
-    which the model can't apply, or a change to what the model holds without it."""
+    which the model can't apply, a change to what the model holds without it, or, where the prefix states no block,
+    each before one that says the supersession sentence."""
+
+    unsettled: frozenset[str] = frozenset()
+    """The blocks whose last change is an orphan: the next one states the value in full."""
 
     last_check: str = ''
     """The check of the window's last record, which the next change names as the one before it."""
@@ -76,6 +80,11 @@ class Window:
 
     linked: int = 0
     """How many entries of `found` are known to be the baseline and linked changes: a later fold needn't read them."""
+
+    @property
+    def unstated(self) -> bool:
+        """Whether the window's prefix states no block, so that its first change says the supersession sentence."""
+        return self.baseline is not None and all(block.content is None for block in self.baseline.blocks)
 
     def value_of(self, block_id: str) -> str | None:
         """The block's value as the model holds it, rebuilt from the texts of the window's changes and checked only
@@ -87,8 +96,7 @@ class Window:
             if part is not None and at not in self.orphans and _field(stored, 'id') == block_id:
                 changed = change_value(block_id, part.content, value)
                 value = None if isinstance(changed, ValueError) else changed
-        digest = content_hash(value) if value is not None else None
-        return value if value is not None and digest == self.state.get(block_id) else None
+        return value if value is not None and content_hash(value) == self.state.get(block_id) else None
 
 
 def fold(scanned: Scan, *, key: bytes | None, conversation_id: str | None, linked: int = 0) -> Window:
@@ -151,6 +159,9 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
     """The window after reading every record of its changes in order (see the module's docstring)."""
     state, check = dict(window.state), window.last_check
     orphans: list[int] = []
+    unsettled: set[str] = set()
+    # Where the prefix states no block, changes are orphans until one says the sentence, as the first one sent does.
+    untold = window.unstated
     for at, (_, _, part, stored) in enumerate(window.found[window.start :], window.start):
         text = part.content if part is not None else ''
         record = decode_record(stored, text, key=key, conversation_id=conversation)
@@ -158,11 +169,14 @@ def _read_each(window: Window, key: bytes | None, conversation: str | None) -> W
             reason = record.reason if isinstance(record, Unreadable) else 'a baseline where a change should be'
             return replace(window, baseline=None, state={}, broken=f'a record can not be read: {reason}')
         held, check = state.get(record.id), record.check
-        if text.startswith('<context-diff') and held != record.base or held == record.state.get(record.id):
+        meaningless = text.startswith('<context-diff') and held != record.base or held == record.state.get(record.id)
+        if meaningless or untold and not text.endswith(SUPERSESSION_SENTENCE):
             orphans.append(at)
+            unsettled.add(record.id)
         else:
-            state[record.id] = record.state.get(record.id)
-    return replace(window, state=state, orphans=frozenset(orphans), last_check=check)
+            state[record.id], untold = record.state.get(record.id), False
+            unsettled.discard(record.id)
+    return replace(window, state=state, orphans=frozenset(orphans), unsettled=frozenset(unsettled), last_check=check)
 
 
 @dataclass(frozen=True)
@@ -213,14 +227,10 @@ def plan_request(window: Window, current: Sequence[CurrentBlock], *, reopen: str
         literal = [_baseline_entry(block) for block in current if block.mode == 'literal']
         # Where only blocks sent after the window's moved the prefix, the new window keeps the values it states, while
         # the changes since are shorter than what they would move.
-        keeps = (
-            baseline is not None
-            and not moved
-            and not reopen
-            and [d for d in baseline.digests if not d.dynamic] == literal
-        )
-        kept = {block.id: block.content for block in baseline.blocks} if baseline is not None and keeps else None
-        kept = kept if kept is not None and _cheaper(kept, appending) else None
+        kept: dict[str, str | None] | None = None
+        if baseline is not None and not (moved or reopen) and [d for d in baseline.digests if not d.dynamic] == literal:
+            kept = {block.id: block.content for block in baseline.blocks}
+            kept = kept if _cheaper(kept, appending) else None
         new = InstructionBaselinePart(
             instructions=tuple(_baseline_entry(block, kept) for block in current if block.mode != 'native'),
             native=tuple(block.id for block in current if block.mode == 'native' and block.id is not None),
@@ -239,18 +249,14 @@ def plan_request(window: Window, current: Sequence[CurrentBlock], *, reopen: str
 def _changed_owner(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
     """Whether a block of the window is now owned by Pydantic AI's own append mode, or the other way round."""
     native = {block.id for block in current if block.mode == 'native'}
-    if native and not native.isdisjoint(block.id for block in baseline.blocks):
-        return True
-    return any(block.mode == 'append' and block.id in baseline.native for block in current)
+    to_plugin = any(block.mode == 'append' and block.id in baseline.native for block in current)
+    return to_plugin or not native.isdisjoint(block.id for block in baseline.blocks)
 
 
 def _continues(baseline: InstructionBaselinePart, current: Sequence[CurrentBlock]) -> bool:
     """Whether `current` can be sent with `baseline`'s prefix: its other blocks are the same, in the same order."""
-    others = [block for block in current if block.mode in ('literal', 'rewrite')]
-    digests = baseline.digests
-    if len(digests) != len(others):
-        return False
-    return all(digest == _baseline_entry(block) for digest, block in zip(digests, others, strict=True))
+    others = [_baseline_entry(block) for block in current if block.mode in ('literal', 'rewrite')]
+    return others == list(baseline.digests)
 
 
 def _cheaper(kept: dict[str, str | None], current: dict[str, str | None]) -> bool:
