@@ -29,6 +29,11 @@ from ._errors import (
 from ._options import DeferPolicy, GuardMode
 from ._proposal import new_messages, newly_compacted, provider_compacted
 
+PAIR_RULE = (
+    'the rule: a rewrite that separates a tool call from its result is refused unless it compacts in whole tool pairs'
+)
+"""The rule a rewrite that breaks a tool pair breaks, as its warning states it."""
+
 GuardWarning: TypeAlias = tuple[type[PrefixGuardWarning], str]
 """A warning to give: its class (the condition, so each can be silenced on its own) and its text."""
 
@@ -194,17 +199,20 @@ def _refusal(
 ) -> RequestPlan:
     """`plan` with a rewrite that is neither a patch nor an applied compaction refused: in enforce mode the consumed
     prefix is sent as it was, with the new messages after it; in observe mode the proposal goes out, warned about.
+    A rewrite refused for a broken tool pair gets one warning for each call, naming it and `PAIR_RULE`.
     """
     decision = plan.decision
     conditions: list[GuardWarning] = []
     for problem in decision.problems:
         if problem.tool_call_id not in warned:
-            conditions.append((OrphanedToolPairWarning, problem.describe()))
+            conditions.append((OrphanedToolPairWarning, f'{problem.describe()} ({PAIR_RULE})'))
     for name in decision.retired_tools:
         conditions.append(
             (RetiredToolReferencedWarning, f'history calls `{name}`, which this request does not declare')
         )
-    if decision.divergence is not None:
+    if decision.divergence is not None and (mode == 'observe' or not decision.problems):
+        # Enforce mode refuses a rewrite that breaks a pair for that reason, which the pair's warning gives: the change
+        # to the consumed prefix is how it breaks the pair, not a second reason.
         conditions.append((ConsumedPrefixChangedWarning, decision.divergence.describe()))
     if mode == 'observe' or (decision.divergence is None and not decision.problems):
         # In enforce mode, that is a tool missing that this guard never declared as a function tool (an output
