@@ -179,9 +179,7 @@ def decide_rewrite(
     # Judged against the history as the model consumed it: a processor may have edited the very objects it holds, and
     # a pair it broke that way is the rewrite's doing, not a problem the history already had. Rebuilding it encodes
     # every consumed message again, so a proposal that keeps the prefix and breaks no pair is spared it.
-    full = (
-        [*current.consumed_messages(), *current.messages[current.boundary :]] if found or divergence is not None else []
-    )
+    full = current.as_consumed() if found or divergence is not None else []
     before = {problem.key for problem in tool_pair_problems(full)}
     problems = tuple(problem for problem in found if problem.key not in before)
     retired: tuple[str, ...] = ()

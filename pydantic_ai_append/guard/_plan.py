@@ -125,9 +125,10 @@ def plan_guarded_request(
         warned: The tool calls whose broken pairs the run's given history was already warned about.
     """
     opened = newly_compacted(consumed, proposed) or provider_compacted(consumed)
-    # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
+    # Compaction is a window boundary: the prefix may change, the tool pairs still may not break (judged against what
+    # the model consumed, as a processor may have edited it in place).
     new = new_messages(consumed, proposed)
-    judged = ConsumedHistory((*consumed.messages, *new), 0) if opened else consumed.adding(new)
+    judged = ConsumedHistory((*consumed.as_consumed(), *new), 0) if opened else consumed.adding(new)
     decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=declared_before)
     plan = RequestPlan(
         decision=decision,
@@ -227,7 +228,7 @@ def _refusal(
         return replace(plan, verified=verified, warnings=outcome_warnings(conditions, outcome))
     # A processor may have edited the very objects the history holds, so they are taken as consumed, not as now;
     # a refused compaction keeps the history it would have closed.
-    kept = (*consumed.consumed_messages(), *consumed.messages[consumed.boundary :], *new)
+    kept = (*consumed.as_consumed(), *new)
     retry = decide_rewrite(consumed, kept, sending=True)
     if retry.action == 'abort':
         # The new messages themselves break a pair: no older shape of the history can be sent instead.

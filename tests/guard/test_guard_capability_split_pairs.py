@@ -27,13 +27,14 @@ from pydantic_ai.messages import (
     BaseToolCallPart,
     BaseToolReturnPart,
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_append.guard import PrefixGuard, tool_pair_problems
+from pydantic_ai_append.guard import PrefixGuard, compact, tool_pair_problems
 
 Processor = Callable[[list[ModelMessage]], list[ModelMessage]]
 
@@ -197,3 +198,29 @@ def test_each_request_that_deletes_a_call_is_refused_and_observe_mode_sends_it_o
             ],
         }
     )
+
+
+def test_a_result_deleted_in_place_by_a_processor_that_also_compacts_is_refused():
+    model = ParallelCalls(more=False)
+    guard = PrefixGuard[None]()
+    greeting = [ModelRequest.user_text_prompt('Hello.'), ModelResponse(parts=[TextPart('Hi.')])]
+    agent = Agent(model.model(), deps_type=type(None), tools=[query_db], capabilities=[guard])
+    history = agent.run_sync('Query a and b.', message_history=greeting).all_messages()
+    deleting = delete_in_place(BaseToolReturnPart)
+
+    def delete_then_compact(messages: list[ModelMessage]) -> list[ModelMessage]:
+        # The cut before the tool exchange is whole; the deletion inside what it keeps is not.
+        return compact(deleting(messages), keep_from=2)
+
+    agent = Agent(
+        model.model(), deps_type=type(None), tools=[query_db], capabilities=[ProcessHistory(delete_then_compact), guard]
+    )
+    with caught() as found:
+        result = agent.run_sync('Thanks.', message_history=history).all_messages()
+    assert found == snapshot(
+        [
+            "OrphanedToolPairWarning: Refused, the consumed prefix kept: `query_db` call 'c2' at message 1, part 1 gets no result before the next response (the rule: a rewrite that separates a tool call from its result is refused unless it compacts in whole tool pairs)"
+        ]
+    )
+    assert model.sent[-1] == [*model.sent[-2], 'response: text done', 'request: user-prompt Thanks.']
+    assert tool_pair_problems(result) == []
