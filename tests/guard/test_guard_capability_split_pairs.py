@@ -5,11 +5,13 @@ already read, in place (it edits the very objects the run's history holds), was 
 The guard put a marker saying a message was elided into the middle of what the model had read, and Pydantic AI's own
 repair then told the model the call "was interrupted before a result was produced", though it ran; no warning was
 given. Deleting the call and keeping its result sent neither, behind the same marker, silently. The pairs were checked
-against the edited objects, so the pair the processor broke looked like one the history already had.
+against the edited objects, so the pair the processor broke looked like one the history already had; and a message
+with parts deleted was taken for a summary, so even deleting a whole pair from the two messages put a marker in them.
 
 Each form is run here as a user hits it, through an `Agent` with `ProcessHistory` and `PrefixGuard`, on every supported
 release: the request goes out with what the model consumed, both results as they were, and one warning names the call
-and the rule. What the model was sent is written down when it is sent, since the processor edits the messages later.
+and the rule (or, for the whole pair deleted, the edit). What the model was sent is written down when it is sent, since
+the processor edits the messages later.
 """
 
 from __future__ import annotations
@@ -224,3 +226,26 @@ def test_a_result_deleted_in_place_by_a_processor_that_also_compacts_is_refused(
     )
     assert model.sent[-1] == [*model.sent[-2], 'response: text done', 'request: user-prompt Thanks.']
     assert tool_pair_problems(result) == []
+
+
+def test_a_whole_pair_deleted_in_place_from_parallel_calls_is_an_edit():
+    model = ParallelCalls(more=False)
+    guard = PrefixGuard[None]()
+    history = Agent(model.model(), deps_type=type(None), tools=[query_db], capabilities=[guard]).run_sync(
+        'Query a and b.'
+    )
+    call, result = delete_in_place(BaseToolCallPart), delete_in_place(BaseToolReturnPart)
+    deleting = ProcessHistory[None](lambda messages: result(call(messages)))
+    agent = Agent(model.model(), deps_type=type(None), tools=[query_db], capabilities=[deleting, guard])
+    with caught() as found:
+        agent.run_sync('Thanks.', message_history=history.all_messages())
+    # Each message keeps the other call's parts, so none was elided: this is no compaction, and no marker says one
+    # was. It is refused as an edit of what the model read.
+    assert found == snapshot(
+        [
+            IsStr(
+                regex=r'ConsumedPrefixChangedWarning: Refused, the consumed prefix kept: message 1 \(consumed\) would change .*'
+            )
+        ]
+    )
+    assert model.sent[-1] == [*model.sent[-2], 'response: text done', 'request: user-prompt Thanks.']
