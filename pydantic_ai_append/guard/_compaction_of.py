@@ -234,13 +234,20 @@ def _rebuilt(
 
 
 def _edited(replacement: Sequence[ModelMessage], replaced: Sequence[ModelMessage]) -> bool:
-    """Whether new messages in the place of elided ones are those messages edited (the same parts, one for one),
-    rather than a summary of them.
+    """Whether new messages in the place of elided ones are those messages edited (the same parts, one for one, or
+    some of them left out: a tool call or result deleted from its message), rather than a summary of them.
     """
     return 0 < len(replacement) == len(replaced) and all(
-        type(message) is type(was) and _shape(message) == _shape(was)
+        type(message) is type(was) and _left_out(_shape(message), _shape(was))
         for message, was in zip(replacement, replaced, strict=True)
     )
+
+
+def _left_out(shape: Sequence[tuple[type, str | None]], original: Sequence[tuple[type, str | None]]) -> bool:
+    """Whether `shape` is `original` with none, some or all of its parts left out, the rest in their order."""
+    remaining = iter(original)
+    # Each `in` goes on from where the last one matched, so the parts must come in `original`'s order.
+    return all(part in remaining for part in shape)
 
 
 def _shape(message: ModelMessage) -> list[tuple[type, str | None]]:

@@ -79,6 +79,10 @@ class ConsumedHistory:
             for message, sent, snapshot in zip(self.messages, self.consumed, self._snapshots, strict=False)
         ]
 
+    def as_consumed(self) -> list[ModelMessage]:
+        """The whole history, its consumed messages as the model consumed them (`consumed_messages`), then the rest."""
+        return [*self.consumed_messages(), *self.messages[self.boundary :]]
+
     def first_change(self, sent: Sequence[ModelMessage]) -> int:
         """The index of the first consumed message that `sent` doesn't send with the bytes the model consumed (changed
         or left out), or the number of consumed messages if it sends them all so.

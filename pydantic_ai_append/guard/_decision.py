@@ -174,8 +174,14 @@ def decide_rewrite(
             (see [`tool_pair_problems`][pydantic_ai_append.guard.tool_pair_problems]).
     """
     who = 'the model asked for a rewrite that' if requested_by == 'model' else 'the rewrite'
-    before = {problem.key for problem in tool_pair_problems(current.messages)}
-    problems = tuple(problem for problem in tool_pair_problems(proposed, sending=sending) if problem.key not in before)
+    found = tool_pair_problems(proposed, sending=sending)
+    divergence = _prefix_divergence(current, proposed)
+    # Judged against the history as the model consumed it: a processor may have edited the very objects it holds, and
+    # a pair it broke that way is the rewrite's doing, not a problem the history already had. Rebuilding it encodes
+    # every consumed message again, so a proposal that keeps the prefix and breaks no pair is spared it.
+    full = current.as_consumed() if found or divergence is not None else []
+    before = {problem.key for problem in tool_pair_problems(full)}
+    problems = tuple(problem for problem in found if problem.key not in before)
     retired: tuple[str, ...] = ()
     called: dict[str, int] = {}
     if tools is not None:
@@ -183,11 +189,9 @@ def decide_rewrite(
         retired = tuple(
             name for name in called if name not in tools and (declared_before is None or name in declared_before)
         )
-    divergence = _prefix_divergence(current, proposed)
     if not retired and not problems and divergence is None:
         return RewriteDecision('patch', 'the consumed prefix is unchanged and every tool call keeps its result')
     if not retired and divergence is not None:
-        full = [*current.consumed_messages(), *current.messages[current.boundary :]]
         compacted = compaction_of(full, proposed, known=before, sending=sending)
         if compacted is not None:
             return _compaction_decision(who, divergence, compacted)

@@ -29,6 +29,11 @@ from ._errors import (
 from ._options import DeferPolicy, GuardMode
 from ._proposal import new_messages, newly_compacted, provider_compacted
 
+PAIR_RULE = (
+    'the rule: a rewrite that separates a tool call from its result is refused unless it compacts in whole tool pairs'
+)
+"""The rule a rewrite that breaks a tool pair breaks, as its warning states it."""
+
 GuardWarning: TypeAlias = tuple[type[PrefixGuardWarning], str]
 """A warning to give: its class (the condition, so each can be silenced on its own) and its text."""
 
@@ -120,9 +125,10 @@ def plan_guarded_request(
         warned: The tool calls whose broken pairs the run's given history was already warned about.
     """
     opened = newly_compacted(consumed, proposed) or provider_compacted(consumed)
-    # Compaction is a window boundary: the prefix may change, the tool pairs still may not break.
+    # Compaction is a window boundary: the prefix may change, the tool pairs still may not break (judged against what
+    # the model consumed, as a processor may have edited it in place).
     new = new_messages(consumed, proposed)
-    judged = ConsumedHistory((*consumed.messages, *new), 0) if opened else consumed.adding(new)
+    judged = ConsumedHistory((*consumed.as_consumed(), *new), 0) if opened else consumed.adding(new)
     decision = decide_rewrite(judged, proposed, tools=declared, sending=True, declared_before=declared_before)
     plan = RequestPlan(
         decision=decision,
@@ -194,17 +200,20 @@ def _refusal(
 ) -> RequestPlan:
     """`plan` with a rewrite that is neither a patch nor an applied compaction refused: in enforce mode the consumed
     prefix is sent as it was, with the new messages after it; in observe mode the proposal goes out, warned about.
+    A rewrite refused for a broken tool pair gets one warning for each call, naming it and `PAIR_RULE`.
     """
     decision = plan.decision
     conditions: list[GuardWarning] = []
     for problem in decision.problems:
         if problem.tool_call_id not in warned:
-            conditions.append((OrphanedToolPairWarning, problem.describe()))
+            conditions.append((OrphanedToolPairWarning, f'{problem.describe()} ({PAIR_RULE})'))
     for name in decision.retired_tools:
         conditions.append(
             (RetiredToolReferencedWarning, f'history calls `{name}`, which this request does not declare')
         )
-    if decision.divergence is not None:
+    if decision.divergence is not None and (mode == 'observe' or not decision.problems):
+        # Enforce mode refuses a rewrite that breaks a pair for that reason, which the pair's warning gives: the change
+        # to the consumed prefix is how it breaks the pair, not a second reason.
         conditions.append((ConsumedPrefixChangedWarning, decision.divergence.describe()))
     if mode == 'observe' or (decision.divergence is None and not decision.problems):
         # In enforce mode, that is a tool missing that this guard never declared as a function tool (an output
@@ -219,7 +228,7 @@ def _refusal(
         return replace(plan, verified=verified, warnings=outcome_warnings(conditions, outcome))
     # A processor may have edited the very objects the history holds, so they are taken as consumed, not as now;
     # a refused compaction keeps the history it would have closed.
-    kept = (*consumed.consumed_messages(), *consumed.messages[consumed.boundary :], *new)
+    kept = (*consumed.as_consumed(), *new)
     retry = decide_rewrite(consumed, kept, sending=True)
     if retry.action == 'abort':
         # The new messages themselves break a pair: no older shape of the history can be sent instead.

@@ -292,10 +292,7 @@ async def test_a_trim_that_no_whole_pair_cut_allows_keeps_the_consumed_prefix():
         model, deps_type=type(None), tools=[query_db], capabilities=[ProcessHistory(drop_call), PrefixGuard()]
     )
     # The only request after the call answers it, so no cut keeps the pair: the rewrite is refused.
-    with (
-        pytest.warns(OrphanedToolPairWarning, match='Refused, the consumed prefix kept'),
-        pytest.warns(ConsumedPrefixChangedWarning),
-    ):
+    with pytest.warns(OrphanedToolPairWarning, match=r'Refused, the consumed prefix kept: .*\(the rule: '):
         result = await agent.run('How many users?')
     assert elided_count(result.all_messages()) is None and len(result.all_messages()) == 4
 

@@ -483,7 +483,7 @@ async def test_no_tool_runs_twice_because_of_a_rewrite(guarded: bool):
     ).all_messages()
     agent = build_agent(model, counter, with_query_db=True, capabilities=[ProcessHistory(drop_tool_results), *guards])
     if guarded:
-        with pytest.warns(OrphanedToolPairWarning), pytest.warns(ConsumedPrefixChangedWarning):
+        with pytest.warns(OrphanedToolPairWarning, match="call 'c1'"):
             await agent.run('Still?', message_history=history)
         assert counter.runs == 1
     else:
