@@ -362,9 +362,9 @@ def without_metadata(messages: list[ModelMessage]) -> list[ModelMessage]:
 def test_a_run_uses_the_store_only_when_its_history_came_without_records():
     store = Store()
     chat = Chat(store)
-    history = chat.run()  # no history: nothing to keep the records for
-    assert store.saves == 0
-    history = chat.run(without_metadata(history))  # lost, and nothing stored: a new window, saved
+    history = chat.run()  # no history, in a conversation the app named: its first turn, saved
+    assert store.saves == 1
+    history = chat.run(without_metadata(history))  # put back, and nothing added
     assert store.saves == 1
     chat.value = 'step 2'
     history = chat.run(history)  # history kept with its records: the store isn't needed
@@ -427,15 +427,14 @@ def test_with_new_window_a_failed_load_warns_and_the_run_opens_a_window():
 @pytest.mark.parametrize('on_store_error', ['raise', 'new_window'])
 def test_a_failed_save_warns_and_the_run_returns_its_result(on_store_error: Literal['raise', 'new_window']):
     chat = Chat(Store('save'), on_store_error=on_store_error)
-    history = chat.run()
     with pytest.warns(UserWarning) as warned:
-        history = chat.run(without_metadata(history))
+        history = chat.run()
     assert [str(warning.message) for warning in warned] == snapshot(
         [
             "The record store failed to save the records 'ctx:conversation-1': ConnectionError('the database is down'). The next turn opens a new window."
         ]
     )
-    assert [message.kind for message in history] == ['request', 'response', 'request', 'response']
+    assert [message.kind for message in history] == ['request', 'response']
 
 
 def test_bad_store_options_are_refused():
