@@ -52,7 +52,7 @@ from pydantic_core import to_jsonable_python
 
 from .._encoding import sorted_json
 from .._history import RECORD_KEY, holds_record, is_carrier
-from .protocol import OnStoreError, RecordStore, RecordStoreError
+from .protocol import CheckedStore, OnStoreError, RecordStoreError
 
 ENTRY_FORMAT = 1
 """The version of the entry `records_entry` writes, and the only one `reattach` reads."""
@@ -241,7 +241,7 @@ def last_record(messages: Sequence[ModelMessage]) -> object:
 
 
 async def run_keeping_records(
-    store: RecordStore | None, on_error: OnStoreError, owner: str, ctx: RunContext[Any], handler: WrapRunHandler
+    store: CheckedStore | None, on_error: OnStoreError, owner: str, ctx: RunContext[Any], handler: WrapRunHandler
 ) -> AgentRunResult[Any]:
     """Run `handler` with the records its history lost put back from `store`, and save them if the run added any.
 
@@ -250,7 +250,7 @@ async def run_keeping_records(
     the later turns whose history comes back without records (a hand-written endpoint's, a UI adapter's); otherwise
     it is a one-shot run, with nothing to keep. A run adds records only at the end of history, so it added one if the
     last record is another after the run; records are looked for from the end. The entry's key is
-    `<owner>:<conversation id>`.
+    `<owner>:<conversation id>`. The save runs after the run returns its result (`CheckedStore.save_later`).
     """
     messages = ctx.messages
     if any(isinstance(cap, ReinjectSystemPrompt) and cap.replace_existing for cap in ctx.capabilities.values()):
@@ -274,11 +274,8 @@ async def run_keeping_records(
     result = await handler()
     history = result.all_messages()
     if last_record(history) != before:
-        try:
-            await store.save(key, records_entry(history))
-        except RecordStoreError as error:
-            # The turn is done and delivered, and a UI adapter has streamed it: only the next turn can lose by it.
-            warnings.warn(f'{error.failure} The next turn opens a new window.', UserWarning, stacklevel=2)
+        # The turn is done, and a UI adapter has streamed it: a slow or failing store must not hold back its result.
+        store.save_later(key, records_entry(history))
     return result
 
 

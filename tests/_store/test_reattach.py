@@ -16,6 +16,7 @@ or, with `on_store_error='new_window'`, warns and lets the run go on; nothing of
 
 from __future__ import annotations
 
+import asyncio
 import json
 import warnings
 from collections.abc import Callable, Sequence
@@ -55,6 +56,7 @@ from pydantic_ai_append import (
     instruction_records,
     strip_records,
 )
+from pydantic_ai_append._store.protocol import as_async
 from pydantic_ai_append._store.reattach import content_keys, reattach, records_entry
 
 from ..test_history import EDITS, Built, Edit, build, outcomes
@@ -338,7 +340,10 @@ class Chat:
     def __init__(self, store: Store, capability_id: str = 'ctx', **options: Any) -> None:
         self.value = 'step 1'
         self.seen: list[str | None] = []
-        context = AppendInstructions[None](id=capability_id, record_store=store, **options)
+        # Given already checked, the capability calls this very object, whose saves the test can wait for.
+        self.store = as_async(store)
+        self.key = f'{capability_id}:conversation-1'
+        context = AppendInstructions[None](id=capability_id, record_store=self.store, **options)
         context.instructions(name='state')(lambda: self.value)
         self.agent = Agent(FunctionModel(self.reply), deps_type=type(None), capabilities=[context])
 
@@ -347,7 +352,10 @@ class Chat:
         return ModelResponse(parts=[TextPart('OK.')])
 
     def run(self, history: list[ModelMessage] | None = None) -> list[ModelMessage]:
-        return self.agent.run_sync('Hi', message_history=history, conversation_id='conversation-1').all_messages()
+        messages = self.agent.run_sync('Hi', message_history=history, conversation_id='conversation-1').all_messages()
+        # The save runs after the run returns its result; the next turn would wait for it, the test waits here.
+        asyncio.get_event_loop().run_until_complete(self.store.saved(self.key))
+        return messages
 
 
 def without_metadata(messages: list[ModelMessage]) -> list[ModelMessage]:
