@@ -40,7 +40,7 @@ import functools
 import inspect
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Literal, Protocol, TypeAlias, cast
 
@@ -223,14 +223,18 @@ class CheckedStore:
 
     async def _call(self, action: Literal['load', 'save'], key: str, *args: Any) -> Any:
         method: Callable[..., Any] = getattr(self.store, action)
+        # A thread isn't stopped by a timeout or a cancellation: the call runs to its end, so a write is whole or
+        # absent either way.
+        return await self._answer(
+            action, method(key, *args) if self.is_async else asyncio.to_thread(method, key, *args)
+        )
+
+    async def _answer(self, action: Literal['load', 'save'], call: Awaitable[Any]) -> Any:
+        """What `call` answers, within the timeout."""
         scope = asyncio.timeout(self.timeout)
         try:
             async with scope:
-                if self.is_async:
-                    return await method(key, *args)
-                # A thread isn't stopped by a timeout or a cancellation: the call runs to its end, so a write is whole
-                # or absent either way.
-                return await asyncio.to_thread(method, key, *args)
+                return await call
         except TimeoutError as error:
             if not scope.expired():
                 raise  # the store's own
@@ -253,11 +257,20 @@ class CheckedStore:
             raise RecordStoreError(key, 'save', error) from error
 
     def save_later(self, key: str, entry: RecordEntry) -> None:
-        """Save `entry` for `key` in a task of the running event loop, after the key's save still running there; a
-        failure warns, as the run that made the entry has returned its result by then.
+        """Save `entry` for `key` in a task of the running event loop; a failure warns, as the run that made the entry
+        has returned its result by then.
+
+        An async store's save follows the save of `key` still running in the loop. A blocking store's starts in its
+        thread at once: a loop closed right after the run (`asyncio.run`) cancels tasks that haven't run yet, but waits
+        for its threads.
         """
         loop = asyncio.get_running_loop()
-        task = loop.create_task(self._save_after(self._saving.get((loop, key)), key, entry))
+        if self.is_async:
+            saving = self._save_after(self._saving.get((loop, key)), key, entry)
+        else:
+            started = loop.run_in_executor(None, cast('SyncRecordStore', self.store).save, key, entry)
+            saving = self._save_in_thread(key, started)
+        task = loop.create_task(saving)
         self._saving[loop, key] = task
         task.add_done_callback(functools.partial(self._forget, (loop, key)))
 
@@ -273,15 +286,22 @@ class CheckedStore:
         except RecordStoreError as error:
             warnings.warn(f'{error.failure} The next turn opens a new window.', UserWarning, stacklevel=1)
         except asyncio.CancelledError:
-            if self.is_async:
-                # The event loop closed first (`asyncio.run` returned); a thread's write ends on its own.
-                warnings.warn(
-                    f'The event loop closed before the record store saved the records {key!r}. The next turn opens a '
-                    'new window; keep the loop running until the save ends.',
-                    UserWarning,
-                    stacklevel=1,
-                )
+            warnings.warn(
+                f'The event loop closed before the record store saved the records {key!r}. The next turn opens a new '
+                'window; keep the loop running until the save ends.',
+                UserWarning,
+                stacklevel=1,
+            )
             raise
+
+    async def _save_in_thread(self, key: str, started: Awaitable[None]) -> None:
+        try:
+            try:
+                await self._answer('save', started)
+            except Exception as error:
+                raise RecordStoreError(key, 'save', error) from error
+        except RecordStoreError as error:
+            warnings.warn(f'{error.failure} The next turn opens a new window.', UserWarning, stacklevel=1)
 
     async def saved(self, key: str) -> None:
         """Wait for the save of `key` still running in this event loop, if any: it ends within its timeout."""

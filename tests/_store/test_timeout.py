@@ -209,8 +209,7 @@ async def test_a_blocking_saves_thread_ends_its_write_when_the_save_is_cancelled
             written.set()
 
     store = as_async(BlockingStore())
-    store.save_later(KEY, {'turn': 1})
-    await asyncio.sleep(0)  # the save starts its thread
+    store.save_later(KEY, {'turn': 1})  # its thread starts at once
     (saving,) = store._saving.values()  # pyright: ignore[reportPrivateUsage] (the task a loop would cancel)
     saving.cancel()
     go_on.set()
