@@ -142,10 +142,13 @@ def _is_kept(part: ModelRequestPart | ModelResponsePart) -> bool:
 
 
 def records_entry(messages: Sequence[ModelMessage]) -> dict[str, Any]:
-    """What to store of `messages` for `reattach`: each carrier of a record, where it is, and the part itself.
+    """What to store of `messages` for `reattach`: each carrier of the open window's records, where it is, and the
+    part itself.
 
     A carrier's place is the key of its unit, the number of parts an adapter keeps before it in the unit (`after`),
-    and the number of other parts (a system prompt) between the last of those and it (`skip`).
+    and the number of other parts (a system prompt) between the last of those and it (`skip`). The carriers start at
+    the last baseline: a window is read from its baseline on, and the changes of windows before it aren't sent again,
+    so the entry grows with the open window, not with the conversation.
 
     Args:
         messages: The history a run returned, with its records (`result.all_messages()`).
@@ -153,7 +156,7 @@ def records_entry(messages: Sequence[ModelMessage]) -> dict[str, Any]:
     Returns:
         A JSON-able dict, with a `format` version and the `carriers` in history order.
     """
-    carriers: list[dict[str, Any]] = []
+    carriers: list[tuple[str, int, int, SystemPromptPart]] = []
     for key, indexes in _units(messages):
         after = skip = 0
         for index in indexes:
@@ -164,11 +167,23 @@ def records_entry(messages: Sequence[ModelMessage]) -> dict[str, Any]:
                 if _is_kept(part):
                     after, skip = after + 1, 0
                 elif holds_record(part):
-                    carrier = _CARRIER.dump_python(part, mode='json')
-                    carriers.append({'key': key, 'after': after, 'skip': skip, 'part': carrier})
+                    if _is_baseline(part):
+                        carriers.clear()
+                    carriers.append((key, after, skip, part))
                 elif not is_carrier(part):
                     skip += 1
-    return {'format': ENTRY_FORMAT, 'carriers': carriers}
+    return {
+        'format': ENTRY_FORMAT,
+        'carriers': [
+            {'key': key, 'after': after, 'skip': skip, 'part': _CARRIER.dump_python(part, mode='json')}
+            for key, after, skip, part in carriers
+        ],
+    }
+
+
+def _is_baseline(part: SystemPromptPart) -> bool:
+    stored: object = cast('dict[str, Any]', part.metadata)[RECORD_KEY]
+    return isinstance(stored, dict) and cast('dict[str, object]', stored).get('kind') == 'baseline'
 
 
 def reattach(messages: Sequence[ModelMessage], entry: dict[str, Any]) -> list[ModelMessage]:
