@@ -269,7 +269,8 @@ class CheckedStore:
             saving = self._save_after(self._saving.get((loop, key)), key, entry)
         else:
             started = loop.run_in_executor(None, cast('SyncRecordStore', self.store).save, key, entry)
-            saving = self._save_in_thread(key, started)
+            # Shielded: cancelling the executor's future would drop the call if no thread has taken it yet.
+            saving = self._save_in_thread(key, asyncio.shield(started))
         task = loop.create_task(saving)
         self._saving[loop, key] = task
         task.add_done_callback(functools.partial(self._forget, (loop, key)))
