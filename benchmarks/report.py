@@ -214,6 +214,11 @@ def to_json(results: Results) -> dict[str, Any]:
             {
                 'turns': t.turns,
                 'entry_bytes': t.entry_bytes,
+                'priced': {
+                    'windows': t.priced.windows,
+                    'entry_bytes': t.priced.entry_bytes,
+                    'every_record_bytes': t.priced.every_record_bytes,
+                },
                 'cpu_seconds': {k: [round(s, 5) for s in v] for k, v in t.seconds.items()},
             }
             for t in results.stores

@@ -32,7 +32,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from fake_provider import Text, ToolCalls, Turn
-from pydantic_ai_append import AppendInstructions, RecordStore, SyncRecordStore
+from pydantic_ai_append import AppendInstructions, CachePrices, RecordStore, SyncRecordStore
 from pydantic_ai_append._store.memory import PROCESS_STORE
 
 from .measure import HookTimer, time_hooks
@@ -209,7 +209,7 @@ def build_agent(
     settings: ModelSettings | None = None,
     scenario: Scenario = CHAT,
     record_store: RecordStore | SyncRecordStore | None = PROCESS_STORE,
-    windows: Literal['price', 'keep'] = 'price',
+    windows: Literal['price', 'keep'] | CachePrices = 'price',
     capabilities: Sequence[AbstractCapability[int]] = (),
 ) -> Agent[int, str]:
     """An agent for `policy` whose deps are the turn number, sending `settings`, with `scenario`'s blocks and tools

@@ -30,7 +30,7 @@ from ._request import handle_request, is_inline
 from ._shared.prices import CachePrices
 from ._shared.spec import refuse_options, signing_key_from, spec_text, spec_texts, spec_windows
 from ._store.memory import PROCESS_STORE
-from ._store.protocol import OnStoreError, RecordStore, SyncRecordStore, checked_store
+from ._store.protocol import DEFAULT_STORE_TIMEOUT, OnStoreError, RecordStore, SyncRecordStore, checked_store
 from ._store.reattach import run_keeping_records
 from ._store.tenant import EntryKeys, checked_tenant
 from ._suspended import Resumed, resume_turn, resumed_window
@@ -131,6 +131,9 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     on_store_error: OnStoreError = 'raise'
     """What a failed load from `record_store` does: `'raise'` a `RecordStoreError`, or `'new_window'`: warn, go on."""
 
+    store_timeout: float = DEFAULT_STORE_TIMEOUT
+    """Seconds each `record_store` call may take before it counts as failed (saves run after the run returns)."""
+
     windows: Literal['price', 'keep'] | CachePrices = 'price'
     """When a window the prefix needn't leave gives way to a new one, which states the blocks' current values and
     carries no changes: `'price'` when its carried changes cost more than writing the request again, by the cache
@@ -174,7 +177,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             raise UserError(
                 f"`AppendInstructions` option `windows` takes 'price', 'keep' or a `CachePrices`, not {self.windows!r}."
             )
-        self._store: RecordStore | None = checked_store(self.record_store, self.on_store_error)
+        self._store = checked_store(self.record_store, self.on_store_error, self.store_timeout)
         self._keys = EntryKeys(self.id, checked_tenant(self.tenant))
         self._routing = (*_routes(self.append_ids), set[str]())
 
@@ -186,6 +189,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         signing_key: str | None = None,
         signing_key_env: str | None = None,
         on_store_error: OnStoreError = 'raise',
+        store_timeout: float = DEFAULT_STORE_TIMEOUT,
         windows: Literal['price', 'keep'] | dict[str, float] = 'price',
         **python_only: Any,
     ) -> AppendInstructions[Any]:
@@ -198,6 +202,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             signing_key: A secret to sign records with, written in the spec.
             signing_key_env: The environment variable holding that secret, read when the spec is loaded.
             on_store_error: What a failing record store does: `'raise'` or `'new_window'`.
+            store_timeout: Seconds each record store call may take before it counts as failed.
             windows: `'price'`, `'keep'`, or the prices to weigh windows by: `input`, `cache_read` and `cache_write`
                 per million tokens, and optionally the cache's `retention_seconds`.
             **python_only: Options a spec can't carry (`verifier`, `instructions`, `record_store`, `tenant`), refused.
@@ -205,7 +210,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
         refuse_options(
             'AppendInstructions',
             python_only,
-            accepted='`id`, `append_ids`, `signing_key`, `signing_key_env`, `on_store_error` and `windows`',
+            accepted='`id`, `append_ids`, `signing_key`, `signing_key_env`, `on_store_error`, `store_timeout` '
+            'and `windows`',
             python_only={
                 'verifier': 'a `WireVerifier` is a Python object',
                 'instructions': 'block functions are Python functions, registered with `@context.instructions`',
@@ -218,6 +224,7 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
             id=spec_text('AppendInstructions', 'id', id),
             signing_key=signing_key_from(signing_key, signing_key_env),
             on_store_error=on_store_error,
+            store_timeout=store_timeout,
             windows=spec_windows(windows),
         )
 

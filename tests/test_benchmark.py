@@ -210,6 +210,8 @@ def test_smoke_run_writes_tables_json_and_plot(
         (5, {'kept': 2, 'lost': 2, 'memory': 2, 'sqlite': 2})
     ]
     assert stores[0]['entry_bytes'] > 0
+    # Where windows open by price, the entry holds the open window's records, at most every record of the conversation.
+    assert 0 < stores[0]['priced']['entry_bytes'] <= stores[0]['priced']['every_record_bytes']
     assert 'The record store behind a UI adapter' in printed
     svg = plot_path.read_text()
     # The background, two legend swatches, then a reused and an uncached bar per request (5) per policy.

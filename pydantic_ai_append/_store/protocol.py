@@ -26,13 +26,22 @@ Three stores come with the package:
   database's own job (Redis `SET ... EX`, a scheduled `DELETE` of old rows); a store that never expires entries is
   correct, only unbounded. Raise from either method when the database fails: a failed load raises
   `RecordStoreError` (or opens a new window, if so configured), and a failed save warns.
+
+Each call has a timeout (`store_timeout`, 5 seconds unless set): a call that gives no answer by then fails like one
+that raised. A load comes before the run's first request, so it holds the turn until it answers or times out. A save
+comes after the run, and doesn't hold it: it runs in a task of the run's event loop while the run returns its result,
+and a later load of the same entry from that loop waits for it first, so a conversation's next turn reads what the
+turn before it saved.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
-from collections.abc import Callable
+import math
+import warnings
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Literal, Protocol, TypeAlias, cast
 
@@ -47,6 +56,11 @@ OnStoreError: TypeAlias = Literal['raise', 'new_window']
 DEFAULT_TTL = timedelta(days=7)
 """How long after its last write an entry is kept by default."""
 
+DEFAULT_STORE_TIMEOUT = 5.0
+"""How long, in seconds, the capability waits for a store's `load` or `save` unless told otherwise: far longer than
+a working store takes (microseconds in memory, milliseconds for SQLite or Redis), and as long as SQLite waits for
+another writer's lock."""
+
 
 class RecordStore(Protocol):
     """A store of each conversation's records, with `async` methods: what the capability calls.
@@ -55,10 +69,9 @@ class RecordStore(Protocol):
 
     ```python
     from pydantic_ai import Agent
-    from pydantic_ai.messages import ModelRequest
     from pydantic_ai.models.test import TestModel
 
-    from pydantic_ai_append import AppendInstructions, RecordEntry
+    from pydantic_ai_append import AppendInstructions, RecordEntry, strip_records
 
 
     class DictStore:
@@ -76,9 +89,10 @@ class RecordStore(Protocol):
     # In a server, the tenant is the authenticated user: `lambda ctx: ctx.deps.user_id`.
     context = AppendInstructions[None](id='ctx', record_store=store, tenant=lambda ctx: 'alice')
     context.instructions(name='state')(lambda: 'step 1')
-    # A turn as a UI adapter runs it: the user's message is the history, which holds no records.
-    history = [ModelRequest.user_text_prompt('Hi')]
-    Agent(TestModel(), capabilities=[context]).run_sync(message_history=history, conversation_id='conversation-1')
+    agent = Agent(TestModel(), capabilities=[context])
+    first = agent.run_sync('Hi', conversation_id='conversation-1')  # saved after the run returns its result
+    # The next turn, its history without records as a UI adapter loads it, waits for that save, and reads it.
+    agent.run_sync('And now?', message_history=strip_records(first.all_messages()), conversation_id='conversation-1')
     print(list(store.entries), len(store.entries['ctx@alice:conversation-1']['carriers']))
     #> ['ctx@alice:conversation-1'] 1
     ```
@@ -100,10 +114,9 @@ class SyncRecordStore(Protocol):
     import threading
 
     from pydantic_ai import Agent
-    from pydantic_ai.messages import ModelRequest
     from pydantic_ai.models.test import TestModel
 
-    from pydantic_ai_append import AppendInstructions, RecordEntry
+    from pydantic_ai_append import AppendInstructions, RecordEntry, strip_records
 
 
     class DictStore:
@@ -123,9 +136,10 @@ class SyncRecordStore(Protocol):
     store = DictStore()
     context = AppendInstructions[None](id='ctx', record_store=store, tenant=lambda ctx: 'alice')
     context.instructions(name='state')(lambda: 'step 1')
-    # A turn as a UI adapter runs it: the user's message is the history, which holds no records.
-    history = [ModelRequest.user_text_prompt('Hi')]
-    Agent(TestModel(), capabilities=[context]).run_sync(message_history=history, conversation_id='conversation-1')
+    agent = Agent(TestModel(), capabilities=[context])
+    first = agent.run_sync('Hi', conversation_id='conversation-1')  # saved after the run returns its result
+    # The next turn, its history without records as a UI adapter loads it, waits for that save, and reads it.
+    agent.run_sync('And now?', message_history=strip_records(first.all_messages()), conversation_id='conversation-1')
     print(list(store.entries))
     #> ['ctx@alice:conversation-1']
     ```
@@ -161,11 +175,13 @@ class RecordStoreError(UserError):
         )
 
 
-def checked_store(store: object, on_store_error: object) -> RecordStore | None:
-    """The options `record_store` and `on_store_error` of `AppendInstructions` checked, and the store `as_async`.
+def checked_store(store: object, on_store_error: object, timeout: object) -> CheckedStore | None:
+    """The options `record_store`, `on_store_error` and `store_timeout` of `AppendInstructions` checked, and the store
+    `as_async`.
 
     Raises:
-        UserError: If the store has no `load` and `save`, or `on_store_error` is neither option.
+        UserError: If the store has no `load` and `save`, `on_store_error` is neither option, or `timeout` is not a
+            positive number of seconds.
     """
     if store is not None and not all(callable(getattr(store, method, None)) for method in ('load', 'save')):
         raise UserError(
@@ -176,34 +192,60 @@ def checked_store(store: object, on_store_error: object) -> RecordStore | None:
         raise UserError(
             f"`AppendInstructions` option `on_store_error` takes 'raise' or 'new_window', not {on_store_error!r}."
         )
-    return as_async(cast('RecordStore', store)) if store is not None else None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+        raise UserError(
+            f'`AppendInstructions` option `store_timeout` takes a positive number of seconds, such as 5, not '
+            f'{timeout!r}.'
+        )
+    return as_async(cast('RecordStore', store), float(timeout)) if store is not None else None
 
 
-def as_async(store: RecordStore | SyncRecordStore) -> RecordStore:
-    """`store` as the capability calls it: async, its blocking methods run in a worker thread, its failures raised
-    as `RecordStoreError`.
+def as_async(store: RecordStore | SyncRecordStore, timeout: float = DEFAULT_STORE_TIMEOUT) -> CheckedStore:
+    """`store` as the capability calls it: async, its blocking methods run in a worker thread, each call given
+    `timeout` seconds, its failures raised as `RecordStoreError`.
 
     A store whose `load` is an `async def` is taken for a `RecordStore`, any other for a `SyncRecordStore`.
     """
-    if isinstance(store, _CheckedStore):
+    if isinstance(store, CheckedStore):
         return store
-    return _CheckedStore(store, inspect.iscoroutinefunction(store.load))
+    return CheckedStore(store, inspect.iscoroutinefunction(store.load), timeout)
 
 
-class _CheckedStore:
-    def __init__(self, store: RecordStore | SyncRecordStore, is_async: bool) -> None:
+class CheckedStore:
+    """A user's store as the capability calls it (`as_async`), with the saves it has running in the background."""
+
+    def __init__(self, store: RecordStore | SyncRecordStore, is_async: bool, timeout: float) -> None:
         self.store = store
         self.is_async = is_async
+        self.timeout = timeout
+        # The save of each key still running in each event loop, so the loop's next load of the key waits for it, and
+        # its next save follows it (another loop's tasks can't be awaited). Held here so a task isn't collected while
+        # it runs; it removes itself when done.
+        self._saving: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Task[None]] = {}
 
-    async def _call(self, method: Callable[..., Any], *args: Any) -> Any:
-        if self.is_async:
-            return await method(*args)
-        # A thread isn't stopped by a cancellation: the call runs to its end, so a write is whole or absent either way.
-        return await asyncio.to_thread(method, *args)
+    async def _call(self, action: Literal['load', 'save'], key: str, *args: Any) -> Any:
+        method: Callable[..., Any] = getattr(self.store, action)
+        # A thread isn't stopped by a timeout or a cancellation: the call runs to its end, so a write is whole or
+        # absent either way.
+        return await self._answer(
+            action, method(key, *args) if self.is_async else asyncio.to_thread(method, key, *args)
+        )
+
+    async def _answer(self, action: Literal['load', 'save'], call: Awaitable[Any]) -> Any:
+        """What `call` answers, within the timeout."""
+        scope = asyncio.timeout(self.timeout)
+        try:
+            async with scope:
+                return await call
+        except TimeoutError as error:
+            if not scope.expired():
+                raise  # the store's own
+            raise TimeoutError(f'`{action}` gave no answer in {self.timeout:g} s (`store_timeout`)') from error
 
     async def load(self, key: str) -> RecordEntry | None:
+        await self.saved(key)
         try:
-            entry: object = await self._call(self.store.load, key)
+            entry: object = await self._call('load', key)
             if entry is not None and not isinstance(entry, dict):
                 raise TypeError(f'`load` returned {type(entry).__name__}, not a dict or `None`')
         except Exception as error:
@@ -212,9 +254,63 @@ class _CheckedStore:
 
     async def save(self, key: str, entry: RecordEntry) -> None:
         try:
-            await self._call(self.store.save, key, entry)
+            await self._call('save', key, entry)
         except Exception as error:
             raise RecordStoreError(key, 'save', error) from error
+
+    def save_later(self, key: str, entry: RecordEntry) -> None:
+        """Save `entry` for `key` in a task of the running event loop; a failure warns, as the run that made the entry
+        has returned its result by then.
+
+        An async store's save follows the save of `key` still running in the loop. A blocking store's starts in its
+        thread at once: a loop closed right after the run (`asyncio.run`) cancels tasks that haven't run yet, but waits
+        for its threads.
+        """
+        loop = asyncio.get_running_loop()
+        if self.is_async:
+            saving = self._save_after(self._saving.get((loop, key)), key, entry)
+        else:
+            started = loop.run_in_executor(None, cast('SyncRecordStore', self.store).save, key, entry)
+            # Shielded: cancelling the executor's future would drop the call if no thread has taken it yet.
+            saving = self._save_in_thread(key, asyncio.shield(started))
+        task = loop.create_task(saving)
+        self._saving[loop, key] = task
+        task.add_done_callback(functools.partial(self._forget, (loop, key)))
+
+    def _forget(self, saving: tuple[asyncio.AbstractEventLoop, str], task: asyncio.Task[None]) -> None:
+        if self._saving.get(saving) is task:
+            del self._saving[saving]
+
+    async def _save_after(self, earlier: asyncio.Task[None] | None, key: str, entry: RecordEntry) -> None:
+        if earlier is not None:
+            await asyncio.wait([earlier])
+        try:
+            await self.save(key, entry)
+        except RecordStoreError as error:
+            warnings.warn(f'{error.failure} The next turn opens a new window.', UserWarning, stacklevel=1)
+        except asyncio.CancelledError:
+            warnings.warn(
+                f'The event loop closed before the record store saved the records {key!r}. The next turn opens a new '
+                'window; keep the loop running until the save ends.',
+                UserWarning,
+                stacklevel=1,
+            )
+            raise
+
+    async def _save_in_thread(self, key: str, started: Awaitable[None]) -> None:
+        try:
+            try:
+                await self._answer('save', started)
+            except Exception as error:
+                raise RecordStoreError(key, 'save', error) from error
+        except RecordStoreError as error:
+            warnings.warn(f'{error.failure} The next turn opens a new window.', UserWarning, stacklevel=1)
+
+    async def saved(self, key: str) -> None:
+        """Wait for the save of `key` still running in this event loop, if any: it ends within its timeout."""
+        saving = self._saving.get((asyncio.get_running_loop(), key))
+        if saving is not None:
+            await asyncio.wait([saving])
 
 
 def check_bounds(ttl: timedelta, **bounds: int) -> None:

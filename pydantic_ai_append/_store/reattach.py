@@ -20,6 +20,7 @@ the carriers from there on are left out, and the plugin opens a new window there
 from __future__ import annotations
 
 import hashlib
+import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
@@ -29,6 +30,10 @@ from typing import Any, cast
 from pydantic import TypeAdapter
 from pydantic_ai import AgentRunResult, RunContext
 from pydantic_ai.capabilities import ReinjectSystemPrompt, WrapRunHandler
+
+# Public on 2.68 (`pydantic_ai.durable_exec`), private on 2.58: imported here alone (`tests/_store/test_first_turn.py`
+# fails if it moves).
+from pydantic_ai.durable_exec._base import conversation_id_from_run_id  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -47,7 +52,7 @@ from pydantic_core import to_jsonable_python
 
 from .._encoding import sorted_json
 from .._history import RECORD_KEY, holds_record, is_carrier
-from .protocol import OnStoreError, RecordStore, RecordStoreError
+from .protocol import CheckedStore, OnStoreError, RecordStoreError
 from .tenant import EntryKeys
 
 ENTRY_FORMAT = 1
@@ -138,10 +143,13 @@ def _is_kept(part: ModelRequestPart | ModelResponsePart) -> bool:
 
 
 def records_entry(messages: Sequence[ModelMessage]) -> dict[str, Any]:
-    """What to store of `messages` for `reattach`: each carrier of a record, where it is, and the part itself.
+    """What to store of `messages` for `reattach`: each carrier of the open window's records, where it is, and the
+    part itself.
 
     A carrier's place is the key of its unit, the number of parts an adapter keeps before it in the unit (`after`),
-    and the number of other parts (a system prompt) between the last of those and it (`skip`).
+    and the number of other parts (a system prompt) between the last of those and it (`skip`). The carriers start at
+    the last baseline: a window is read from its baseline on, and the changes of windows before it aren't sent again,
+    so the entry grows with the open window, not with the conversation.
 
     Args:
         messages: The history a run returned, with its records (`result.all_messages()`).
@@ -149,7 +157,7 @@ def records_entry(messages: Sequence[ModelMessage]) -> dict[str, Any]:
     Returns:
         A JSON-able dict, with a `format` version and the `carriers` in history order.
     """
-    carriers: list[dict[str, Any]] = []
+    carriers: list[tuple[str, int, int, SystemPromptPart]] = []
     for key, indexes in _units(messages):
         after = skip = 0
         for index in indexes:
@@ -160,11 +168,23 @@ def records_entry(messages: Sequence[ModelMessage]) -> dict[str, Any]:
                 if _is_kept(part):
                     after, skip = after + 1, 0
                 elif holds_record(part):
-                    carrier = _CARRIER.dump_python(part, mode='json')
-                    carriers.append({'key': key, 'after': after, 'skip': skip, 'part': carrier})
+                    if _is_baseline(part):
+                        carriers.clear()
+                    carriers.append((key, after, skip, part))
                 elif not is_carrier(part):
                     skip += 1
-    return {'format': ENTRY_FORMAT, 'carriers': carriers}
+    return {
+        'format': ENTRY_FORMAT,
+        'carriers': [
+            {'key': key, 'after': after, 'skip': skip, 'part': _CARRIER.dump_python(part, mode='json')}
+            for key, after, skip, part in carriers
+        ],
+    }
+
+
+def _is_baseline(part: SystemPromptPart) -> bool:
+    stored: object = cast('dict[str, Any]', part.metadata)[RECORD_KEY]
+    return isinstance(stored, dict) and cast('dict[str, object]', stored).get('kind') == 'baseline'
 
 
 def reattach(messages: Sequence[ModelMessage], entry: dict[str, Any]) -> list[ModelMessage]:
@@ -237,41 +257,72 @@ def last_record(messages: Sequence[ModelMessage]) -> object:
 
 
 async def run_keeping_records(
-    store: RecordStore | None, on_error: OnStoreError, keys: EntryKeys, ctx: RunContext[Any], handler: WrapRunHandler
+    store: CheckedStore | None, on_error: OnStoreError, keys: EntryKeys, ctx: RunContext[Any], handler: WrapRunHandler
 ) -> AgentRunResult[Any]:
     """Run `handler` with the records its history lost put back from `store`, and save them if the run added any.
 
-    Only history that comes without records uses the store: history with records is kept by the app, records and all,
-    and a run without history (one-shot, or an app's first) has nothing to keep them for. A UI adapter's first turn
-    holds the user's message. A run adds records only at the end of history, so it added one if the last record is
-    another after the run; records are looked for from the end. The entry's key names the run's tenant (`tenant`).
+    Only history that comes without records uses the store: history with records is kept by the app, records and all.
+    A run without history is a conversation's first turn when the app named the conversation (`_named`), saved for
+    the later turns whose history comes back without records (a hand-written endpoint's, a UI adapter's); otherwise
+    it is a one-shot run, with nothing to keep. A run adds records only at the end of history, so it added one if the
+    last record is another after the run; records are looked for from the end. The entry's key names the run's tenant
+    (`tenant`). The save runs after the run returns its result (`CheckedStore.save_later`).
     """
     messages = ctx.messages
     if any(isinstance(cap, ReinjectSystemPrompt) and cap.replace_existing for cap in ctx.capabilities.values()):
         _apart_from_the_start(messages)
-    if store is None or ctx.conversation_id is None or not messages or last_record(messages) is not None:
+    if store is None or ctx.conversation_id is None or last_record(messages) is not None:
+        return await handler()
+    if not messages and not _named(ctx.conversation_id, ctx.run_id):
         return await handler()
     key = keys.key(ctx)
-    try:
-        entry = await store.load(key)
-    except RecordStoreError as error:
-        if on_error == 'raise':
-            raise
-        warnings.warn(f'{error.failure} The request goes on with a new window.', UserWarning, stacklevel=2)
-    else:
-        if entry is not None:
-            keys.warn_if_shared()
-            messages[:] = reattach(messages, entry)
+    if messages:
+        try:
+            entry = await store.load(key)
+        except RecordStoreError as error:
+            if on_error == 'raise':
+                raise
+            warnings.warn(f'{error.failure} The request goes on with a new window.', UserWarning, stacklevel=2)
+        else:
+            if entry is not None:
+                keys.warn_if_shared()
+                messages[:] = reattach(messages, entry)
     before = last_record(messages)
     result = await handler()
     history = result.all_messages()
     if last_record(history) != before:
-        try:
-            await store.save(key, records_entry(history))
-        except RecordStoreError as error:
-            # The turn is done and delivered, and a UI adapter has streamed it: only the next turn can lose by it.
-            warnings.warn(f'{error.failure} The next turn opens a new window.', UserWarning, stacklevel=2)
+        # The turn is done, and a UI adapter has streamed it: a slow or failing store must not hold back its result.
+        store.save_later(key, records_entry(history))
     return result
+
+
+def _named(conversation_id: str, run_id: str | None) -> bool:
+    """Whether the app named the conversation, rather than Pydantic AI making up its id for a run given none.
+
+    Pydantic AI gives every run a conversation id: the app's, or one it makes up when given none: derived from the run
+    id under durable execution (whose history keeps the records), or else the UUID7 its process-wide generator draws
+    right after the run id: in the same millisecond, the next count; else a later millisecond. An app's id was drawn
+    before the run started.
+    """
+    if run_id is None:
+        return True
+    if conversation_id == conversation_id_from_run_id(run_id):
+        return False
+    try:
+        conversation, run = uuid.UUID(conversation_id), uuid.UUID(run_id)
+    except ValueError:
+        return True
+    if not conversation.version == run.version == 7:
+        return True
+    # The first 48 bits are the millisecond; the count is the 12 bits after the version and the 30 after the variant.
+    milliseconds = (conversation.int >> 80) - (run.int >> 80)
+    if milliseconds == 0:
+        return _uuid7_count(conversation) != _uuid7_count(run) + 1
+    return not 0 < milliseconds < 1_000
+
+
+def _uuid7_count(value: uuid.UUID) -> int:
+    return (value.int >> 64 & 0xFFF) << 30 | (value.int >> 32 & 0x3FFF_FFFF)
 
 
 def _apart_from_the_start(messages: list[ModelMessage]) -> None:

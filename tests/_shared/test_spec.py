@@ -176,7 +176,7 @@ def test_what_a_spec_cant_carry_is_refused_naming_it():
         {
             'verifier': "`AppendInstructions` option `verifier` can't come from a spec: a `WireVerifier` is a Python object. Build the capability in Python and pass it in `capabilities=` of `Agent.from_spec` or `Agent.from_file` instead.",
             'instructions': "`AppendInstructions` option `instructions` can't come from a spec: block functions are Python functions, registered with `@context.instructions`. Build the capability in Python and pass it in `capabilities=` of `Agent.from_spec` or `Agent.from_file` instead.",
-            'blocks': '`AppendInstructions` specs have no option `blocks`; they take `id`, `append_ids`, `signing_key`, `signing_key_env`, `on_store_error` and `windows`.',
+            'blocks': '`AppendInstructions` specs have no option `blocks`; they take `id`, `append_ids`, `signing_key`, `signing_key_env`, `on_store_error`, `store_timeout` and `windows`.',
         }
     )
     # The schema doesn't offer them either.
