@@ -258,9 +258,9 @@ class CheckedStore:
         except Exception as error:
             raise RecordStoreError(key, 'save', error) from error
 
-    def save_later(self, key: str, entry: RecordEntry) -> None:
-        """Save `entry` for `key` in a task of the running event loop; a failure warns, as the run that made the entry
-        has returned its result by then.
+    def save_later(self, key: str, entry: RecordEntry) -> asyncio.Task[None]:
+        """Save `entry` for `key` in a task of the running event loop, and return the task; a failure warns, as the run
+        that made the entry has returned its result by then.
 
         An async store's save follows the save of `key` still running in the loop. A blocking store's starts in its
         thread at once: a loop closed right after the run (`asyncio.run`) cancels tasks that haven't run yet, but waits
@@ -276,6 +276,7 @@ class CheckedStore:
         task = loop.create_task(saving)
         self._saving[loop, key] = task
         task.add_done_callback(functools.partial(self._forget, (loop, key)))
+        return task
 
     def _forget(self, saving: tuple[asyncio.AbstractEventLoop, str], task: asyncio.Task[None]) -> None:
         if self._saving.get(saving) is task:

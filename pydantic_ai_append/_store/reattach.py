@@ -20,9 +20,10 @@ the carriers from there on are left out, and the plugin opens a new window there
 from __future__ import annotations
 
 import hashlib
+import importlib
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -30,10 +31,6 @@ from typing import Any, cast
 from pydantic import TypeAdapter
 from pydantic_ai import AgentRunResult, RunContext
 from pydantic_ai.capabilities import ReinjectSystemPrompt, WrapRunHandler
-
-# Public on 2.68 (`pydantic_ai.durable_exec`), private on 2.58: imported here alone (`tests/_store/test_first_turn.py`
-# fails if it moves).
-from pydantic_ai.durable_exec._base import conversation_id_from_run_id  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
@@ -54,6 +51,13 @@ from .._encoding import sorted_json
 from .._history import RECORD_KEY, holds_record, is_carrier
 from .protocol import CheckedStore, OnStoreError, RecordStoreError
 from .tenant import EntryKeys
+
+_durable = importlib.import_module('pydantic_ai.durable_exec')
+derived_conversation_id: Callable[[str], str] = getattr(_durable, 'conversation_id_from_run_id', None) or (
+    # Public on newer releases; 2.58 has it in a private module alone, read only here.
+    importlib.import_module('pydantic_ai.durable_exec._base').conversation_id_from_run_id
+)
+"""The conversation id Pydantic AI's durability capabilities derive from a run's id, when the app gives none."""
 
 ENTRY_FORMAT = 1
 """The version of the entry `records_entry` writes, and the only one `reattach` reads."""
@@ -262,7 +266,7 @@ async def run_keeping_records(
     """Run `handler` with the records its history lost put back from `store`, and save them if the run added any.
 
     Only history that comes without records uses the store: history with records is kept by the app, records and all.
-    A run without history is a conversation's first turn when the app named the conversation (`_named`), saved for
+    A run without history is a conversation's first turn when the app named the conversation (`app_named`), saved for
     the later turns whose history comes back without records (a hand-written endpoint's, a UI adapter's); otherwise
     it is a one-shot run, with nothing to keep. A run adds records only at the end of history, so it added one if the
     last record is another after the run; records are looked for from the end. The entry's key names the run's tenant
@@ -273,7 +277,7 @@ async def run_keeping_records(
         _apart_from_the_start(messages)
     if store is None or ctx.conversation_id is None or last_record(messages) is not None:
         return await handler()
-    if not messages and not _named(ctx.conversation_id, ctx.run_id):
+    if not messages and not app_named(ctx.conversation_id, ctx.run_id):
         return await handler()
     key = keys.key(ctx)
     if messages:
@@ -296,7 +300,7 @@ async def run_keeping_records(
     return result
 
 
-def _named(conversation_id: str, run_id: str | None) -> bool:
+def app_named(conversation_id: str, run_id: str | None) -> bool:
     """Whether the app named the conversation, rather than Pydantic AI making up its id for a run given none.
 
     Pydantic AI gives every run a conversation id: the app's, or one it makes up when given none: derived from the run
@@ -306,7 +310,7 @@ def _named(conversation_id: str, run_id: str | None) -> bool:
     """
     if run_id is None:
         return True
-    if conversation_id == conversation_id_from_run_id(run_id):
+    if conversation_id == derived_conversation_id(run_id):
         return False
     try:
         conversation, run = uuid.UUID(conversation_id), uuid.UUID(run_id)

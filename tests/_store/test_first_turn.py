@@ -14,12 +14,11 @@ import uuid
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.durable_exec._base import conversation_id_from_run_id  # pyright: ignore[reportPrivateUsage]
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_append import AppendInstructions, InMemoryRecordStore
-from pydantic_ai_append._store.reattach import _named  # pyright: ignore[reportPrivateUsage]
+from pydantic_ai_append._store.reattach import app_named, derived_conversation_id
 
 
 class Endpoint:
@@ -87,7 +86,7 @@ def test_a_uuid7_the_app_drew_names_a_conversation():
     [
         # What Pydantic AI's durability capabilities derive for a run inside a workflow, whose history keeps records.
         # This also fails if the private function moves: `_store/reattach.py` imports it in the one place.
-        (conversation_id_from_run_id('run-1'), 'run-1', False),
+        (derived_conversation_id('run-1'), 'run-1', False),
         ('chat-1', 'run-1', True),
         ('chat-1', None, True),
         ('17d003b8-4680-4cbd-a3f1-884c5dea35d7', '018f4c3e-7d3a-7000-8000-000000000000', True),
@@ -103,4 +102,4 @@ def test_a_conversation_id_pydantic_ai_made_up_is_told_from_the_apps(
     conversation_id: str, run_id: str | None, named: bool
 ):
     """A pure function, as the durable engines' derived ids need a workflow to be made through an agent."""
-    assert _named(conversation_id, run_id) is named
+    assert app_named(conversation_id, run_id) is named

@@ -209,8 +209,7 @@ async def test_a_blocking_saves_thread_ends_its_write_when_the_save_is_cancelled
             written.set()
 
     store = as_async(BlockingStore())
-    store.save_later(KEY, {'turn': 1})  # its thread starts at once
-    (saving,) = store._saving.values()  # pyright: ignore[reportPrivateUsage] (the task a loop would cancel)
+    saving = store.save_later(KEY, {'turn': 1})  # its thread starts at once; the task a loop would cancel
     saving.cancel()
     go_on.set()
     await store.saved(KEY)
@@ -223,6 +222,8 @@ async def test_a_save_running_in_another_event_loop_is_not_waited_for():
     hung = HungStore('save')
     store = as_async(hung)
     store.save_later(KEY, {'loop': 'this'})  # waits for `answer`, in this loop
+    while 'save' in hung.hung:  # until this loop's save is the one that hangs, not the other's
+        await asyncio.sleep(0)
 
     async def other_loop() -> RecordEntry | None:
         store.save_later(KEY, {'loop': 'other'})  # not after this loop's save
