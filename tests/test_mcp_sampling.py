@@ -3,25 +3,19 @@
 `MCPSamplingModel` sends the instructions recorded on the requests it is given as the sampling request's system
 prompt, rather than the instruction parts of the request parameters that other models read, so the window's prefix
 must be on the request sent too. The MCP session is a fake whose `create_message` writes down what it is sent.
-
-The `mcp` package comes with the harness environments (`.ci/harness-env`) only, so these tests run there.
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-import pytest
 from inline_snapshot import snapshot
-from pydantic_ai import Agent
-
-from pydantic_ai_append import AppendInstructions
-
-pytest.importorskip('mcp', reason='needs the mcp package: run in an environment from .ci/harness-env')
-
 from mcp import ServerSession
 from mcp.types import CreateMessageResult, SamplingMessage, TextContent
+from pydantic_ai import Agent
 from pydantic_ai.models.mcp_sampling import MCPSamplingModel
+
+from pydantic_ai_append import AppendInstructions
 
 
 class RecordingSession:
