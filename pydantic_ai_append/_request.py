@@ -42,10 +42,17 @@ AI's profile takes mid-conversation ones: they get each change `<system>`-wrappe
 
 def is_inline(model: Model) -> bool:
     """Whether every model that may serve `model`'s requests takes a change as a mid-conversation system message."""
-    if (fallback := fallback_of(model)) is not None:
-        return all(is_inline(member) for member in fallback.models)
-    inline = bool(model.profile.get('supports_inline_system_prompts', False))
-    return inline and model.system not in REFUSES_LAST_SYSTEM_MESSAGE
+    return all(_takes_inline(member) and member.system not in REFUSES_LAST_SYSTEM_MESSAGE for member in _members(model))
+
+
+def _members(model: Model) -> list[Model]:
+    """The models that may serve `model`'s requests: a `FallbackModel`'s (through wrapper models), or `model`."""
+    fallback = fallback_of(model)
+    return [model] if fallback is None else [served for member in fallback.models for served in _members(member)]
+
+
+def _takes_inline(model: Model) -> bool:
+    return bool(model.profile.get('supports_inline_system_prompts', False))
 
 
 async def handle_request(
@@ -96,21 +103,22 @@ async def handle_request(
         sent = outgoing(messages, window, continues=plan.continues, notes=bool(plan.prefix))
         append(ctx, messages, sent, carriers)
         prefix = _prefix(plan, ordered)
-        request_context.messages = _sent(sent, prefix, request_context.model, wraps=not inline)
+        request_context.messages = _sent(sent, prefix, request_context.model)
         request_context.model_request_parameters = replace(params, instruction_parts=prefix)
     return request_context
 
 
-def _sent(sent: list[ModelMessage], prefix: list[InstructionPart], model: Model, *, wraps: bool) -> list[ModelMessage]:
-    """The messages sent with the instruction parts `prefix`: the last request carries them too, and with `wraps` on
-    a model whose profile takes inline system messages (whose API refuses one last), its system prompts are wrapped.
+def _sent(sent: list[ModelMessage], prefix: list[InstructionPart], model: Model) -> list[ModelMessage]:
+    """The messages sent with the instruction parts `prefix`: the last request carries them too, and where a model
+    that may serve them takes inline system messages but refuses one last, their system prompts are wrapped.
     """
     last = sent[-1]
     if prefix and isinstance(last, ModelRequest) and last.instructions != (joined := InstructionPart.join(prefix)):
         # Pydantic AI records the instructions sent on the request history keeps, not on the one sent, where a
         # model that reads them off the messages (`MCPSamplingModel`) would otherwise find the literal ones alone.
         sent[-1] = replace(last, instructions=joined)
-    if wraps and fallback_of(model) is None and model.profile.get('supports_inline_system_prompts', False):
+    if any(_takes_inline(member) and member.system in REFUSES_LAST_SYSTEM_MESSAGE for member in _members(model)):
+        # Pydantic AI would send it a change as a system message last: every member of a fallback model gets it wrapped.
         sent = [wrapped(message, leading=index == 0, marked=True) for index, message in enumerate(sent)]
     # An empty list, never `None`, which models read as unset, sending the instructions recorded on an earlier
     # request instead; some models of 2.58 do so for an empty list too, so the requests sent then carry none.

@@ -23,6 +23,8 @@ from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models import Model
+from pydantic_ai.models.concurrency import ConcurrencyLimitedModel
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
@@ -108,6 +110,17 @@ user-prompt: <system><context id="capability:todos:state">
 """,
         ]
     )
+
+
+async def test_a_change_never_ends_a_request_to_mistral_inside_a_fallback_model():
+    # Its fellow member takes inline system messages; Mistral, serving, must get the changes as user text all the same.
+    mistral = MistralScripted()
+    inline = FunctionModel(
+        lambda messages, info: ModelResponse(parts=[TextPart('ok')]),
+        profile=ModelProfile(supports_inline_system_prompts=True),
+    )
+    await converse(build_agent(ConcurrencyLimitedModel(FallbackModel(mistral, inline), limiter=2)))
+    assert [text.split(':')[0] for text in mistral.last] == ['user-prompt'] * 3
 
 
 @live_loopback

@@ -1,10 +1,10 @@
 """The project's size, held to one rule per folder: a module over 400 lines or a function over 60 is doing several jobs.
 
 The rule covers every module of the package, the fake provider and the benchmark. The append engine, the modules at
-the package's root, is held to 2,800 lines together, docstrings included (2,500 until windows were opened by price,
+the package's root, is held to 2,810 lines together, docstrings included (2,500 until windows were opened by price,
 `_reopening` and its option: about 150 lines; 2,600 until a window a compaction cut was kept; 2,650 until issue 38's
 fixes: lookalikes read as a model reads them, about 80 lines, and Mistral's delivery, fallback models inside wrappers,
-MCP sampling, realtime sessions and tenants, about 60); the other wings (`_shared/`, `_store/`,
+MCP sampling, realtime sessions and tenants, about 70); the other wings (`_shared/`, `_store/`,
 `_telemetry/`, `_wire/`, `_check/`, `guard/`, `testing/`) by the module and function limits alone. Test files are
 held to 600 lines.
 """
@@ -28,8 +28,8 @@ def modules() -> list[Path]:
     return [path for folder in HELD for path in sorted(folder.rglob('*.py'))]
 
 
-def test_the_append_engine_is_at_most_2800_lines():
-    assert sum(lines(path) for path in PACKAGE.glob('*.py')) <= 2_800
+def test_the_append_engine_is_at_most_2810_lines():
+    assert sum(lines(path) for path in PACKAGE.glob('*.py')) <= 2_810
 
 
 def test_no_module_is_over_400_lines():
