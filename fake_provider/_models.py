@@ -1,18 +1,21 @@
 """Pydantic AI models pointed at a running `FakeProvider`, one per API it serves.
 
 Each is the real model class over the real provider SDK, so what a test sees on the wire is what a user's agent
-sends; only the base URL, a dummy API key and an HTTP client that keeps no idle connections differ.
+sends; only the base URL, a dummy API key and an HTTP client that keeps no idle connections differ (for Bedrock,
+whose boto3 client sends through botocore's own HTTP stack, dummy AWS credentials).
 """
 
 from __future__ import annotations
 
 import httpx2
 from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.models.bedrock import BedrockConverseModel, BedrockModelSettings
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
+from pydantic_ai.providers.bedrock import BedrockProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-__all__ = ('anthropic_model', 'openai_chat_model', 'openai_responses_model')
+__all__ = ('anthropic_model', 'bedrock_model', 'openai_chat_model', 'openai_responses_model')
 
 _DUMMY_API_KEY = 'fake-provider-key'
 
@@ -77,6 +80,35 @@ def anthropic_model(
         base_url=base_url.rstrip('/'), api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
     )
     return AnthropicModel(model_name, provider=provider)
+
+
+def bedrock_model(
+    base_url: str, model_name: str = 'us.anthropic.claude-sonnet-4-5-20250929-v1:0', *, cache: bool = True
+) -> BedrockConverseModel:
+    """Build a `BedrockConverseModel` that talks to a `FakeProvider`.
+
+    Args:
+        base_url: The server's root URL, `FakeProvider.url`.
+        model_name: The Bedrock model id to send.
+        cache: Whether the model's settings turn on Bedrock's prompt caching of the instructions, the tool
+            definitions and the messages (`bedrock_cache_instructions`, `bedrock_cache_tool_definitions`,
+            `bedrock_cache_messages`), which is what a user sets for Bedrock to cache the kept prefix.
+
+    Returns:
+        A model whose requests go to `POST {base_url}/model/{model_name}/converse`, or `/converse-stream` when
+        the agent streams.
+    """
+    # Explicit keys and a region, so boto3 looks for no credentials or region in the environment or on the network.
+    provider = BedrockProvider(
+        base_url=base_url,
+        region_name='us-east-1',
+        aws_access_key_id='fake-provider-key-id',
+        aws_secret_access_key=_DUMMY_API_KEY,
+    )
+    settings = BedrockModelSettings(
+        bedrock_cache_instructions=cache, bedrock_cache_tool_definitions=cache, bedrock_cache_messages=cache
+    )
+    return BedrockConverseModel(model_name, provider=provider, settings=settings)
 
 
 def _unpooled_client() -> httpx2.AsyncClient:

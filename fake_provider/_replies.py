@@ -32,6 +32,9 @@ class Reply:
     events: list[bytes] | None = None
     """Server-sent events, each already framed; `None` for a JSON reply."""
 
+    media_type: str = 'text/event-stream'
+    """The `Content-Type` of a streamed reply: AWS's binary event stream for Bedrock, else server-sent events."""
+
 
 def encode(value: object) -> bytes:
     """`value` as compact JSON, the way the providers send it."""

@@ -1,18 +1,19 @@
 """What a test scripts the fake provider with: the turns it replies with, and the request a script function reads.
 
-The turns are provider-neutral, so one script serves any of the three APIs and a test can run the same conversation
-on each; the API modules (`_openai_chat`, `_openai_responses`, `_anthropic_messages`) render a turn in their format.
+The turns are provider-neutral, so one script serves any of the APIs and a test can run the same conversation
+on each; the API modules (`_openai_chat`, `_openai_responses`, `_anthropic_messages`, `_bedrock_converse`) render a
+turn in their format.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic_ai_append.testing import Api
 
-__all__ = ('FakeRequest', 'Script', 'Text', 'ToolCalls', 'Turn')
+__all__ = ('FakeRequest', 'Script', 'ServedApi', 'Text', 'ToolCalls', 'Turn')
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class ToolCalls:
 Turn: TypeAlias = Text | ToolCalls
 """One scripted reply."""
 
+ServedApi: TypeAlias = Api | Literal['bedrock-converse']
+"""The APIs the fake serves: those the wire tools read (`Api`), and Bedrock Converse."""
+
 
 @dataclass(frozen=True)
 class FakeRequest:
@@ -54,7 +58,7 @@ class FakeRequest:
     index: int
     """Position of this request among all the server received, from 0."""
 
-    api: Api
+    api: ServedApi
     """Which provider API was called."""
 
     body: bytes

@@ -2,7 +2,7 @@
 
 The server is the one place that knows every API: it takes the script's next turn, asks the prompt cache and the
 compaction rules what the request did, and leaves the rendering to the module of the API called
-(`_openai_chat`, `_openai_responses`, `_anthropic_messages`).
+(`_openai_chat`, `_openai_responses`, `_anthropic_messages`, `_bedrock_converse`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from pydantic_ai_append._wire.segments import API_PATHS
 from pydantic_ai_append.testing import Api
 
 from ._anthropic_messages import render_anthropic
+from ._bedrock_converse import bedrock_call, bedrock_error, render_bedrock
 from ._compaction import anthropic_compaction_edit, compaction_summary
 from ._openai_chat import render_chat
 from ._openai_responses import compacted_response, render_responses, responses_output
 from ._replies import Reply, encode
-from ._script import FakeRequest, Script, Turn
+from ._script import FakeRequest, Script, ServedApi, Turn
 from .caching import CacheUse, PromptCache
 
 __all__ = ('FakeProvider', 'ServerExchange')
@@ -41,7 +42,7 @@ _COMPACT_PATH = '/v1/responses/compact'
 class ServerExchange:
     """One request the fake answered, with the answer as sent."""
 
-    api: Api
+    api: ServedApi
     """Which provider API was called."""
 
     request_body: bytes
@@ -155,44 +156,72 @@ class FakeProvider:
         with self._lock:
             self.requests.append(body)
             index = len(self.requests) - 1
-            api = 'openai-responses' if path == _COMPACT_PATH else _APIS_BY_PATH.get(path)
+            bedrock = bedrock_call(path)
+            api: ServedApi | None = 'openai-responses' if path == _COMPACT_PATH else _APIS_BY_PATH.get(path)
+            if bedrock is not None:
+                api = 'bedrock-converse'
             if api is None:
                 return self._refuse(None, HTTPStatus.NOT_FOUND, f'FakeProvider does not serve {path!r}')
             try:
                 request_json = cast('dict[str, Any]', json.loads(body))
             except ValueError:
                 return self._refuse(api, HTTPStatus.BAD_REQUEST, f'request body is not JSON: {body[:200]!r}')
-            if path == _COMPACT_PATH:
-                self.compactions.append(index)
-                return Reply(200, encode(compacted_response(index, request_json)))
-            if api == 'anthropic' and (anthropic_compaction_edit(request_json) or {}).get('pause_after_compaction'):
-                return self._refuse(
-                    api,
-                    HTTPStatus.BAD_REQUEST,
-                    'FakeProvider does not implement `pause_after_compaction`; leave it off in `AnthropicCompaction`',
-                )
-            turn = self._take_turn(api, index, path, body, request_json)
-            if isinstance(turn, Reply):
-                return turn
-            summary = compaction_summary(api, index, request_json)
-            if summary is not None:
-                self.compactions.append(index)
-            prompt = b''
-            if api == 'anthropic':
-                try:
-                    use = self.cache.anthropic(request_json)
-                except ValueError as error:
-                    return self._refuse(api, HTTPStatus.BAD_REQUEST, str(error))
-            else:
-                prompt, use = self.cache.openai(request_json, responses=api == 'openai-responses')
-            reply_id, reply = _render(api, index, request_json, turn, summary, use)
-            if api == 'openai-responses':
-                self.cache.remember(reply_id, prompt, responses_output(reply))
-            response_body = b''.join(reply.events) if reply.events is not None else reply.body
-            self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
-            return reply
+            if bedrock is not None:
+                return self._answer_bedrock(index, path, body, request_json, *bedrock)
+            assert api != 'bedrock-converse'
+            return self._answer_others(api, index, path, body, request_json)
 
-    def _take_turn(self, api: Api, index: int, path: str, body: bytes, request_json: dict[str, Any]) -> Turn | Reply:
+    def _answer_others(self, api: Api, index: int, path: str, body: bytes, request_json: dict[str, Any]) -> Reply:
+        """The reply to a request to one of the APIs the wire tools read, which may compact."""
+        if path == _COMPACT_PATH:
+            self.compactions.append(index)
+            return Reply(200, encode(compacted_response(index, request_json)))
+        if api == 'anthropic' and (anthropic_compaction_edit(request_json) or {}).get('pause_after_compaction'):
+            return self._refuse(
+                api,
+                HTTPStatus.BAD_REQUEST,
+                'FakeProvider does not implement `pause_after_compaction`; leave it off in `AnthropicCompaction`',
+            )
+        turn = self._take_turn(api, index, path, body, request_json)
+        if isinstance(turn, Reply):
+            return turn
+        summary = compaction_summary(api, index, request_json)
+        if summary is not None:
+            self.compactions.append(index)
+        prompt = b''
+        if api == 'anthropic':
+            try:
+                use = self.cache.anthropic(request_json)
+            except ValueError as error:
+                return self._refuse(api, HTTPStatus.BAD_REQUEST, str(error))
+        else:
+            prompt, use = self.cache.openai(request_json, responses=api == 'openai-responses')
+        reply_id, reply = _render(api, index, request_json, turn, summary, use)
+        if api == 'openai-responses':
+            self.cache.remember(reply_id, prompt, responses_output(reply))
+        response_body = b''.join(reply.events) if reply.events is not None else reply.body
+        self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
+        return reply
+
+    def _answer_bedrock(
+        self, index: int, path: str, body: bytes, request_json: dict[str, Any], model_id: str, stream: bool
+    ) -> Reply:
+        """The reply to a Converse or ConverseStream request for `model_id`, which has no compaction."""
+        turn = self._take_turn('bedrock-converse', index, path, body, request_json)
+        if isinstance(turn, Reply):
+            return turn
+        try:
+            use = self.cache.bedrock(model_id, request_json)
+        except ValueError as error:
+            return self._refuse('bedrock-converse', HTTPStatus.BAD_REQUEST, str(error))
+        reply_id, reply = render_bedrock(index, turn, stream, use)
+        response_body = b''.join(reply.events) if reply.events is not None else reply.body
+        self.exchanges.append(ServerExchange('bedrock-converse', body, response_body, reply_id))
+        return reply
+
+    def _take_turn(
+        self, api: ServedApi, index: int, path: str, body: bytes, request_json: dict[str, Any]
+    ) -> Turn | Reply:
         """The script's turn for this request, or the refusal to send when it has none."""
         if callable(self._script):
             try:
@@ -209,8 +238,10 @@ class FakeProvider:
             f'FakeProvider script is exhausted: request {index} to {path} has no turn left; add one to the script',
         )
 
-    def _refuse(self, api: Api | None, status: HTTPStatus, message: str) -> Reply:
+    def _refuse(self, api: ServedApi | None, status: HTTPStatus, message: str) -> Reply:
         self.errors.append(message)
+        if api == 'bedrock-converse':
+            return Reply(status, bedrock_error(message))
         if api == 'anthropic':
             error: dict[str, Any] = {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': message}}
         else:
@@ -247,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         # Chunked, one chunk per event and flushed, the way real providers stream, so the SDK's decoder and
         # vcrpy's recorder see a body that arrives in pieces.
-        self.send_header('Content-Type', 'text/event-stream')
+        self.send_header('Content-Type', reply.media_type)
         self.send_header('Cache-Control', 'no-cache')
         self.send_header('Transfer-Encoding', 'chunked')
         self.end_headers()

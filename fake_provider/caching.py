@@ -27,6 +27,18 @@ invalidates the messages (not the tools or the system prompt); a tool with `defe
 `input_tokens` after the prefix read or written, `cache_read_input_tokens`, and `cache_creation_input_tokens`,
 split by retention in `cache_creation`. A block here is a tool, a system block, or one content block of a message
 (a string content is one block); a message's role is part of its blocks.
+
+**Bedrock** Converse, per https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html, by Anthropic's
+rules above with Bedrock's markers: a prompt is cached in the order `toolConfig.tools`, `system`, `messages`, up to a
+cache checkpoint, a `{"cachePoint": {"type": "default"}}` block that marks the block before it (it is not counted
+itself); at most 4 in a request. A checkpoint is written only where the prefix holds the model's minimum (Claude's,
+by the Claude model name after `anthropic.` in the model id, as above; 1,024 for Amazon Nova), below which the request
+succeeds uncached. An entry lives 5 minutes, or an hour for a checkpoint with `"ttl": "1h"`, and each hit resets it.
+A checkpoint finds a prefix cached at one of the 19 blocks before it, the lookback AWS documents for Claude's
+simplified cache management. Changing `toolConfig.toolChoice` or `additionalModelRequestFields.thinking` invalidates
+the messages. Only Claude and Nova models cache; a `cachePoint` to any other model is refused. A block is a tool
+(`toolSpec`), a system block or one content block of a message, with its role; a run of `toolUse` or of
+`toolResult` blocks in one message takes one position of lookback.
 """
 
 from __future__ import annotations
@@ -52,6 +64,11 @@ ANTHROPIC_LOOKBACK = 20
 """The lookback, in positions: a block each, but a run of tool calls or tool results in one message takes one."""
 _TOOL_BLOCKS = ('tool_use', 'tool_result')
 ANTHROPIC_TTL_SECONDS: Mapping[str, float] = {'5m': 5 * 60, '1h': 60 * 60}
+
+BEDROCK_CACHE_POINTS = 4
+_BEDROCK_CACHING_FAMILIES = ('anthropic.', 'amazon.nova')
+"""Where a model id's family starts, after any geographic prefix (`us.`, `eu.`...), for the families that cache."""
+_BEDROCK_TOOL_BLOCKS = ('toolUse', 'toolResult')
 
 ANTHROPIC_MINIMUM_TOKENS: Mapping[str, int] = {
     'claude-opus-4-6': 4_096,
@@ -103,6 +120,8 @@ class CacheUse:
 @dataclass(frozen=True)
 class _Block:
     data: bytes
+    """What the block's tokens are counted on and its digest is taken of."""
+
     ttl: Literal['5m', '1h'] | None
     """The retention of a breakpoint on this block, `None` if it isn't one."""
 
@@ -190,17 +209,43 @@ class PromptCache:
     def anthropic(self, request: Mapping[str, Any]) -> CacheUse:
         """Look up and store an Anthropic Messages request's prompt; raises `ValueError` past 4 breakpoints."""
         blocks = _anthropic_blocks(request)
-        breakpoints = [at for at, block in enumerate(blocks) if block.ttl is not None]
-        if len(breakpoints) > ANTHROPIC_BREAKPOINTS:
+        count = sum(block.ttl is not None for block in blocks)
+        if count > ANTHROPIC_BREAKPOINTS:
             raise ValueError(
-                f'A maximum of {ANTHROPIC_BREAKPOINTS} blocks with cache_control may be provided. Found '
-                f'{len(breakpoints)}.'
+                f'A maximum of {ANTHROPIC_BREAKPOINTS} blocks with cache_control may be provided. Found {count}.'
             )
+        salt = _compact([request.get('tool_choice'), request.get('thinking')])
+        return self._breakpoints_use(str(request.get('model', '')), salt, blocks)
+
+    def bedrock(self, model_id: str, request: Mapping[str, Any]) -> CacheUse:
+        """Look up and store a Bedrock Converse request's prompt; raises `ValueError` for checkpoints Bedrock refuses."""
+        family = next((model_id.find(name) for name in _BEDROCK_CACHING_FAMILIES if name in model_id), -1)
+        blocks = _bedrock_blocks(request)
+        count = sum(block.ttl is not None for block in blocks)
+        if count and family < 0:
+            raise ValueError(f'The model {model_id!r} does not support prompt caching: remove its cachePoint blocks.')
+        if count > BEDROCK_CACHE_POINTS:
+            raise ValueError(
+                f'A request may hold at most {BEDROCK_CACHE_POINTS} cachePoint blocks; this one has {count}.'
+            )
+        tool_config = cast('Mapping[str, Any]', request.get('toolConfig') or {})
+        fields = cast('Mapping[str, Any]', request.get('additionalModelRequestFields') or {})
+        salt = _compact([tool_config.get('toolChoice'), fields.get('thinking')])
+        return self._breakpoints_use(model_id[max(family, 0) :].removeprefix('anthropic.'), salt, blocks)
+
+    def _breakpoints_use(self, model: str, salt: bytes, blocks: list[_Block]) -> CacheUse:
+        """The use of a prompt cached up to its breakpoints, as Anthropic's rules have it (Bedrock's too).
+
+        Args:
+            model: The model name, which keys the cache and gives its minimum (`anthropic_minimum`).
+            salt: The settings whose change ends the prefix where the messages start.
+            blocks: The prompt's blocks in cache order.
+        """
+        breakpoints = [at for at, block in enumerate(blocks) if block.ttl is not None]
         now = self._clock()
         digests: list[bytes] = []
         ends: list[int] = []
-        digest = hashlib.sha256(str(request.get('model')).encode())
-        salt = _compact([request.get('tool_choice'), request.get('thinking')])
+        digest = hashlib.sha256(model.encode())
         for block in blocks:
             if block.messages_start:
                 digest.update(salt)
@@ -210,7 +255,7 @@ class PromptCache:
         read_at = self._anthropic_read(blocks, breakpoints, digests, now)
         if read_at >= 0:
             self._keep(digests[read_at], self._entries[digests[read_at]][1], now)
-        minimum = anthropic_minimum(str(request.get('model', '')))
+        minimum = anthropic_minimum(model)
         written = {'5m': 0, '1h': 0}
         start = read_at
         for at in breakpoints:
@@ -279,4 +324,35 @@ def _anthropic_blocks(request: Mapping[str, Any]) -> list[_Block]:
         if last.ttl is not None and last.ttl != automatic:
             raise ValueError(f'the last block has a cache_control ttl of {last.ttl!r}, the request {automatic!r}')
         blocks[-1] = _Block(last.data, automatic, last.messages_start, last.tool_run)
+    return blocks
+
+
+def _bedrock_blocks(request: Mapping[str, Any]) -> list[_Block]:
+    """A Converse request's blocks in cache order, each checkpoint's retention on the block before it."""
+    blocks: list[_Block] = []
+    sections: list[tuple[bytes, object]] = [
+        (b'tool', cast('Mapping[str, Any]', request.get('toolConfig') or {}).get('tools')),
+        (b'system', request.get('system')),
+    ]
+    sections += [
+        (str(message.get('role')).encode(), message.get('content'))
+        for message in cast('list[Mapping[str, Any]]', request.get('messages') or [])
+    ]
+    messages_started = False
+    for at, (prefix, items) in enumerate(sections):
+        previous: object = None
+        for item in cast('list[Mapping[str, Any]]', items or []):
+            point = item.get('cachePoint')
+            if point is None:
+                kind = next(iter(item), None)
+                run, previous = kind in _BEDROCK_TOOL_BLOCKS and kind == previous, kind
+                # Sections from the third on are the messages.
+                messages_start = at >= 2 and not messages_started
+                messages_started = messages_started or messages_start
+                blocks.append(_Block(prefix + _compact(item), None, messages_start, run))
+                continue
+            if not blocks:
+                raise ValueError('A cachePoint must follow content, and this one comes first in the request.')
+            ttl: Literal['5m', '1h'] = '1h' if cast('Mapping[str, Any]', point).get('ttl') == '1h' else '5m'
+            blocks[-1] = _Block(blocks[-1].data, ttl, blocks[-1].messages_start, blocks[-1].tool_run)
     return blocks
