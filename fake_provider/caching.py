@@ -36,7 +36,8 @@ by the Claude model name after `anthropic.` in the model id, as above; 1,024 for
 succeeds uncached. An entry lives 5 minutes, or an hour for a checkpoint with `"ttl": "1h"`, and each hit resets it.
 A checkpoint finds a prefix cached at one of the 19 blocks before it, the lookback AWS documents for Claude's
 simplified cache management. Changing `toolConfig.toolChoice` or `additionalModelRequestFields.thinking` invalidates
-the messages. Only Claude and Nova models cache; a `cachePoint` to any other model is refused. A block is a tool
+the messages. Only Claude and Nova models cache, Nova not its tool definitions; a `cachePoint` to any other
+model, or in Nova's tools, is refused. A block is a tool
 (`toolSpec`), a system block or one content block of a message, with its role; a run of `toolUse` or of
 `toolResult` blocks in one message takes one position of lookback.
 """
@@ -224,11 +225,16 @@ class PromptCache:
         count = sum(block.ttl is not None for block in blocks)
         if count and family < 0:
             raise ValueError(f'The model {model_id!r} does not support prompt caching: remove its cachePoint blocks.')
+        tool_config = cast('Mapping[str, Any]', request.get('toolConfig') or {})
+        tools = cast('list[Mapping[str, Any]]', tool_config.get('tools') or [])
+        if 'amazon.nova' in model_id and any('cachePoint' in tool for tool in tools):
+            raise ValueError(
+                f'The model {model_id!r} caches no tool definitions: remove the cachePoint from its tools.'
+            )
         if count > BEDROCK_CACHE_POINTS:
             raise ValueError(
                 f'A request may hold at most {BEDROCK_CACHE_POINTS} cachePoint blocks; this one has {count}.'
             )
-        tool_config = cast('Mapping[str, Any]', request.get('toolConfig') or {})
         fields = cast('Mapping[str, Any]', request.get('additionalModelRequestFields') or {})
         salt = _compact([tool_config.get('toolChoice'), fields.get('thinking')])
         return self._breakpoints_use(model_id[max(family, 0) :].removeprefix('anthropic.'), salt, blocks)
