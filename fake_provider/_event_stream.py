@@ -3,8 +3,8 @@
 botocore reads a streamed Converse reply only in this framing, so the fake writes it. Each message is a prelude (the
 message's total length and its headers' length, 4 bytes each, big-endian, then a CRC32 of those 8 bytes), the
 headers, the payload, and a CRC32 of everything before it. A header is its name's length (1 byte), the name, a value
-type (7 for a UTF-8 string, the only type written here), the value's length (2 bytes) and the value
-(https://docs.aws.amazon.com/transcribe/latest/dg/streaming-setting-up.html#streaming-event-stream).
+type (7 for a UTF-8 string, the only type written here), the value's length (2 bytes) and the value: the framing
+`botocore.eventstream` parses, checking both CRCs, when it reads a ConverseStream reply.
 """
 
 from __future__ import annotations
