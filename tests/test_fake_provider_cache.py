@@ -17,6 +17,7 @@ from fake_provider import (
     FakeProvider,
     Text,
     anthropic_model,
+    google_model,
     openai_chat_model,
     openai_responses_model,
 )
@@ -293,6 +294,7 @@ async def test_pydantic_ai_reads_the_reported_cache_usage_on_every_api():
             (Agent(anthropic_model(server.url), instructions=LONG, model_settings=settings), 'anthropic'),
             (Agent(openai_chat_model(server.url), instructions=LONG), 'openai-chat'),
             (Agent(openai_responses_model(server.url), instructions=LONG), 'openai-responses'),
+            (Agent(google_model(server.url), instructions=LONG), 'gemini'),
         ]
         usages: dict[str, tuple[RequestUsage, RequestUsage]] = {}
         for agent, api in runs:
