@@ -36,8 +36,10 @@ same model sent, taking system instruction, tools and contents in that order, wh
 too. Usage reports it in `usageMetadata.cachedContentTokenCount`, within `promptTokenCount`; Google Cloud bills it at
 a 90% discount (https://docs.cloud.google.com/gemini-enterprise-agent-platform/models/context-cache/context-cache-overview).
 Google publishes no lifetime for an implicit entry, only that requests with a common prefix should come "in a short
-amount of time"; the fake keeps one 5 minutes from its last use, as it does OpenAI's. A block here is a part of the
-system instruction, a function declaration (or a tool that declares none), or a part of a content, with its role.
+amount of time"; the fake keeps one 5 minutes from its last use, as it does OpenAI's. Google doesn't say in what steps
+a hit is counted; the fake counts it in whole blocks, a block being a part of the system instruction, a function
+declaration (or a tool that declares none), or a part of a content, with its role, so a change inside a part ends the
+prefix where that part starts.
 """
 
 from __future__ import annotations
