@@ -1,18 +1,21 @@
 """What a test scripts the fake provider with: the turns it replies with, and the request a script function reads.
 
-The turns are provider-neutral, so one script serves any of the three APIs and a test can run the same conversation
-on each; the API modules (`_openai_chat`, `_openai_responses`, `_anthropic_messages`) render a turn in their format.
+The turns are provider-neutral, so one script serves any of the APIs and a test can run the same conversation
+on each; the API modules (`_openai_chat`, `_openai_responses`, `_anthropic_messages`, `_gemini`) render a turn in their format.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from pydantic_ai_append.testing import Api
 
-__all__ = ('FakeRequest', 'Script', 'Text', 'ToolCalls', 'Turn')
+__all__ = ('FakeRequest', 'Script', 'ServedApi', 'Text', 'ToolCalls', 'Turn')
+
+ServedApi: TypeAlias = Api | Literal['gemini']
+"""A provider API the fake serves: one the wire tools read, or Google Gemini's `generateContent`."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class FakeRequest:
     index: int
     """Position of this request among all the server received, from 0."""
 
-    api: Api
+    api: ServedApi
     """Which provider API was called."""
 
     body: bytes

@@ -2,7 +2,7 @@
 
 The server is the one place that knows every API: it takes the script's next turn, asks the prompt cache and the
 compaction rules what the request did, and leaves the rendering to the module of the API called
-(`_openai_chat`, `_openai_responses`, `_anthropic_messages`).
+(`_openai_chat`, `_openai_responses`, `_anthropic_messages`, `_gemini`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from pydantic_ai_append.testing import Api
 
 from ._anthropic_messages import render_anthropic
 from ._compaction import anthropic_compaction_edit, compaction_summary
+from ._gemini import GeminiRoute, gemini_error, gemini_route, render_gemini
 from ._openai_chat import render_chat
 from ._openai_responses import compacted_response, render_responses, responses_output
 from ._replies import Reply, encode
-from ._script import FakeRequest, Script, Turn
+from ._script import FakeRequest, Script, ServedApi, Turn
 from .caching import CacheUse, PromptCache
 
 __all__ = ('FakeProvider', 'ServerExchange')
@@ -41,7 +42,7 @@ _COMPACT_PATH = '/v1/responses/compact'
 class ServerExchange:
     """One request the fake answered, with the answer as sent."""
 
-    api: Api
+    api: ServedApi
     """Which provider API was called."""
 
     request_body: bytes
@@ -155,7 +156,8 @@ class FakeProvider:
         with self._lock:
             self.requests.append(body)
             index = len(self.requests) - 1
-            api = 'openai-responses' if path == _COMPACT_PATH else _APIS_BY_PATH.get(path)
+            route = gemini_route(path)
+            api = _api_of(path, route)
             if api is None:
                 return self._refuse(None, HTTPStatus.NOT_FOUND, f'FakeProvider does not serve {path!r}')
             try:
@@ -174,25 +176,42 @@ class FakeProvider:
             turn = self._take_turn(api, index, path, body, request_json)
             if isinstance(turn, Reply):
                 return turn
-            summary = compaction_summary(api, index, request_json)
-            if summary is not None:
-                self.compactions.append(index)
-            prompt = b''
-            if api == 'anthropic':
-                try:
-                    use = self.cache.anthropic(request_json)
-                except ValueError as error:
-                    return self._refuse(api, HTTPStatus.BAD_REQUEST, str(error))
-            else:
-                prompt, use = self.cache.openai(request_json, responses=api == 'openai-responses')
-            reply_id, reply = _render(api, index, request_json, turn, summary, use)
-            if api == 'openai-responses':
-                self.cache.remember(reply_id, prompt, responses_output(reply))
+            made = self._reply(api, route, index, request_json, turn)
+            if isinstance(made, Reply):
+                return made
+            reply_id, reply = made
             response_body = b''.join(reply.events) if reply.events is not None else reply.body
             self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
             return reply
 
-    def _take_turn(self, api: Api, index: int, path: str, body: bytes, request_json: dict[str, Any]) -> Turn | Reply:
+    def _reply(
+        self, api: ServedApi, route: GeminiRoute | None, index: int, request_json: dict[str, Any], turn: Turn
+    ) -> tuple[str, Reply] | Reply:
+        """The id and the reply answering with `turn`, as the prompt cache and the compaction rules make it; or the
+        refusal of a request the cache refuses.
+        """
+        if api == 'gemini':
+            assert route is not None
+            return render_gemini(index, route, turn, self.cache.gemini(route.model, request_json))
+        summary = compaction_summary(api, index, request_json)
+        if summary is not None:
+            self.compactions.append(index)
+        prompt = b''
+        if api == 'anthropic':
+            try:
+                use = self.cache.anthropic(request_json)
+            except ValueError as error:
+                return self._refuse(api, HTTPStatus.BAD_REQUEST, str(error))
+        else:
+            prompt, use = self.cache.openai(request_json, responses=api == 'openai-responses')
+        reply_id, reply = _render(api, index, request_json, turn, summary, use)
+        if api == 'openai-responses':
+            self.cache.remember(reply_id, prompt, responses_output(reply))
+        return reply_id, reply
+
+    def _take_turn(
+        self, api: ServedApi, index: int, path: str, body: bytes, request_json: dict[str, Any]
+    ) -> Turn | Reply:
         """The script's turn for this request, or the refusal to send when it has none."""
         if callable(self._script):
             try:
@@ -209,10 +228,12 @@ class FakeProvider:
             f'FakeProvider script is exhausted: request {index} to {path} has no turn left; add one to the script',
         )
 
-    def _refuse(self, api: Api | None, status: HTTPStatus, message: str) -> Reply:
+    def _refuse(self, api: ServedApi | None, status: HTTPStatus, message: str) -> Reply:
         self.errors.append(message)
-        if api == 'anthropic':
-            error: dict[str, Any] = {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': message}}
+        if api == 'gemini':
+            error: dict[str, Any] = gemini_error(status, message)
+        elif api == 'anthropic':
+            error = {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': message}}
         else:
             error = {'error': {'message': message, 'type': 'invalid_request_error', 'param': None, 'code': None}}
         return Reply(status, encode(error))
@@ -263,6 +284,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         # The default writes every request to stderr, which buries test output.
         pass
+
+
+def _api_of(path: str, route: GeminiRoute | None) -> ServedApi | None:
+    """The API a request path is to, `None` for a path the fake doesn't serve."""
+    if route is not None:
+        return 'gemini'
+    return 'openai-responses' if path == _COMPACT_PATH else _APIS_BY_PATH.get(path)
 
 
 def _render(

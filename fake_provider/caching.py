@@ -27,6 +27,19 @@ invalidates the messages (not the tools or the system prompt); a tool with `defe
 `input_tokens` after the prefix read or written, `cache_read_input_tokens`, and `cache_creation_input_tokens`,
 split by retention in `cache_creation`. A block here is a tool, a system block, or one content block of a message
 (a string content is one block); a message's role is part of its blocks.
+
+**Gemini** (`generateContent` and its stream), per https://ai.google.dev/gemini-api/docs/caching: implicit caching
+is on for every model from Gemini 2.5 on, with nothing to set. A request whose input reaches the model's minimum
+(in the page's revision of 2026-10-13: 2,048 tokens for Gemini 2.5 Flash and 2.5 Pro, 4,096 for the 3.x models and
+later; earlier revisions gave 1,024 for Flash and 4,096 for Pro) reads the longest prefix an earlier request to the
+same model sent, taking system instruction, tools and contents in that order, when that prefix reaches the minimum
+too. Usage reports it in `usageMetadata.cachedContentTokenCount`, within `promptTokenCount`; Google Cloud bills it at
+a 90% discount (https://docs.cloud.google.com/gemini-enterprise-agent-platform/models/context-cache/context-cache-overview).
+Google publishes no lifetime for an implicit entry, only that requests with a common prefix should come "in a short
+amount of time"; the fake keeps one 5 minutes from its last use, as it does OpenAI's. Google doesn't say in what steps
+a hit is counted; the fake counts it in whole blocks, a block being a part of the system instruction, a function
+declaration (or a tool that declares none), or a part of a content, with its role, so a change inside a part ends the
+prefix where that part starts.
 """
 
 from __future__ import annotations
@@ -38,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-__all__ = ('ANTHROPIC_MINIMUM_TOKENS', 'CacheUse', 'PromptCache', 'tokens')
+__all__ = ('ANTHROPIC_MINIMUM_TOKENS', 'GEMINI_MINIMUM_TOKENS', 'CacheUse', 'PromptCache', 'tokens')
 
 TOKEN_BYTES = 4
 """The bytes of compact JSON counted as one token."""
@@ -65,6 +78,12 @@ ANTHROPIC_MINIMUM_TOKENS: Mapping[str, int] = {
 }
 """The minimum cacheable prompt of the models the docs name, by model name prefix; 1,024 for any other (Claude
 Opus 4 and Sonnet 4, 3.7)."""
+
+GEMINI_MINIMUM_TOKENS: Mapping[str, int] = {'gemini-2.5-flash': 2_048, 'gemini-2.5-pro': 2_048}
+"""The minimum input of an implicit cache hit, by model name prefix; 4,096 for any other model from Gemini 2.5 on."""
+GEMINI_UNCACHED = ('gemini-1.', 'gemini-2.0')
+"""The model name prefixes of the Gemini models from before implicit caching."""
+GEMINI_RETENTION_SECONDS = 5 * 60
 
 
 def tokens(data: bytes) -> int:
@@ -187,6 +206,26 @@ class PromptCache:
                 index -= 1
         return read_at
 
+    def gemini(self, model: str, request: Mapping[str, Any]) -> CacheUse:
+        """Look up and store a Gemini request's prompt; `model` is the one its path names."""
+        digest = hashlib.sha256(model.encode())
+        digests: list[bytes] = []
+        ends: list[int] = []
+        for block in _gemini_blocks(request):
+            digest.update(hashlib.sha256(block).digest())
+            digests.append(digest.copy().digest())
+            ends.append((ends[-1] if ends else 0) + tokens(block))
+        total = ends[-1] if ends else 0
+        minimum = gemini_minimum(model)
+        if minimum is None or total < minimum:
+            return CacheUse(total)
+        now = self._clock()
+        # Every prefix of a request is stored at once, so the longest alive one is the longest shared.
+        shared = next((ends[at] for at in reversed(range(len(digests))) if self._alive(digests[at], now)), 0)
+        for prefix in digests:
+            self._keep(prefix, GEMINI_RETENTION_SECONDS, now)
+        return CacheUse(total, shared if shared >= minimum else 0)
+
     def anthropic(self, request: Mapping[str, Any]) -> CacheUse:
         """Look up and store an Anthropic Messages request's prompt; raises `ValueError` past 4 breakpoints."""
         blocks = _anthropic_blocks(request)
@@ -223,6 +262,13 @@ class PromptCache:
         total = ends[-1] if ends else 0
         read = ends[read_at] if read_at >= 0 else 0
         return CacheUse(total, read, written['5m'], written['1h'])
+
+
+def gemini_minimum(model: str) -> int | None:
+    """The minimum input of a Gemini model's implicit cache hits, in tokens; `None` if it doesn't cache implicitly."""
+    if model.startswith(GEMINI_UNCACHED):
+        return None
+    return next((size for name, size in GEMINI_MINIMUM_TOKENS.items() if model.startswith(name)), 4_096)
 
 
 def anthropic_minimum(model: str) -> int:
@@ -279,4 +325,17 @@ def _anthropic_blocks(request: Mapping[str, Any]) -> list[_Block]:
         if last.ttl is not None and last.ttl != automatic:
             raise ValueError(f'the last block has a cache_control ttl of {last.ttl!r}, the request {automatic!r}')
         blocks[-1] = _Block(last.data, automatic, last.messages_start, last.tool_run)
+    return blocks
+
+
+def _gemini_blocks(request: Mapping[str, Any]) -> list[bytes]:
+    """A Gemini request's blocks in cache order: the system instruction's parts, the tools, the contents' parts."""
+    system = cast('Mapping[str, Any]', request.get('systemInstruction') or {})
+    blocks = [b'system' + _compact(part) for part in cast('list[object]', system.get('parts') or [])]
+    for tool in cast('list[Mapping[str, Any]]', request.get('tools') or []):
+        declarations = cast('list[object]', tool.get('functionDeclarations') or [tool])
+        blocks += [b'tool' + _compact(declaration) for declaration in declarations]
+    for content in cast('list[Mapping[str, Any]]', request.get('contents') or []):
+        role = str(content.get('role')).encode()
+        blocks += [role + _compact(part) for part in cast('list[object]', content.get('parts') or [])]
     return blocks
