@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -20,17 +21,28 @@ from ._replies import Reply, encode, halves, output_tokens, tool_arguments
 from ._script import Text, Turn
 from .caching import CacheUse
 
-__all__ = ('bedrock_call', 'bedrock_error', 'render_bedrock')
+__all__ = ('BedrockRoute', 'bedrock_error', 'bedrock_route', 'render_bedrock')
 
 _PATH = re.compile(r'/model/(?P<model>[^/]+)/(?P<operation>converse|converse-stream)')
 
 
-def bedrock_call(path: str) -> tuple[str, bool] | None:
-    """The model id a Converse path names and whether it streams, or `None` for any other path."""
+@dataclass(frozen=True)
+class BedrockRoute:
+    """What a Converse request's path says about it."""
+
+    model_id: str
+    """The model id named in the path, URL-decoded, e.g. `us.anthropic.claude-sonnet-4-5-20250929-v1:0`."""
+
+    stream: bool
+    """Whether the reply is streamed (`converse-stream`)."""
+
+
+def bedrock_route(path: str) -> BedrockRoute | None:
+    """The route of a Converse or ConverseStream request path, or `None` for any other path."""
     match = _PATH.fullmatch(path)
     if match is None:
         return None
-    return unquote(match['model']), match['operation'] == 'converse-stream'
+    return BedrockRoute(unquote(match['model']), match['operation'] == 'converse-stream')
 
 
 def bedrock_error(message: str) -> bytes:

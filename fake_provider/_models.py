@@ -10,12 +10,14 @@ from __future__ import annotations
 import httpx2
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.bedrock import BedrockConverseModel, BedrockModelSettings
+from pydantic_ai.models.google import GoogleModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.bedrock import BedrockProvider
+from pydantic_ai.providers.google import GoogleProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-__all__ = ('anthropic_model', 'bedrock_model', 'openai_chat_model', 'openai_responses_model')
+__all__ = ('anthropic_model', 'bedrock_model', 'google_model', 'openai_chat_model', 'openai_responses_model')
 
 _DUMMY_API_KEY = 'fake-provider-key'
 
@@ -111,7 +113,30 @@ def bedrock_model(
     return BedrockConverseModel(model_name, provider=provider, settings=settings)
 
 
+def google_model(
+    base_url: str, model_name: str = 'gemini-2.5-flash', *, http_client: httpx2.AsyncClient | None = None
+) -> GoogleModel:
+    """Build a `GoogleModel` that talks to a `FakeProvider` through the Gemini API's `google-genai` client.
+
+    Args:
+        base_url: The server's root URL, `FakeProvider.url`.
+        model_name: The model name to send; its implicit caching follows `fake_provider._gemini_cache`.
+        http_client: The client to send through; the caller closes it. Its timeout must not be httpx's default
+            5 seconds, which Pydantic AI warns of. A new `httpx2.AsyncClient` when omitted.
+
+    Returns:
+        A model whose requests go to `POST {base_url}/v1beta/models/{model_name}:generateContent`, or
+        `:streamGenerateContent?alt=sse` when streamed.
+    """
+    # The SDK adds the API version and the model's path itself, and sends the key in `x-goog-api-key`.
+    provider = GoogleProvider(
+        base_url=base_url.rstrip('/'), api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
+    )
+    return GoogleModel(model_name, provider=provider)
+
+
 def _unpooled_client() -> httpx2.AsyncClient:
     # Nobody closes a client the helpers make, so it keeps no idle connections: one left open in the pool
-    # would raise `ResourceWarning` when collected, which the test suite turns into an error.
-    return httpx2.AsyncClient(limits=httpx2.Limits(max_keepalive_connections=0))
+    # would raise `ResourceWarning` when collected, which the test suite turns into an error. The timeout is
+    # a minute, not httpx's 5 seconds, which the Google provider warns of.
+    return httpx2.AsyncClient(limits=httpx2.Limits(max_keepalive_connections=0), timeout=60)

@@ -1,8 +1,8 @@
 """What a test scripts the fake provider with: the turns it replies with, and the request a script function reads.
 
 The turns are provider-neutral, so one script serves any of the APIs and a test can run the same conversation
-on each; the API modules (`_openai_chat`, `_openai_responses`, `_anthropic_messages`, `_bedrock_converse`) render a
-turn in their format.
+on each; the API modules (`_openai_chat`, `_openai_responses`, `_anthropic_messages`, `_gemini`, `_bedrock_converse`)
+render a turn in their format.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from typing import Any, Literal, TypeAlias
 from pydantic_ai_append.testing import Api
 
 __all__ = ('FakeRequest', 'Script', 'ServedApi', 'Text', 'ToolCalls', 'Turn')
+
+ServedApi: TypeAlias = Api | Literal['gemini', 'bedrock-converse']
+"""A provider API the fake serves: one the wire tools read (`Api`), Google Gemini's `generateContent`, or AWS Bedrock's
+Converse."""
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,6 @@ class ToolCalls:
 
 Turn: TypeAlias = Text | ToolCalls
 """One scripted reply."""
-
-ServedApi: TypeAlias = Api | Literal['bedrock-converse']
-"""The APIs the fake serves: those the wire tools read (`Api`), and Bedrock Converse."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The server is the one place that knows every API: it takes the script's next turn, asks the prompt cache and the
 compaction rules what the request did, and leaves the rendering to the module of the API called
-(`_openai_chat`, `_openai_responses`, `_anthropic_messages`, `_bedrock_converse`).
+(`_openai_chat`, `_openai_responses`, `_anthropic_messages`, `_gemini`, `_bedrock_converse`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, Self, TypeAlias, cast
 
 from pydantic_ai_append._wire.segments import API_PATHS
 from pydantic_ai_append.testing import Api
 
 from ._anthropic_messages import render_anthropic
-from ._bedrock_converse import bedrock_call, bedrock_error, render_bedrock
+from ._bedrock_converse import BedrockRoute, bedrock_error, bedrock_route, render_bedrock
 from ._compaction import anthropic_compaction_edit, compaction_summary
+from ._gemini import GeminiRoute, gemini_error, gemini_route, render_gemini
 from ._openai_chat import render_chat
 from ._openai_responses import compacted_response, render_responses, responses_output
 from ._replies import Reply, encode
@@ -36,6 +37,9 @@ _APIS_BY_PATH: Mapping[str, Api] = {path: api for api, path in API_PATHS.items()
 
 _COMPACT_PATH = '/v1/responses/compact'
 """The OpenAI endpoint that compacts a conversation without sampling a reply (`client.responses.compact`)."""
+
+_Route: TypeAlias = GeminiRoute | BedrockRoute
+"""The route of a request to an API whose path names the model: Gemini's or Bedrock's."""
 
 
 @dataclass(frozen=True)
@@ -156,35 +160,56 @@ class FakeProvider:
         with self._lock:
             self.requests.append(body)
             index = len(self.requests) - 1
-            bedrock = bedrock_call(path)
-            api: ServedApi | None = 'openai-responses' if path == _COMPACT_PATH else _APIS_BY_PATH.get(path)
-            if bedrock is not None:
-                api = 'bedrock-converse'
+            route = gemini_route(path) or bedrock_route(path)
+            api = _api_of(path, route)
             if api is None:
                 return self._refuse(None, HTTPStatus.NOT_FOUND, f'FakeProvider does not serve {path!r}')
             try:
                 request_json = cast('dict[str, Any]', json.loads(body))
             except ValueError:
                 return self._refuse(api, HTTPStatus.BAD_REQUEST, f'request body is not JSON: {body[:200]!r}')
-            if bedrock is not None:
-                return self._answer_bedrock(index, path, body, request_json, *bedrock)
-            assert api != 'bedrock-converse'
-            return self._answer_others(api, index, path, body, request_json)
+            if path == _COMPACT_PATH:
+                self.compactions.append(index)
+                return Reply(200, encode(compacted_response(index, request_json)))
+            if api == 'anthropic' and (anthropic_compaction_edit(request_json) or {}).get('pause_after_compaction'):
+                return self._refuse(
+                    api,
+                    HTTPStatus.BAD_REQUEST,
+                    'FakeProvider does not implement `pause_after_compaction`; leave it off in `AnthropicCompaction`',
+                )
+            turn = self._take_turn(api, index, path, body, request_json)
+            if isinstance(turn, Reply):
+                return turn
+            made = self._reply(api, route, index, request_json, turn)
+            if isinstance(made, Reply):
+                return made
+            reply_id, reply = made
+            response_body = b''.join(reply.events) if reply.events is not None else reply.body
+            self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
+            return reply
 
-    def _answer_others(self, api: Api, index: int, path: str, body: bytes, request_json: dict[str, Any]) -> Reply:
-        """The reply to a request to one of the APIs the wire tools read, which may compact."""
-        if path == _COMPACT_PATH:
-            self.compactions.append(index)
-            return Reply(200, encode(compacted_response(index, request_json)))
-        if api == 'anthropic' and (anthropic_compaction_edit(request_json) or {}).get('pause_after_compaction'):
-            return self._refuse(
-                api,
-                HTTPStatus.BAD_REQUEST,
-                'FakeProvider does not implement `pause_after_compaction`; leave it off in `AnthropicCompaction`',
-            )
-        turn = self._take_turn(api, index, path, body, request_json)
-        if isinstance(turn, Reply):
-            return turn
+    def _reply(
+        self, api: ServedApi, route: _Route | None, index: int, request_json: dict[str, Any], turn: Turn
+    ) -> tuple[str, Reply] | Reply:
+        """The id and the reply answering with `turn`, as the prompt cache and the compaction rules make it; or the
+        refusal of a request the cache refuses.
+        """
+        if api == 'gemini':
+            assert isinstance(route, GeminiRoute)
+            return render_gemini(index, route, turn, self.cache.gemini(route.model, request_json))
+        if api == 'bedrock-converse':
+            assert isinstance(route, BedrockRoute)
+            try:
+                use = self.cache.bedrock(route.model_id, request_json)
+            except ValueError as error:
+                return self._refuse(api, HTTPStatus.BAD_REQUEST, str(error))
+            return render_bedrock(index, turn, route.stream, use)
+        return self._compacting_reply(api, index, request_json, turn)
+
+    def _compacting_reply(
+        self, api: Api, index: int, request_json: dict[str, Any], turn: Turn
+    ) -> tuple[str, Reply] | Reply:
+        """The reply of one of the APIs the wire tools read, which may open with a compaction."""
         summary = compaction_summary(api, index, request_json)
         if summary is not None:
             self.compactions.append(index)
@@ -199,25 +224,7 @@ class FakeProvider:
         reply_id, reply = _render(api, index, request_json, turn, summary, use)
         if api == 'openai-responses':
             self.cache.remember(reply_id, prompt, responses_output(reply))
-        response_body = b''.join(reply.events) if reply.events is not None else reply.body
-        self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
-        return reply
-
-    def _answer_bedrock(
-        self, index: int, path: str, body: bytes, request_json: dict[str, Any], model_id: str, stream: bool
-    ) -> Reply:
-        """The reply to a Converse or ConverseStream request for `model_id`, which has no compaction."""
-        turn = self._take_turn('bedrock-converse', index, path, body, request_json)
-        if isinstance(turn, Reply):
-            return turn
-        try:
-            use = self.cache.bedrock(model_id, request_json)
-        except ValueError as error:
-            return self._refuse('bedrock-converse', HTTPStatus.BAD_REQUEST, str(error))
-        reply_id, reply = render_bedrock(index, turn, stream, use)
-        response_body = b''.join(reply.events) if reply.events is not None else reply.body
-        self.exchanges.append(ServerExchange('bedrock-converse', body, response_body, reply_id))
-        return reply
+        return reply_id, reply
 
     def _take_turn(
         self, api: ServedApi, index: int, path: str, body: bytes, request_json: dict[str, Any]
@@ -242,8 +249,10 @@ class FakeProvider:
         self.errors.append(message)
         if api == 'bedrock-converse':
             return Reply(status, bedrock_error(message))
-        if api == 'anthropic':
-            error: dict[str, Any] = {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': message}}
+        if api == 'gemini':
+            error: dict[str, Any] = gemini_error(status, message)
+        elif api == 'anthropic':
+            error = {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': message}}
         else:
             error = {'error': {'message': message, 'type': 'invalid_request_error', 'param': None, 'code': None}}
         return Reply(status, encode(error))
@@ -294,6 +303,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         # The default writes every request to stderr, which buries test output.
         pass
+
+
+def _api_of(path: str, route: _Route | None) -> ServedApi | None:
+    """The API a request path is to, `None` for a path the fake doesn't serve."""
+    if isinstance(route, GeminiRoute):
+        return 'gemini'
+    if isinstance(route, BedrockRoute):
+        return 'bedrock-converse'
+    return 'openai-responses' if path == _COMPACT_PATH else _APIS_BY_PATH.get(path)
 
 
 def _render(

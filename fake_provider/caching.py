@@ -2,8 +2,8 @@
 
 Tokens are counted by one deterministic rule, since no tokenizer of these models installs offline from the package
 index: a prompt is split into blocks (below), each block is its compact JSON, and each block costs one token per 4
-bytes, rounded up. The counts are an approximation of a real tokenizer's; every rule below is applied to them
-exactly.
+bytes, rounded up (`_cache_store`, which also keeps the cached prefixes of every API). The counts are an
+approximation of a real tokenizer's; every rule below is applied to them exactly.
 
 **OpenAI** (Chat Completions and Responses), per https://platform.openai.com/docs/guides/prompt-caching: caching
 is automatic for prompts of at least 1,024 tokens, and a hit covers the longest prefix seen before, in increments of
@@ -40,21 +40,23 @@ the messages. Only Claude and Nova models cache, Nova not its tool definitions; 
 model, or in Nova's tools, is refused. A block is a tool
 (`toolSpec`), a system block or one content block of a message, with its role; a run of `toolUse` or of
 `toolResult` blocks in one message takes one position of lookback.
+
+**Gemini** (`generateContent` and its stream) caches implicitly, by rules of its own that live in `_gemini_cache`,
+with tokens counted as here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-__all__ = ('ANTHROPIC_MINIMUM_TOKENS', 'CacheUse', 'PromptCache', 'tokens')
+from ._cache_store import TOKEN_BYTES, CacheUse, PrefixStore, compact, tokens
+from ._gemini_cache import gemini_use
 
-TOKEN_BYTES = 4
-"""The bytes of compact JSON counted as one token."""
+__all__ = ('ANTHROPIC_MINIMUM_TOKENS', 'CacheUse', 'PromptCache', 'tokens')
 
 OPENAI_MINIMUM_TOKENS = 1_024
 OPENAI_INCREMENT_TOKENS = 128
@@ -85,39 +87,6 @@ ANTHROPIC_MINIMUM_TOKENS: Mapping[str, int] = {
 Opus 4 and Sonnet 4, 3.7)."""
 
 
-def tokens(data: bytes) -> int:
-    """The tokens of one block: one per `TOKEN_BYTES` bytes, rounded up."""
-    return -(-len(data) // TOKEN_BYTES)
-
-
-def _compact(value: object) -> bytes:
-    # Not the package's `_wire.segments.canonical`: the cache here is what the package is measured against, so it
-    # shares none of the package's reading of a body.
-    return json.dumps(value, separators=(',', ':'), ensure_ascii=False).encode()
-
-
-@dataclass(frozen=True)
-class CacheUse:
-    """What one request's prompt did with the cache, in tokens."""
-
-    prompt: int
-    """Every token of the prompt."""
-
-    read: int = 0
-    """The tokens read from the cache."""
-
-    written_5m: int = 0
-    """The tokens written to the cache for 5 minutes (Anthropic)."""
-
-    written_1h: int = 0
-    """The tokens written to the cache for an hour (Anthropic)."""
-
-    @property
-    def uncached(self) -> int:
-        """The tokens neither read nor written."""
-        return self.prompt - self.read - self.written_5m - self.written_1h
-
-
 @dataclass(frozen=True)
 class _Block:
     data: bytes
@@ -137,25 +106,14 @@ class PromptCache:
     """The prompt cache of one fake provider, for all its APIs; `clock` gives the time in seconds."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._entries: dict[bytes, tuple[float, float]] = {}
-        """Each cached prefix's digest: when it expires, and for how long a use keeps it."""
+        self._store = PrefixStore(clock)
         self._contexts: dict[str, bytes] = {}
         """Each Responses reply's prompt and output, for a request naming it as `previous_response_id`."""
-
-    def _alive(self, digest: bytes, now: float) -> bool:
-        entry = self._entries.get(digest)
-        return entry is not None and entry[0] > now
-
-    def _keep(self, digest: bytes, seconds: float, now: float) -> None:
-        expires, lasting = self._entries.get(digest, (0.0, 0.0))
-        lasting = max(lasting, seconds) if expires > now else seconds
-        self._entries[digest] = (now + lasting, lasting)
 
     def openai(self, request: Mapping[str, Any], *, responses: bool) -> tuple[bytes, CacheUse]:
         """Look up and store a Chat or Responses request's prompt; its bytes (for `remember`) and its use."""
         prompt = self._openai_prompt(request, responses=responses)
-        now = self._clock()
+        now = self._store.now()
         total = tokens(prompt)
         step = OPENAI_INCREMENT_TOKENS * TOKEN_BYTES
         digest = hashlib.sha256()
@@ -167,30 +125,30 @@ class PromptCache:
         if total >= OPENAI_MINIMUM_TOKENS:
             hits = 0
             for boundary in boundaries:
-                if not self._alive(boundary, now):
+                if not self._store.alive(boundary, now):
                     break
                 hits += 1
             read = hits * OPENAI_INCREMENT_TOKENS if hits * OPENAI_INCREMENT_TOKENS >= OPENAI_MINIMUM_TOKENS else 0
             for boundary in boundaries:
-                self._keep(boundary, OPENAI_RETENTION_SECONDS, now)
+                self._store.keep(boundary, OPENAI_RETENTION_SECONDS, now)
         return prompt, CacheUse(total, read)
 
     def remember(self, response_id: str, prompt: bytes, output: Sequence[object]) -> None:
         """Keep a Responses reply's prompt and output, which a later request's `previous_response_id` continues."""
-        self._contexts[response_id] = prompt + b''.join(_compact(item) for item in output)
+        self._contexts[response_id] = prompt + b''.join(compact(item) for item in output)
 
     def _openai_prompt(self, request: Mapping[str, Any], *, responses: bool) -> bytes:
         tools = cast('list[object]', request.get('tools') or [])
         if not responses:
-            return b''.join(_compact(part) for part in [*tools, *cast('list[object]', request.get('messages') or [])])
+            return b''.join(compact(part) for part in [*tools, *cast('list[object]', request.get('messages') or [])])
         raw = request.get('input')
         items = [{'role': 'user', 'content': raw}] if isinstance(raw, str) else cast('list[object]', raw or [])
         previous = request.get('previous_response_id')
         if isinstance(previous, str) and previous in self._contexts:
             # The stored prompt and output come first, then what this request adds.
-            return self._contexts[previous] + b''.join(_compact(item) for item in items)
+            return self._contexts[previous] + b''.join(compact(item) for item in items)
         instructions = request.get('instructions')
-        return b''.join(_compact(part) for part in [*tools, *([instructions] if instructions else []), *items])
+        return b''.join(compact(part) for part in [*tools, *([instructions] if instructions else []), *items])
 
     def _anthropic_read(self, blocks: list[_Block], breakpoints: list[int], digests: list[bytes], now: float) -> int:
         """The last block of the longest prefix cached before within a breakpoint's lookback, or -1 for none."""
@@ -201,11 +159,15 @@ class PromptCache:
         for at in breakpoints:
             index = at
             while index >= 0 and positions[at] - positions[index] < ANTHROPIC_LOOKBACK:
-                if self._alive(digests[index], now):
+                if self._store.alive(digests[index], now):
                     read_at = max(read_at, index)
                     break
                 index -= 1
         return read_at
+
+    def gemini(self, model: str, request: Mapping[str, Any]) -> CacheUse:
+        """Look up and store a Gemini request's prompt (`_gemini_cache`); `model` is the one its path names."""
+        return gemini_use(self._store, model, request)
 
     def anthropic(self, request: Mapping[str, Any]) -> CacheUse:
         """Look up and store an Anthropic Messages request's prompt; raises `ValueError` past 4 breakpoints."""
@@ -215,7 +177,7 @@ class PromptCache:
             raise ValueError(
                 f'A maximum of {ANTHROPIC_BREAKPOINTS} blocks with cache_control may be provided. Found {count}.'
             )
-        salt = _compact([request.get('tool_choice'), request.get('thinking')])
+        salt = compact([request.get('tool_choice'), request.get('thinking')])
         return self._breakpoints_use(str(request.get('model', '')), salt, blocks)
 
     def bedrock(self, model_id: str, request: Mapping[str, Any]) -> CacheUse:
@@ -236,7 +198,7 @@ class PromptCache:
                 f'A request may hold at most {BEDROCK_CACHE_POINTS} cachePoint blocks; this one has {count}.'
             )
         fields = cast('Mapping[str, Any]', request.get('additionalModelRequestFields') or {})
-        salt = _compact([tool_config.get('toolChoice'), fields.get('thinking')])
+        salt = compact([tool_config.get('toolChoice'), fields.get('thinking')])
         return self._breakpoints_use(model_id[max(family, 0) :].removeprefix('anthropic.'), salt, blocks)
 
     def _breakpoints_use(self, model: str, salt: bytes, blocks: list[_Block]) -> CacheUse:
@@ -248,7 +210,7 @@ class PromptCache:
             blocks: The prompt's blocks in cache order.
         """
         breakpoints = [at for at, block in enumerate(blocks) if block.ttl is not None]
-        now = self._clock()
+        now = self._store.now()
         digests: list[bytes] = []
         ends: list[int] = []
         digest = hashlib.sha256(model.encode())
@@ -260,7 +222,7 @@ class PromptCache:
             ends.append((ends[-1] if ends else 0) + tokens(block.data))
         read_at = self._anthropic_read(blocks, breakpoints, digests, now)
         if read_at >= 0:
-            self._keep(digests[read_at], self._entries[digests[read_at]][1], now)
+            self._store.refresh(digests[read_at], now)
         minimum = anthropic_minimum(model)
         written = {'5m': 0, '1h': 0}
         start = read_at
@@ -268,7 +230,7 @@ class PromptCache:
             ttl = cast('Literal["5m", "1h"]', blocks[at].ttl)
             if at <= read_at or ends[at] < minimum:
                 continue
-            self._keep(digests[at], ANTHROPIC_TTL_SECONDS[ttl], now)
+            self._store.keep(digests[at], ANTHROPIC_TTL_SECONDS[ttl], now)
             written[ttl] += ends[at] - (ends[start] if start >= 0 else 0)
             start = at
         total = ends[-1] if ends else 0
@@ -310,10 +272,10 @@ def _anthropic_blocks(request: Mapping[str, Any]) -> list[_Block]:
                     f"Tool '{tool.get('name')}' cannot have both defer_loading=true and cache_control set."
                 )
             continue
-        blocks.append(_Block(b'tool' + _compact(_without_control(tool)), _ttl(tool)))
+        blocks.append(_Block(b'tool' + compact(_without_control(tool)), _ttl(tool)))
     system = request.get('system')
     for block in [system] if isinstance(system, str) else list(system or []):
-        blocks.append(_Block(b'system' + _compact(_without_control(block)), _ttl(block)))
+        blocks.append(_Block(b'system' + compact(_without_control(block)), _ttl(block)))
     first_message = len(blocks)
     for message in cast('list[Mapping[str, Any]]', request.get('messages') or []):
         role = str(message.get('role')).encode()
@@ -322,7 +284,7 @@ def _anthropic_blocks(request: Mapping[str, Any]) -> list[_Block]:
         for block in [content] if isinstance(content, str) else list(content or []):
             kind = _block_type(block)
             run, previous = kind in _TOOL_BLOCKS and kind == previous, kind
-            data = role + _compact(_without_control(block))
+            data = role + compact(_without_control(block))
             blocks.append(_Block(data, _ttl(block), len(blocks) == first_message, run))
     automatic = _ttl(request)
     if automatic is not None and blocks:
@@ -355,7 +317,7 @@ def _bedrock_blocks(request: Mapping[str, Any]) -> list[_Block]:
                 # Sections from the third on are the messages.
                 messages_start = at >= 2 and not messages_started
                 messages_started = messages_started or messages_start
-                blocks.append(_Block(prefix + _compact(item), None, messages_start, run))
+                blocks.append(_Block(prefix + compact(item), None, messages_start, run))
                 continue
             if not blocks:
                 raise ValueError('A cachePoint must follow content, and this one comes first in the request.')

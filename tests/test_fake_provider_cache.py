@@ -13,7 +13,14 @@ from pydantic_ai import Agent
 from pydantic_ai.models.anthropic import AnthropicModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model, openai_responses_model
+from fake_provider import (
+    FakeProvider,
+    Text,
+    anthropic_model,
+    google_model,
+    openai_chat_model,
+    openai_responses_model,
+)
 from fake_provider.caching import CacheUse, PromptCache
 
 from .fake_models import live_loopback
@@ -202,6 +209,78 @@ def test_anthropic_refuses_a_fifth_breakpoint_and_an_automatic_one_of_another_tt
         PromptCache(Clock()).anthropic(request)
 
 
+def gemini(system_bytes: int, *texts: str, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    # `system` + `{"text":""}` is 17 bytes, so the system part is `system_bytes` bytes in all.
+    request: dict[str, Any] = {'systemInstruction': {'parts': [{'text': 's' * (system_bytes - 17)}], 'role': 'user'}}
+    if tools is not None:
+        request['tools'] = tools
+    # `user{"text":"Hi"}`: 17 bytes, 5 tokens.
+    request['contents'] = [{'role': 'user', 'parts': [{'text': text}]} for text in texts]
+    return request
+
+
+def test_gemini_reads_the_longest_prefix_an_earlier_request_sent():
+    cache = PromptCache(Clock())
+    # 8,400 bytes: 2,100 tokens, over gemini-2.5-flash's 2,048.
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400, 'Hi')) == CacheUse(2_105, 0)
+    # No marker needed: the whole earlier request is read, and what follows it is not.
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400, 'Hi', 'Yo')) == CacheUse(2_110, 2_105)
+    # The first content changed: only the system instruction is shared.
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400, 'Ho', 'Yo')) == CacheUse(2_110, 2_100)
+    # A byte changed in the system instruction ends the prefix before it starts.
+    changed = gemini(8_400, 'Hi')
+    changed['systemInstruction']['parts'][0]['text'] = 'S' + 's' * 8_382
+    assert cache.gemini('gemini-2.5-flash', changed) == CacheUse(2_105, 0)
+
+
+def test_gemini_orders_system_instruction_then_tools_then_contents():
+    cache = PromptCache(Clock())
+    # `tool{"name":"a"}`: 16 bytes, 4 tokens.
+    declared = [{'functionDeclarations': [{'name': 'a'}]}]
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400, 'Hi', tools=declared)) == CacheUse(2_109, 0)
+    # Another tool: the contents after it are not read, though they are unchanged.
+    renamed = [{'functionDeclarations': [{'name': 'b'}]}]
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400, 'Hi', tools=renamed)) == CacheUse(2_109, 2_100)
+    # A tool without declarations is one block: `tool{"googleSearch":{}}`, 23 bytes, 6 tokens.
+    search: list[dict[str, Any]] = [{'functionDeclarations': [{'name': 'b'}]}, {'googleSearch': {}}]
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400, 'Hi', tools=search)) == CacheUse(2_115, 2_104)
+
+
+def test_gemini_caches_nothing_below_the_models_minimum_and_per_model():
+    cache = PromptCache(Clock())
+    # 8,000 bytes: 2,000 tokens, under 2,048, so the request is not cached at all.
+    cache.gemini('gemini-2.5-flash', gemini(8_000))
+    assert cache.gemini('gemini-2.5-flash', gemini(8_000)) == CacheUse(2_000, 0)
+    # Over the minimum in all, but the shared prefix (the 1,000-token system instruction) is under it.
+    cache.gemini('gemini-2.5-flash', gemini(4_000, 'x' * 8_000))
+    assert cache.gemini('gemini-2.5-flash', gemini(4_000, 'y' * 8_000)) == CacheUse(3_004, 0)
+    # Cached for gemini-2.5-flash only.
+    cache.gemini('gemini-2.5-flash', gemini(8_400))
+    assert cache.gemini('gemini-2.5-pro', gemini(8_400)) == CacheUse(2_100, 0)
+    # The 3.x models need 4,096 (16,400 bytes are 4,100 tokens), and 2.0 doesn't cache implicitly at any length.
+    for model, size in [
+        ('gemini-3-pro-preview', 8_400),
+        ('gemini-3-pro-preview', 16_400),
+        ('gemini-2.0-flash', 40_000),
+    ]:
+        cache.gemini(model, gemini(size))
+    assert cache.gemini('gemini-3-pro-preview', gemini(8_400)).read == 0
+    assert cache.gemini('gemini-3-pro-preview', gemini(16_400)).read == 4_100
+    assert cache.gemini('gemini-2.0-flash', gemini(40_000)) == CacheUse(10_000, 0)
+
+
+def test_gemini_keeps_a_prefix_5_minutes_from_its_last_use():
+    clock = Clock()
+    cache = PromptCache(clock)
+    cache.gemini('gemini-2.5-flash', gemini(8_400))
+    clock.now = 299.0
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400, 'Hi')).read == 2_100
+    clock.now = 299.0 + 299.0
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400)).read == 2_100
+    clock.now = 598.0 + 301.0
+    assert cache.gemini('gemini-2.5-flash', gemini(8_400)) == CacheUse(2_100, 0)
+
+
 LONG = 'Follow the house style. ' * 400
 """About 9,600 bytes of instructions: well over every minimum."""
 
@@ -215,6 +294,7 @@ async def test_pydantic_ai_reads_the_reported_cache_usage_on_every_api():
             (Agent(anthropic_model(server.url), instructions=LONG, model_settings=settings), 'anthropic'),
             (Agent(openai_chat_model(server.url), instructions=LONG), 'openai-chat'),
             (Agent(openai_responses_model(server.url), instructions=LONG), 'openai-responses'),
+            (Agent(google_model(server.url), instructions=LONG), 'gemini'),
         ]
         usages: dict[str, tuple[RequestUsage, RequestUsage]] = {}
         for agent, api in runs:
