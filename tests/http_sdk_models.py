@@ -1,0 +1,72 @@
+"""Pydantic AI's model classes for the providers reached over plain HTTP with an OpenAI-Chat-shaped body, pointed at
+the fake provider: Mistral (the `mistralai` SDK, on `httpx2`), Groq (the `groq` SDK, which takes only an
+`httpx.AsyncClient`) and Hugging Face (`huggingface_hub`'s `AsyncInferenceClient`, which makes its `httpx.AsyncClient`s
+through `huggingface_hub.set_async_client_factory`). The fake provider answers each at its Chat Completions endpoint.
+
+Each is a context manager taking `http_client`, a function that makes the client of the class given (a
+`WireVerifier`'s or a `prompt_wire`'s `http_client`), and the fake provider's URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+from pydantic_ai.models import Model
+
+MakeClient = Callable[[type[Any]], Any]
+"""Make an HTTP client of the class given: `httpx2.AsyncClient` or `httpx.AsyncClient`."""
+
+_KEY = 'fake-provider-key'
+
+
+@asynccontextmanager
+async def groq(http_client: MakeClient, url: str) -> AsyncGenerator[Model]:
+    from pydantic_ai.models.groq import GroqModel
+    from pydantic_ai.providers.groq import GroqProvider
+
+    async with http_client(httpx.AsyncClient) as client:
+        yield GroqModel(
+            'llama-3.3-70b-versatile', provider=GroqProvider(api_key=_KEY, base_url=url, http_client=client)
+        )
+
+
+@asynccontextmanager
+async def mistral(http_client: MakeClient, url: str) -> AsyncGenerator[Model]:
+    from pydantic_ai.models.mistral import MistralModel
+    from pydantic_ai.providers.mistral import MistralProvider
+
+    async with http_client(httpx2.AsyncClient) as client:
+        provider = MistralProvider(api_key=_KEY, base_url=url, http_client=client)
+        yield MistralModel('mistral-large-latest', provider=provider)
+
+
+@asynccontextmanager
+async def huggingface(http_client: MakeClient, url: str) -> AsyncGenerator[Model]:
+    import huggingface_hub
+    from huggingface_hub import AsyncInferenceClient
+    from pydantic_ai.models.huggingface import HuggingFaceModel
+    from pydantic_ai.providers.huggingface import HuggingFaceProvider
+
+    # The SDK makes a client per `AsyncInferenceClient` through this global factory, and closes it with the client.
+    huggingface_hub.set_async_client_factory(lambda: http_client(httpx.AsyncClient))
+    try:
+        async with AsyncInferenceClient(base_url=url, api_key='hf_fake') as hf_client:
+            provider = HuggingFaceProvider(hf_client=hf_client, api_key='hf_fake')
+            yield HuggingFaceModel('Qwen/Qwen3-8B', provider=provider)
+    finally:
+        # `huggingface_hub` has no public getter for the factory it had, so the default is restored by its name.
+        from huggingface_hub.utils._http import default_async_client_factory  # pyright: ignore[reportPrivateUsage]
+
+        huggingface_hub.set_async_client_factory(default_async_client_factory)
+
+
+HTTP_SDK_MODELS: Mapping[str, Callable[[MakeClient, str], AbstractAsyncContextManager[Model]]] = {
+    'groq': groq,
+    'mistral': mistral,
+    'huggingface': huggingface,
+}
+"""Each provider's model, by the name its API has in `pydantic_ai_append` without `-chat`."""
