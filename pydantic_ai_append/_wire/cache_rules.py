@@ -16,7 +16,7 @@ and the bytes after that point are not counted as reused.
   `text.format` (Responses) invalidates everything from the first message, or the instructions, on; the tools stay
   cached.
 - Mistral, Groq and Hugging Face (the pages `segments` cites) name no request setting beside the prompt as part of
-  their cache, so none is compared for them.
+  their cache, and Cohere documents no cache, so none is compared for them.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ SETTINGS: Mapping[Api, tuple[Setting, ...]] = {
     'mistral-chat': (),
     'groq-chat': (),
     'huggingface-chat': (),
+    'cohere-chat': (),
 }
 """Each API's settings, in the order a report names them."""
 

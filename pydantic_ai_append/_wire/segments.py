@@ -2,9 +2,11 @@
 
 Providers cache a prompt by its prefix, in cache order: tools, then system instructions, then the conversation.
 Raw JSON bodies are never byte prefixes of each other (arrays close before later keys), so a body is split into
-its cache-order segments (Anthropic: each tool but deferred ones, each `system` block, each message; OpenAI Chat and
-the Chat Completions of Mistral, Groq and Hugging Face: each tool, each message; OpenAI Responses: each tool,
-`instructions`, each `input` item), each re-encoded canonically with the key order as sent.
+its cache-order segments (Anthropic: each tool but deferred ones, each `system` block, each message; OpenAI Chat,
+the Chat Completions of Mistral, Groq and Hugging Face, and Cohere's Chat: each tool, each message; OpenAI
+Responses: each tool, `instructions`, each `input` item), each re-encoded canonically with the key order as sent.
+The test-time checks in `testing`, the cassette checker and the runtime verifier in `guard` compare requests this
+way, and report a divergence the same way, so the split lives here once.
 
 Mistral, Groq and Hugging Face take OpenAI's Chat Completions body, and cache the prompt it renders by its prefix:
 the tools, then the messages, as OpenAI's do.
@@ -16,12 +18,14 @@ the tools, then the messages, as OpenAI's do.
   and the conversation, kept for two hours without use; reported in `usage.prompt_tokens_details.cached_tokens`.
 - Hugging Face's router documents no cache of its own: the inference provider it picks caches, or not, by its own
   rules. The split is OpenAI Chat's, so the prefix a provider could cache is checked all the same.
+- Cohere's v2 Chat (`POST /v2/chat`) has a body of the same shape, `tools` and `messages` with the system prompt as
+  the first message; Cohere documents no prompt cache, and its usage reports `cached_tokens` beside `tokens`. The
+  split is the same.
 
 Each is named as itself, by what its SDK sends: Groq's posts to `/openai/v1/chat/completions`; Mistral's
 (`mistral-client-python/…`) and Hugging Face's (`…; hf_hub/…`) post to OpenAI's path and name themselves in the
 `User-Agent` header. The OpenAI SDK's providers (OpenRouter, DeepSeek, Cerebras, Ollama, Together, ...) are read as
-OpenAI Chat, which their bodies are. The test-time checks in `testing`, the cassette checker and the runtime verifier in `guard`
-compare requests this way, and report a divergence the same way, so the split lives here once.
+OpenAI Chat, which their bodies are.
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 Api: TypeAlias = Literal[
-    'anthropic', 'openai-chat', 'openai-responses', 'mistral-chat', 'groq-chat', 'huggingface-chat'
+    'anthropic', 'openai-chat', 'openai-responses', 'mistral-chat', 'groq-chat', 'huggingface-chat', 'cohere-chat'
 ]
-"""A provider API whose request bodies can be split: Anthropic Messages, OpenAI Chat Completions or Responses, or the
-Chat Completions of Mistral, Groq or Hugging Face."""
+"""A provider API whose request bodies can be split: Anthropic Messages, OpenAI Chat Completions or Responses, the
+Chat Completions of Mistral, Groq or Hugging Face, or Cohere's v2 Chat."""
 
 API_PATHS: Mapping[Api, str] = {
     'anthropic': '/v1/messages',
@@ -44,6 +48,7 @@ API_PATHS: Mapping[Api, str] = {
     'openai-responses': '/v1/responses',
     'mistral-chat': '/v1/chat/completions',
     'huggingface-chat': '/v1/chat/completions',
+    'cohere-chat': '/v2/chat',
 }
 """The request path of each API (the end of the URL path): Mistral and Hugging Face post to OpenAI Chat's."""
 
@@ -79,6 +84,7 @@ CACHE_MARKER_KEYS: Mapping[Api, frozenset[str]] = {
     'mistral-chat': frozenset(),
     'groq-chat': frozenset(),
     'huggingface-chat': frozenset(),
+    'cohere-chat': frozenset(),
 }
 """Keys that mark cache breakpoints rather than carry content; they move every request, so they're dropped."""
 
@@ -145,7 +151,7 @@ def segments(api: Api, body: bytes) -> list[Segment]:
     """Split one request body into its cache-order segments.
 
     Anthropic: each tool but those marked `defer_loading` (see `cached_tools`), each `system` block, each message.
-    OpenAI Chat, Mistral, Groq and Hugging Face: each tool, each message. OpenAI Responses: each tool, `instructions`, each `input` item, taking the
+    OpenAI Chat, Mistral, Groq, Hugging Face and Cohere: each tool, each message. OpenAI Responses: each tool, `instructions`, each `input` item, taking the
     body as it is; use `WireConversation` to bring in what `previous_response_id` or `conversation` refers to. Keys in
     `CACHE_MARKER_KEYS` are dropped at any depth.
 

@@ -29,6 +29,11 @@ USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[tuple[str, ...], ...]]] = {
     'groq-chat': _CHAT_USAGE,
     # Pydantic AI's Hugging Face model reads only these two, whatever the inference provider behind the router adds.
     'huggingface-chat': {'input_tokens': (('prompt_tokens',),), 'output_tokens': (('completion_tokens',),)},
+    'cohere-chat': {
+        'input_tokens': (('tokens', 'input_tokens'),),
+        'cache_read_tokens': (('cached_tokens',),),
+        'output_tokens': (('tokens', 'output_tokens'),),
+    },
     'openai-chat': {
         'input_tokens': (('prompt_tokens',),),
         'cache_read_tokens': (('prompt_tokens_details', 'cached_tokens'),),

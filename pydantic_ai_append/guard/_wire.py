@@ -72,11 +72,11 @@ class WireVerifier:
     `AnthropicProvider(http_client=...)`, `MistralProvider(http_client=...)`), or
     `verifier.http_client(client_class=httpx.AsyncClient)` to one whose SDK takes a client of the `httpx` package
     (`GroqProvider`, or Hugging Face's `AsyncInferenceClient` through `huggingface_hub.set_async_client_factory`).
-    Each request to the Anthropic Messages, OpenAI Chat Completions or Responses API, or to the Chat Completions of
-    Mistral, Groq or Hugging Face (a `POST` to one of `API_PATHS`, see `api_of`) is split into its cache-order segments,
-    with Anthropic's `cache_control` markers and deferred tools dropped and an OpenAI Responses `previous_response_id`
-    or `conversation` resolved into the full input, and compared byte for byte with the previous request to the same
-    API and model. Other requests pass through untouched.
+    Each request to the Anthropic Messages, OpenAI Chat Completions or Responses API, to the Chat Completions of
+    Mistral, Groq or Hugging Face, or to Cohere's v2 Chat (a `POST` to one of `API_PATHS`, see `api_of`) is split into
+    its cache-order segments, with Anthropic's `cache_control` markers and deferred tools dropped and an OpenAI
+    Responses `previous_response_id` or `conversation` resolved into the full input, and compared byte for byte with
+    the previous request to the same API and model. Other requests pass through untouched.
 
     One verifier (and one client) serves every conversation of an agent, concurrently, in tasks and threads: each
     conversation's requests to each model form a chain, and the first request of each chain is never compared.
@@ -95,9 +95,9 @@ class WireVerifier:
     [`WirePrefixDivergenceError`][pydantic_ai_append.guard.WirePrefixDivergenceError] is raised through the
     provider SDK. For a request to the Anthropic API the error is also an `anthropic.AnthropicError`, since the
     Anthropic SDK wraps any other error from its HTTP client in `APIConnectionError` and retries it; as its own
-    error it is neither wrapped nor retried. The OpenAI, Mistral and Hugging Face SDKs pass it through as it is. The
-    Groq SDK wraps every error in `APIConnectionError` (Pydantic AI's `ModelConnectionError`, with the refusal as the
-    cause of its cause) after retrying: each retry is refused again, and not counted again.
+    error it is neither wrapped nor retried. The OpenAI, Mistral, Hugging Face and Cohere SDKs pass it through as it
+    is. The Groq SDK wraps every error in `APIConnectionError` (Pydantic AI's `ModelConnectionError`, with the refusal
+    as the cause of its cause) after retrying: each retry is refused again, and not counted again.
 
     ```python
     import asyncio

@@ -1,8 +1,8 @@
 """The httpx transport a `WireVerifier` puts in a client: each provider request checked before it goes through.
 
 It wraps any other transport, the way httpx transports compose (`TeeTransport`). A request to one of the known APIs
-(a `POST` whose path ends in one of `API_PATHS`, told apart by the SDK's `User-Agent` where they share one) is handed to the verifier's check before the inner transport sends
-it; a reply the verifier wants (to an OpenAI Responses request, which later requests may name by
+(a `POST` whose path ends in one of `API_PATHS`, told apart by the SDK's `User-Agent` where they share one) is handed
+to the verifier's check before the inner transport sends it; a reply the verifier wants (to an OpenAI Responses request, which later requests may name by
 `previous_response_id`) is kept as the client reads it, so a stream the SDK reads event by event is never buffered
 here.
 """

@@ -31,6 +31,7 @@ _PROVIDERS: Mapping[Api, str] = {
     'mistral-chat': 'mistral',
     'groq-chat': 'groq',
     'huggingface-chat': 'huggingface',
+    'cohere-chat': 'cohere',
 }
 """The provider name Pydantic AI gives a response from each API."""
 
@@ -59,7 +60,7 @@ def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
         holders = reply_holders(exchange.response_body)
         if not holders or any(holder.get('error') or holder.get('type') == 'error' for holder in holders):
             continue
-        response = _response(api, holders)
+        response = _response(api, holders, _requested_model(exchange.request_body))
         expected, rewrite = _figures(api, request, previous, response)
         response.metadata = {RECORD_KEY: {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite}}
         responses.append(response)
@@ -67,9 +68,17 @@ def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
     return summary(responses)
 
 
-def _response(api: Api, holders: list[dict[str, object]]) -> ModelResponse:
-    """The `ModelResponse` Pydantic AI makes of a reply, as far as pricing it goes."""
-    model = next((name for holder in reversed(holders) if isinstance(name := holder.get('model'), str)), None)
+def _requested_model(body: bytes) -> str | None:
+    # A JSON object: `WireConversation.add` has parsed it already.
+    model = cast('dict[str, object]', json.loads(body)).get('model')
+    return model if isinstance(model, str) else None
+
+
+def _response(api: Api, holders: list[dict[str, object]], requested: str | None) -> ModelResponse:
+    """The `ModelResponse` Pydantic AI makes of a reply, as far as pricing it goes; the model is the request's where
+    the reply names none (Cohere's), as Pydantic AI's model class then names it.
+    """
+    model = next((name for holder in reversed(holders) if isinstance(name := holder.get('model'), str)), requested)
     tier = next((tier for holder in reversed(holders) if isinstance(tier := holder.get('service_tier'), str)), None)
     if reported := merged_usage(holders):
         counts = usage_counts(api, reported)

@@ -189,7 +189,8 @@ async def test_a_client_of_either_package_only_with_a_transport_of_its_own():
     with pytest.raises(UserError) as not_a_client:
         verifier.http_client(client_class=dict)  # pyright: ignore[reportArgumentType, reportCallIssue]
     with pytest.raises(UserError, match='is not an `httpx` transport, which an `httpx.AsyncClient` needs'):
-        verifier.http_client(transport=httpx2.MockTransport(chat_reply), client_class=httpx.AsyncClient)  # pyright: ignore[reportArgumentType, reportCallIssue]
+        wrong_package = httpx2.MockTransport(chat_reply)
+        verifier.http_client(transport=wrong_package, client_class=httpx.AsyncClient)  # pyright: ignore[reportArgumentType, reportCallIssue]
     with pytest.raises(UserError, match=r'is an `httpx` transport: pass `client_class=httpx.AsyncClient` with it'):
         verifier.http_client(transport=httpx.MockTransport(groq_reply))  # pyright: ignore[reportArgumentType, reportCallIssue]
     assert str(not_a_client.value) == (

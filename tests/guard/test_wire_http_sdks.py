@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
@@ -67,3 +68,39 @@ async def test_enforce_refuses_a_rewrite_that_breaks_the_prefix(provider: str):
         f'{divergence.message}\nNot sent. If it opens a new window (compaction, new instructions), call '
         '`open_window()` on the verifier first.'
     )
+
+
+def cohere_reply(request: httpx.Request) -> httpx.Response:
+    """Cohere's v2 Chat, offline: the fake provider doesn't speak it, so this stands in for it."""
+    message = {'role': 'assistant', 'content': [{'type': 'text', 'text': 'OK.'}]}
+    usage = {
+        'billed_units': {'input_tokens': 10, 'output_tokens': 2},
+        'tokens': {'input_tokens': 10, 'output_tokens': 2},
+    }
+    return httpx.Response(200, json={'id': 'c1', 'finish_reason': 'COMPLETE', 'message': message, 'usage': usage})
+
+
+async def test_enforce_refuses_a_rewrite_on_cohere():
+    from pydantic_ai.models.cohere import CohereModel
+    from pydantic_ai.providers.cohere import CohereProvider
+
+    verifier = WireVerifier(mode='enforce')
+    sent: list[str] = []
+
+    def cohere(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        return cohere_reply(request)
+
+    transport = httpx.MockTransport(cohere)
+    async with verifier.http_client(client_class=httpx.AsyncClient, transport=transport) as http_client:
+        model = CohereModel('command-r7b-12-2024', provider=CohereProvider(api_key='offline', http_client=http_client))
+        agent = Agent(model, instructions='Be brief.')
+        history = (await agent.run('First?')).all_messages()
+        history = (await agent.run('Second?', message_history=history)).all_messages()
+        dropping = Agent(model, instructions='Be brief.', capabilities=[ProcessHistory(drop_oldest_turn)])
+        with pytest.raises(WirePrefixDivergenceError) as raised:
+            await dropping.run('Third?', message_history=history)
+    assert sent == ['/v2/chat'] * 2
+    [divergence] = verifier.divergences
+    assert (divergence.api, divergence.request, divergence.kind) == ('cohere-chat', 2, 'message')
+    assert str(raised.value).startswith(divergence.message + '\nNot sent.')
