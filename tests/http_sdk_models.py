@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import httpx
@@ -44,6 +45,17 @@ async def mistral(http_client: MakeClient, url: str) -> AsyncGenerator[Model]:
         yield MistralModel('mistral-large-latest', provider=provider)
 
 
+_HF_CLIENT = ContextVar[MakeClient | None]('hf_client', default=None)
+"""Who makes the `httpx.AsyncClient` of the next `AsyncInferenceClient`, within `huggingface`."""
+
+
+def _hf_client() -> httpx.AsyncClient:
+    make = _HF_CLIENT.get()
+    if make is None:  # pragma: no cover - outside `huggingface`: a client as the SDK's default makes, without its hooks
+        return httpx.AsyncClient(follow_redirects=True, timeout=None)
+    return make(httpx.AsyncClient)
+
+
 @asynccontextmanager
 async def huggingface(http_client: MakeClient, url: str) -> AsyncGenerator[Model]:
     import huggingface_hub
@@ -51,17 +63,17 @@ async def huggingface(http_client: MakeClient, url: str) -> AsyncGenerator[Model
     from pydantic_ai.models.huggingface import HuggingFaceModel
     from pydantic_ai.providers.huggingface import HuggingFaceProvider
 
-    # The SDK makes a client per `AsyncInferenceClient` through this global factory, and closes it with the client.
-    huggingface_hub.set_async_client_factory(lambda: http_client(httpx.AsyncClient))
+    # The SDK makes a client per `AsyncInferenceClient` through a global factory, the way its docs say to give it
+    # one, and closes it with the `AsyncInferenceClient`. It has no public way to read the factory back, so the one
+    # set here stays, and makes the test's client only within this block.
+    huggingface_hub.set_async_client_factory(_hf_client)
+    token = _HF_CLIENT.set(http_client)
     try:
         async with AsyncInferenceClient(base_url=url, api_key='hf_fake') as hf_client:
             provider = HuggingFaceProvider(hf_client=hf_client, api_key='hf_fake')
             yield HuggingFaceModel('Qwen/Qwen3-8B', provider=provider)
     finally:
-        # `huggingface_hub` has no public getter for the factory it had, so the default is restored by its name.
-        from huggingface_hub.utils._http import default_async_client_factory  # pyright: ignore[reportPrivateUsage]
-
-        huggingface_hub.set_async_client_factory(default_async_client_factory)
+        _HF_CLIENT.reset(token)
 
 
 HTTP_SDK_MODELS: Mapping[str, Callable[[MakeClient, str], AbstractAsyncContextManager[Model]]] = {
