@@ -2,9 +2,10 @@
 
 The OpenAI, Mistral, Hugging Face and Cohere SDKs let an error from their HTTP client through as it is. The Anthropic
 SDK wraps any error but its own (`AnthropicError`) in `APIConnectionError` and retries it, so a refusal of a request to
-the Anthropic API is also an `AnthropicError`: the SDK passes it through, after one attempt. The Groq SDK wraps and retries
-every error, its own too, so there the refusal reaches the caller as the cause of the SDK's `APIConnectionError`
-(which Pydantic AI raises as `ModelConnectionError`), each retry refused again without being counted again.
+the Anthropic API is also an `AnthropicError`: the SDK passes it through, after one attempt. The Groq SDK wraps and
+retries every error, its own too, so there the refusal reaches the caller as the cause of the SDK's
+`APIConnectionError` (which Pydantic AI raises as `ModelConnectionError`), each retry refused again without being
+counted again (`WireVerifier`).
 """
 
 from __future__ import annotations
