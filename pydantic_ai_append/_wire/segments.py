@@ -52,12 +52,16 @@ API_PATHS: Mapping[Api, str] = {
 }
 """The request path of each API (the end of the URL path): Mistral and Hugging Face post to OpenAI Chat's."""
 
+_CHAT_COMPLETIONS = '/chat/completions'
+"""The end of the path of every OpenAI-compatible Chat Completions endpoint, with or without `/v1` before it."""
+
 _CHAT_SDKS: Mapping[str, Api] = {'mistral-client-': 'mistral-chat', 'hf_hub/': 'huggingface-chat'}
 """What the SDKs that post to OpenAI Chat's path for another API put in their `User-Agent` header."""
 
 
 def api_of(method: str, path: str, user_agent: str | None = None) -> Api | None:
-    """The API a request is to, for a `POST` whose URL path ends in one of `API_PATHS`, else `None`.
+    """The API a request is to, for a `POST` whose URL path ends in one of `API_PATHS` (or in `/chat/completions`,
+    OpenAI Chat's without its `/v1`), else `None`.
 
     The verifier, the capture and the checker pick the requests they read by this; a `GET` to the same path (OpenAI
     lists stored chat completions so) is not a request to the model.
@@ -70,6 +74,9 @@ def api_of(method: str, path: str, user_agent: str | None = None) -> Api | None:
     if method != 'POST':
         return None
     api: Api | None = next((name for name, api_path in API_PATHS.items() if path.endswith(api_path)), None)
+    if api is None and path.endswith(_CHAT_COMPLETIONS):
+        # An OpenAI-compatible provider whose base URL has no `/v1`, as DeepSeek's (`https://api.deepseek.com`).
+        api = 'openai-chat'
     if api == 'openai-chat' and user_agent is not None:
         for mark, sdk_api in _CHAT_SDKS.items():
             if mark in user_agent:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
@@ -104,3 +105,30 @@ async def test_enforce_refuses_a_rewrite_on_cohere():
     [divergence] = verifier.divergences
     assert (divergence.api, divergence.request, divergence.kind) == ('cohere-chat', 2, 'message')
     assert str(raised.value).startswith(divergence.message + '\nNot sent.')
+
+
+async def test_enforce_refuses_a_rewrite_on_deepseek():
+    # An OpenAI-SDK provider whose base URL has no `/v1`: its requests go to `/chat/completions`.
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.deepseek import DeepSeekProvider
+
+    verifier = WireVerifier(mode='enforce')
+    sent: list[str] = []
+
+    def deepseek(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.url.path)
+        choice = {'index': 0, 'message': {'role': 'assistant', 'content': 'OK.'}, 'finish_reason': 'stop'}
+        body = {'id': 'c1', 'object': 'chat.completion', 'created': 0, 'model': 'deepseek-chat', 'choices': [choice]}
+        return httpx2.Response(200, json=body)
+
+    async with verifier.http_client(transport=httpx2.MockTransport(deepseek)) as http_client:
+        model = OpenAIChatModel('deepseek-chat', provider=DeepSeekProvider(api_key='offline', http_client=http_client))
+        agent = Agent(model, instructions='Be brief.')
+        history = (await agent.run('First?')).all_messages()
+        history = (await agent.run('Second?', message_history=history)).all_messages()
+        dropping = Agent(model, instructions='Be brief.', capabilities=[ProcessHistory(drop_oldest_turn)])
+        with pytest.raises(WirePrefixDivergenceError):
+            await dropping.run('Third?', message_history=history)
+    assert sent == ['/chat/completions'] * 2
+    [divergence] = verifier.divergences
+    assert (divergence.api, divergence.request, divergence.kind) == ('openai-chat', 2, 'message')
