@@ -33,7 +33,11 @@ from .caching import CacheUse, PromptCache
 
 __all__ = ('FakeProvider', 'ServerExchange')
 
-_APIS_BY_PATH: Mapping[str, Api] = {path: api for api, path in API_PATHS.items()}
+# Groq's Chat Completions path, and the one Mistral's and Hugging Face's share with OpenAI, go to the Chat handler.
+_APIS_BY_PATH: Mapping[str, Api] = {
+    **{API_PATHS[api]: api for api in ('anthropic', 'openai-chat', 'openai-responses')},
+    API_PATHS['groq-chat']: 'openai-chat',
+}
 
 _COMPACT_PATH = '/v1/responses/compact'
 """The OpenAI endpoint that compacts a conversation without sampling a reply (`client.responses.compact`)."""

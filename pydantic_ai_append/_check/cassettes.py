@@ -92,6 +92,11 @@ class Interaction:
         """The request URI's path, without the query or fragment."""
         return urlsplit(self.uri).path
 
+    @property
+    def user_agent(self) -> str | None:
+        """The request's recorded `User-Agent` header, which tells some SDKs posting to one path apart."""
+        return _header(self.request.get('headers'), 'user-agent')
+
     def _error(self, message: str) -> CassetteError:
         return CassetteError(f'interaction {self.index} ({self.method} {self.uri}): {message}', self.file)
 

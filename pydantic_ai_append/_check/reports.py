@@ -149,4 +149,4 @@ class CassetteReport:
     """Its conversations, by first request."""
 
     other_requests: int
-    """Interactions that are not requests to one of the three APIs, and so are not checked."""
+    """Interactions that are not requests to one of the APIs it reads (`API_PATHS`), and so are not checked."""

@@ -215,7 +215,7 @@ def check_cassette(
     resolvers: dict[Api, WireConversation] = {}
     other = 0
     for interaction in interactions:
-        api = api_of(interaction.method, interaction.path)
+        api = api_of(interaction.method, interaction.path, interaction.user_agent)
         if api is None:
             if _RESPONSES not in resolvers:
                 resolvers[_RESPONSES] = WireConversation(_RESPONSES)

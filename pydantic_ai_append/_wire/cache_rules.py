@@ -15,6 +15,8 @@ and the bytes after that point are not counted as reused.
   schema is cached as a prefix of the system message. So a change of `response_format` (Chat Completions) or
   `text.format` (Responses) invalidates everything from the first message, or the instructions, on; the tools stay
   cached.
+- Mistral, Groq and Hugging Face (the pages `segments` cites) name no request setting beside the prompt as part of
+  their cache, and Cohere documents no cache, so none is compared for them.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ SETTINGS: Mapping[Api, tuple[Setting, ...]] = {
             'not reused',
         ),
     ),
+    'mistral-chat': (),
+    'groq-chat': (),
+    'huggingface-chat': (),
+    'cohere-chat': (),
 }
 """Each API's settings, in the order a report names them."""
 

@@ -2,10 +2,30 @@
 
 Providers cache a prompt by its prefix, in cache order: tools, then system instructions, then the conversation.
 Raw JSON bodies are never byte prefixes of each other (arrays close before later keys), so a body is split into
-its cache-order segments (Anthropic: each tool but deferred ones, each `system` block, each message; OpenAI Chat:
-each tool, each message; OpenAI Responses: each tool, `instructions`, each `input` item), each re-encoded canonically
-with the key order as sent. The test-time checks in `testing`, the cassette checker and the runtime verifier in `guard`
-compare requests this way, and report a divergence the same way, so the split lives here once.
+its cache-order segments (Anthropic: each tool but deferred ones, each `system` block, each message; OpenAI Chat,
+the Chat Completions of Mistral, Groq and Hugging Face, and Cohere's Chat: each tool, each message; OpenAI
+Responses: each tool, `instructions`, each `input` item), each re-encoded canonically with the key order as sent.
+The test-time checks in `testing`, the cassette checker and the runtime verifier in `guard` compare requests this
+way, and report a divergence the same way, so the split lives here once.
+
+Mistral, Groq and Hugging Face take OpenAI's Chat Completions body, and cache the prompt it renders by its prefix:
+the tools, then the messages, as OpenAI's do.
+
+- Mistral, https://docs.mistral.ai/studio-api/conversations/advanced/prompt-caching: requests that share the prompt's
+  first part reuse its cached tokens, more likely with the same `prompt_cache_key` (Pydantic AI's
+  `mistral_prompt_cache_key`); the reply reports them in `usage.prompt_tokens_details.cached_tokens`.
+- Groq, https://console.groq.com/docs/prompt-caching: automatic prefix matching over system prompts, tool definitions
+  and the conversation, kept for two hours without use; reported in `usage.prompt_tokens_details.cached_tokens`.
+- Hugging Face's router documents no cache of its own: the inference provider it picks caches, or not, by its own
+  rules. The split is OpenAI Chat's, so the prefix a provider could cache is checked all the same.
+- Cohere's v2 Chat (`POST /v2/chat`) has a body of the same shape, `tools` and `messages` with the system prompt as
+  the first message; Cohere documents no prompt cache, and its usage reports `cached_tokens` beside `tokens`. The
+  split is the same.
+
+Each is named as itself, by what its SDK sends: Groq's posts to `/openai/v1/chat/completions`; Mistral's
+(`mistral-client-python/…`) and Hugging Face's (`…; hf_hub/…`) post to OpenAI's path and name themselves in the
+`User-Agent` header. The OpenAI SDK's providers (OpenRouter, DeepSeek, Cerebras, Ollama, Together, ...) are read as
+OpenAI Chat, which their bodies are.
 """
 
 from __future__ import annotations
@@ -14,35 +34,64 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
-Api: TypeAlias = Literal['anthropic', 'openai-chat', 'openai-responses']
-"""A provider API whose request bodies can be split: Anthropic Messages, OpenAI Chat Completions or Responses."""
+Api: TypeAlias = Literal[
+    'anthropic', 'openai-chat', 'openai-responses', 'mistral-chat', 'groq-chat', 'huggingface-chat', 'cohere-chat'
+]
+"""A provider API whose request bodies can be split: Anthropic Messages, OpenAI Chat Completions or Responses, the
+Chat Completions of Mistral, Groq or Hugging Face, or Cohere's v2 Chat."""
 
 API_PATHS: Mapping[Api, str] = {
     'anthropic': '/v1/messages',
+    # Before OpenAI's, which its path ends in.
+    'groq-chat': '/openai/v1/chat/completions',
     'openai-chat': '/v1/chat/completions',
     'openai-responses': '/v1/responses',
+    'mistral-chat': '/v1/chat/completions',
+    'huggingface-chat': '/v1/chat/completions',
+    'cohere-chat': '/v2/chat',
 }
-"""The request path of each API."""
+"""The request path of each API (the end of the URL path): Mistral and Hugging Face post to OpenAI Chat's."""
+
+_CHAT_COMPLETIONS = '/chat/completions'
+"""The end of the path of every OpenAI-compatible Chat Completions endpoint, with or without `/v1` before it."""
+
+_CHAT_SDKS: Mapping[str, Api] = {'mistral-client-': 'mistral-chat', 'hf_hub/': 'huggingface-chat'}
+"""What the SDKs that post to OpenAI Chat's path for another API put in their `User-Agent` header."""
 
 
-def api_of(method: str, path: str) -> Api | None:
-    """The API a request is to: one of `API_PATHS` for a `POST` whose URL path ends in it, else `None`.
+def api_of(method: str, path: str, user_agent: str | None = None) -> Api | None:
+    """The API a request is to, for a `POST` whose URL path ends in one of `API_PATHS` (or in `/chat/completions`,
+    OpenAI Chat's without its `/v1`), else `None`.
 
     The verifier, the capture and the checker pick the requests they read by this; a `GET` to the same path (OpenAI
     lists stored chat completions so) is not a request to the model.
+
+    Args:
+        method: The request's HTTP method.
+        path: Its URL path.
+        user_agent: Its `User-Agent` header, which tells Mistral's and Hugging Face's SDKs from OpenAI's.
     """
     if method != 'POST':
         return None
-    for api, api_path in API_PATHS.items():
-        if path.endswith(api_path):
-            return api
-    return None
+    api: Api | None = next((name for name, api_path in API_PATHS.items() if path.endswith(api_path)), None)
+    if api is None and path.endswith(_CHAT_COMPLETIONS):
+        # An OpenAI-compatible provider whose base URL has no `/v1`, as DeepSeek's (`https://api.deepseek.com`).
+        api = 'openai-chat'
+    if api == 'openai-chat' and user_agent is not None:
+        for mark, sdk_api in _CHAT_SDKS.items():
+            if mark in user_agent:
+                return sdk_api
+    return api
 
 
 CACHE_MARKER_KEYS: Mapping[Api, frozenset[str]] = {
     'anthropic': frozenset({'cache_control'}),
     'openai-chat': frozenset({'prompt_cache_breakpoint'}),
     'openai-responses': frozenset({'prompt_cache_breakpoint'}),
+    'mistral-chat': frozenset(),
+    'groq-chat': frozenset(),
+    'huggingface-chat': frozenset(),
+    'cohere-chat': frozenset(),
 }
 """Keys that mark cache breakpoints rather than carry content; they move every request, so they're dropped."""
 
@@ -109,7 +158,7 @@ def segments(api: Api, body: bytes) -> list[Segment]:
     """Split one request body into its cache-order segments.
 
     Anthropic: each tool but those marked `defer_loading` (see `cached_tools`), each `system` block, each message.
-    OpenAI Chat: each tool, each message. OpenAI Responses: each tool, `instructions`, each `input` item, taking the
+    OpenAI Chat, Mistral, Groq, Hugging Face and Cohere: each tool, each message. OpenAI Responses: each tool, `instructions`, each `input` item, taking the
     body as it is; use `WireConversation` to bring in what `previous_response_id` or `conversation` refers to. Keys in
     `CACHE_MARKER_KEYS` are dropped at any depth.
 
@@ -129,11 +178,13 @@ def segments(api: Api, body: bytes) -> list[Segment]:
     tools = pieces('tool', cached_tools(api, request.get('tools')), keys)
     if api == 'anthropic':
         return tools + pieces('system', request.get('system'), keys) + pieces('message', request.get('messages'), keys)
-    if api == 'openai-chat':
-        return tools + pieces('message', request.get('messages'), keys)
-    return (
-        tools + pieces('instructions', request.get('instructions'), keys) + pieces('input', request.get('input'), keys)
-    )
+    if api == 'openai-responses':
+        return (
+            tools
+            + pieces('instructions', request.get('instructions'), keys)
+            + pieces('input', request.get('input'), keys)
+        )
+    return tools + pieces('message', request.get('messages'), keys)
 
 
 def common_prefix_length(earlier: Sequence[Segment], later: Sequence[Segment]) -> int:

@@ -17,7 +17,23 @@ from typing import Literal, cast
 from .conversation import reply_payloads
 from .segments import Api
 
+_CHAT_USAGE: Mapping[str, tuple[tuple[str, ...], ...]] = {
+    'input_tokens': (('prompt_tokens',),),
+    'cache_read_tokens': (('prompt_tokens_details', 'cached_tokens'),),
+    'output_tokens': (('completion_tokens',),),
+}
+"""Mistral's and Groq's usage, as `genai-prices` reads it."""
+
 USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[tuple[str, ...], ...]]] = {
+    'mistral-chat': _CHAT_USAGE,
+    'groq-chat': _CHAT_USAGE,
+    # Pydantic AI's Hugging Face model reads only these two, whatever the inference provider behind the router adds.
+    'huggingface-chat': {'input_tokens': (('prompt_tokens',),), 'output_tokens': (('completion_tokens',),)},
+    'cohere-chat': {
+        'input_tokens': (('tokens', 'input_tokens'),),
+        'cache_read_tokens': (('cached_tokens',),),
+        'output_tokens': (('tokens', 'output_tokens'),),
+    },
     'openai-chat': {
         'input_tokens': (('prompt_tokens',),),
         'cache_read_tokens': (('prompt_tokens_details', 'cached_tokens'),),

@@ -14,7 +14,7 @@ import functools
 import threading
 import warnings
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 import httpx2
 import logfire_api
@@ -30,10 +30,16 @@ from .._wire.conversation import (
     starts_conversation,
 )
 from .._wire.segments import Api, Segment, common_prefix_length, parse_body, segments
-from .._wire.transport import current_conversation, reply_body
-from ._errors import WirePrefixDivergenceError, WirePrefixDivergenceWarning
+from .._wire.transport import client, current_conversation, reply_body, wrap
+from ._errors import WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
+from ._wire_refusal import refusal_type
 from ._wire_transport import Reply, VerifyingTransport
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .._wire.transport import ClientT, LegacyClientT
 
 VerifierMode: TypeAlias = Literal['observe', 'enforce']
 """What a `WireVerifier` does with a divergent request: warn and send it, or refuse to send it."""
@@ -54,17 +60,23 @@ class _Chain:
     window_open: bool = False
     """Whether the next request may move the prefix, as `WireVerifier.open_window` allowed."""
 
+    refused: list[Segment] | None = None
+    """The last request refused after `last`: a retry of it (the Groq SDK retries any error) is refused, not counted."""
+
 
 @dataclass
 class WireVerifier:
     """An HTTP client maker whose clients compare every provider request with the previous one before sending it.
 
     Pass `verifier.http_client()` to the provider of a Pydantic AI model (`OpenAIProvider(http_client=...)`,
-    `AnthropicProvider(http_client=...)`). Each request to the Anthropic Messages, OpenAI Chat Completions or
-    OpenAI Responses API (a `POST` whose path ends in `/v1/messages`, `/v1/chat/completions` or `/v1/responses`) is
-    split into its cache-order segments, with Anthropic's `cache_control` markers and deferred tools dropped and an
-    OpenAI Responses `previous_response_id` or `conversation` resolved into the full input, and compared byte for
-    byte with the previous request to the same API and model. Other requests pass through untouched.
+    `AnthropicProvider(http_client=...)`, `MistralProvider(http_client=...)`), or
+    `verifier.http_client(client_class=httpx.AsyncClient)` to one whose SDK takes a client of the `httpx` package
+    (`GroqProvider`, or Hugging Face's `AsyncInferenceClient` through `huggingface_hub.set_async_client_factory`).
+    Each request to the Anthropic Messages, OpenAI Chat Completions or Responses API, to the Chat Completions of
+    Mistral, Groq or Hugging Face, or to Cohere's v2 Chat (a `POST` to one of `API_PATHS`, see `api_of`) is split into
+    its cache-order segments, with Anthropic's `cache_control` markers and deferred tools dropped and an OpenAI
+    Responses `previous_response_id` or `conversation` resolved into the full input, and compared byte for byte with
+    the previous request to the same API and model. Other requests pass through untouched.
 
     One verifier (and one client) serves every conversation of an agent, concurrently, in tasks and threads: each
     conversation's requests to each model form a chain, and the first request of each chain is never compared.
@@ -83,7 +95,9 @@ class WireVerifier:
     [`WirePrefixDivergenceError`][pydantic_ai_append.guard.WirePrefixDivergenceError] is raised through the
     provider SDK. For a request to the Anthropic API the error is also an `anthropic.AnthropicError`, since the
     Anthropic SDK wraps any other error from its HTTP client in `APIConnectionError` and retries it; as its own
-    error it is neither wrapped nor retried. The OpenAI SDK passes it through as it is.
+    error it is neither wrapped nor retried. The OpenAI, Mistral, Hugging Face and Cohere SDKs pass it through as it
+    is. The Groq SDK wraps every error in `APIConnectionError` (Pydantic AI's `ModelConnectionError`, with the refusal
+    as the cause of its cause) after retrying: each retry is refused again, and not counted again.
 
     ```python
     import asyncio
@@ -164,7 +178,13 @@ class WireVerifier:
         if self.mode not in _MODES:
             raise UserError(f"WireVerifier mode must be 'observe' or 'enforce', not {self.mode!r}")
 
-    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+    @overload
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport: ...
+
+    @overload
+    def transport(self, inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport: ...
+
+    def transport(self, inner: Any = None) -> Any:
         """Wrap a transport so that each provider request is checked before it goes through.
 
         It composes the way httpx transports do: give it a transport of your own, or a
@@ -173,27 +193,51 @@ class WireVerifier:
 
         Args:
             inner: The transport requests go through once checked, e.g. an `httpx2.MockTransport` standing in for
-                a provider; by default a new `httpx2.AsyncHTTPTransport`. Closing the wrapper closes it.
+                a provider; by default a new `httpx2.AsyncHTTPTransport`. Closing the wrapper closes it. A transport
+                of the `httpx` package gets an `httpx` wrapper, for the SDKs that take an `httpx.AsyncClient`.
 
         Returns:
-            A new transport, to give an `httpx2.AsyncClient`.
+            A new transport, to give an `httpx2.AsyncClient` (an `httpx.AsyncClient` for an `httpx` one).
         """
-        return VerifyingTransport(self._check, inner)
+        return wrap(functools.partial(VerifyingTransport, self._check), inner)
+
+    @overload
+    def http_client(
+        self,
+        *,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        client_class: type[ClientT] = httpx2.AsyncClient,
+        **client_kwargs: Any,
+    ) -> ClientT: ...
+
+    @overload
+    def http_client(
+        self,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        client_class: type[LegacyClientT],
+        **client_kwargs: Any,
+    ) -> LegacyClientT: ...
 
     def http_client(
-        self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
-    ) -> httpx2.AsyncClient:
+        self, *, transport: Any = None, client_class: type[Any] = httpx2.AsyncClient, **client_kwargs: Any
+    ) -> Any:
         """Make an HTTP client that checks each provider request before sending it; the caller closes it.
 
         Args:
-            transport: The transport requests go through once checked, as for `transport`; by default a new
-                `httpx2.AsyncHTTPTransport`. Closing the client closes it.
-            **client_kwargs: Passed to `httpx2.AsyncClient`.
+            transport: The transport requests go through once checked, as for `transport`, of the same package as
+                `client_class`; by default a new `AsyncHTTPTransport` of that package. Closing the client closes it.
+            client_class: `httpx2.AsyncClient`, or `httpx.AsyncClient` for the SDKs that take only that (Groq,
+                Cohere, Hugging Face), or a subclass of either.
+            **client_kwargs: Passed to `client_class`.
 
         Returns:
-            A new client.
+            A new client of `client_class`.
+
+        Raises:
+            UserError: If `client_class` is not one of those, or `transport` is of the other package.
         """
-        return httpx2.AsyncClient(transport=self.transport(transport), **client_kwargs)
+        return client(functools.partial(VerifyingTransport, self._check), client_class, transport, client_kwargs)
 
     def open_window(self, model: str | None = None) -> None:
         """Let the next request move the prefix: a new window opens (compaction, a new instruction window).
@@ -248,20 +292,16 @@ class WireVerifier:
                 span.set_attribute(_WIRE + 'reused_segments', reused)
                 span.set_attribute(_WIRE + 'compared', compared)
                 if resolved is None:
-                    # A reply never seen or forgotten: nothing to compare with, which says nothing of the request.
-                    previous_id = request.get('previous_response_id')
-                    if previous_id is not None:
-                        span.set_attribute(_WIRE + 'unknown_previous_response_id', str(previous_id))
-                    else:
-                        unknown = conversation_id(request.get('conversation'))
-                        span.set_attribute(_WIRE + 'unknown_conversation', str(unknown))
-                if compared and reused < len(previous):
+                    _note_unknown_context(span, request)
+                if compared and chain is not None and reused < len(previous):
                     divergence = divergence_of(api, model, index, previous, current, reused)
-                    self.divergences.append(divergence)
+                    if chain.refused != current:
+                        self.divergences.append(divergence)
                     span.set_attribute(_WIRE + 'divergent_segment', divergence.segment)
                     span.set_attribute(_WIRE + 'divergent_kind', divergence.kind)
                     if self.mode == 'enforce':
-                        raise _refusal_type(api)(f'{divergence.message}\nNot sent. {_WINDOW_HINT}')
+                        chain.refused = current
+                        raise refusal_type(api)(f'{divergence.message}\nNot sent. {_WINDOW_HINT}')
                     span.set_level('warn')
                     warnings.warn(f'{divergence.message}\n{_WINDOW_HINT}', WirePrefixDivergenceWarning, stacklevel=2)
             sent = chain.sent + 1 if chain is not None else 1
@@ -316,6 +356,15 @@ class WireVerifier:
         return resolver
 
 
+def _note_unknown_context(span: logfire_api.LogfireSpan, request: dict[str, Any]) -> None:
+    """Name the reply (or conversation) a request builds on that was never seen or was forgotten on its span."""
+    previous_id = request.get('previous_response_id')
+    if previous_id is not None:
+        span.set_attribute(_WIRE + 'unknown_previous_response_id', str(previous_id))
+    else:
+        span.set_attribute(_WIRE + 'unknown_conversation', str(conversation_id(request.get('conversation'))))
+
+
 _RESPONSES: Api = 'openai-responses'
 
 _CHAINS_KEPT = 4096
@@ -349,25 +398,3 @@ _SPAN_NAME = 'wire prefix {api} {model} request {request_index}'
 """The name of each request's span: the same for every request, as a template's is, in the words the docs use."""
 
 _WINDOW_HINT = 'If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.'
-
-
-def _refusal_type(api: Api) -> type[WirePrefixDivergenceError]:
-    """The error to refuse a request with: one the SDK sending it lets through as it is."""
-    if api != 'anthropic':
-        return WirePrefixDivergenceError
-    try:
-        from anthropic import AnthropicError
-    except ImportError:
-        # No Anthropic SDK, so nothing to wrap the error: the request came from another client.
-        return WirePrefixDivergenceError
-    return _anthropic_refusal_type(AnthropicError)
-
-
-@functools.cache
-def _anthropic_refusal_type(sdk_error: type[Exception]) -> type[WirePrefixDivergenceError]:
-    # The Anthropic SDK wraps an error from its HTTP client in `APIConnectionError` and retries it, unless it is an
-    # `AnthropicError` already; being one, the refusal reaches the caller as itself, after a single attempt.
-    class AnthropicWirePrefixDivergenceError(WirePrefixDivergenceError, sdk_error):
-        """A `WirePrefixDivergenceError` for a request to the Anthropic API, which the Anthropic SDK lets through."""
-
-    return AnthropicWirePrefixDivergenceError

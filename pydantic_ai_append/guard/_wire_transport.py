@@ -1,8 +1,8 @@
 """The httpx transport a `WireVerifier` puts in a client: each provider request checked before it goes through.
 
 It wraps any other transport, the way httpx transports compose (`TeeTransport`). A request to one of the known APIs
-(a `POST` whose path ends in one of `API_PATHS`) is handed to the verifier's check before the inner transport sends
-it; a reply the verifier wants (to an OpenAI Responses request, which later requests may name by
+(a `POST` whose path ends in one of `API_PATHS`, told apart by the SDK's `User-Agent` where they share one) is handed
+to the verifier's check before the inner transport sends it; a reply the verifier wants (to an OpenAI Responses request, which later requests may name by
 `previous_response_id`) is kept as the client reads it, so a stream the SDK reads event by event is never buffered
 here.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx2
 
 from .._wire.segments import Api, api_of
-from .._wire.transport import TeeTransport
+from .._wire.transport import SentRequest, TeeTransport
 
 
 @dataclass
@@ -36,8 +36,8 @@ class VerifyingTransport(TeeTransport):
         super().__init__(inner)
         self._check = check
 
-    async def note(self, request: httpx2.Request) -> Reply | None:
-        api = api_of(request.method, request.url.path)
+    async def note(self, request: SentRequest) -> Reply | None:
+        api = api_of(request.method, request.url.path, request.headers.get('user-agent'))
         if api is None:
             # Not read: the body of another request (an upload, say) stays a stream.
             return None

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import httpx2
 
 from .._wire.conversation import WireConversation
 from .._wire.segments import Api, api_of
-from .._wire.transport import TeeTransport, reply_body
+from .._wire.transport import SentRequest, TeeTransport, client, reply_body, wrap
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .._wire.transport import ClientT, LegacyClientT
 
 
 @dataclass
@@ -32,6 +37,10 @@ class WireExchange:
     content_encoding: str | None = None
     """The response's `content-encoding` header, which `response_chunks` are encoded with; `None` if they are not."""
 
+    user_agent: str | None = None
+    """The request's `User-Agent` header, which tells the API apart where SDKs share a path (Mistral's and Hugging
+    Face's post to OpenAI Chat's)."""
+
     @property
     def response_body(self) -> bytes:
         """The response body read so far, with its `content_encoding` undone (gzip, deflate, br or zstd)."""
@@ -45,8 +54,9 @@ class _CapturingTransport(TeeTransport):
         super().__init__(inner)
         self._exchanges = exchanges
 
-    async def note(self, request: httpx2.Request) -> WireExchange:
-        exchange = WireExchange(request.method, request.url.path, await request.aread())
+    async def note(self, request: SentRequest) -> WireExchange:
+        body = await request.aread()
+        exchange = WireExchange(request.method, request.url.path, body, user_agent=request.headers.get('user-agent'))
         self._exchanges.append(exchange)
         return exchange
 
@@ -85,7 +95,13 @@ class WireCapture:
         self.exchanges: list[WireExchange] = []
         """Every exchange through this capture's clients, in the order the requests were sent."""
 
-    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+    @overload
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport: ...
+
+    @overload
+    def transport(self, inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport: ...
+
+    def transport(self, inner: Any = None) -> Any:
         """Wrap a transport so that every exchange through it is kept in `exchanges`.
 
         It composes the way httpx transports do: wrap a
@@ -95,27 +111,53 @@ class WireCapture:
         Args:
             inner: The transport the exchanges go through, such as an `httpx2.MockTransport` standing in for a
                 provider, or a transport of your own; by default a new `httpx2.AsyncHTTPTransport`. Closing the
-                wrapper closes it.
+                wrapper closes it. A transport of the `httpx` package gets an `httpx` wrapper.
 
         Returns:
-            A new transport, to give an `httpx2.AsyncClient`.
+            A new transport, to give an `httpx2.AsyncClient` (an `httpx.AsyncClient` for an `httpx` one).
         """
-        return _CapturingTransport(self.exchanges, inner)
+        return wrap(self._capturing, inner)
+
+    @overload
+    def http_client(
+        self,
+        *,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        client_class: type[ClientT] = httpx2.AsyncClient,
+        **client_kwargs: Any,
+    ) -> ClientT: ...
+
+    @overload
+    def http_client(
+        self,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        client_class: type[LegacyClientT],
+        **client_kwargs: Any,
+    ) -> LegacyClientT: ...
 
     def http_client(
-        self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
-    ) -> httpx2.AsyncClient:
+        self, *, transport: Any = None, client_class: type[Any] = httpx2.AsyncClient, **client_kwargs: Any
+    ) -> Any:
         """Make an HTTP client whose exchanges are kept in `exchanges`; the caller closes it.
 
         Args:
-            transport: The transport the exchanges go through, as for `transport`; by default a new
-                `httpx2.AsyncHTTPTransport`. Closing the client closes it.
-            **client_kwargs: Passed to `httpx2.AsyncClient`.
+            transport: The transport the exchanges go through, as for `transport`, of the same package as
+                `client_class`; by default a new `AsyncHTTPTransport` of that package. Closing the client closes it.
+            client_class: `httpx2.AsyncClient`, or `httpx.AsyncClient` for the SDKs that take only that (Groq,
+                Cohere, Hugging Face), or a subclass of either.
+            **client_kwargs: Passed to `client_class`.
 
         Returns:
-            A new client.
+            A new client of `client_class`.
+
+        Raises:
+            UserError: If `client_class` is not one of those, or `transport` is of the other package.
         """
-        return httpx2.AsyncClient(transport=self.transport(transport), **client_kwargs)
+        return client(self._capturing, client_class, transport, client_kwargs)
+
+    def _capturing(self, inner: httpx2.AsyncBaseTransport | None) -> _CapturingTransport:
+        return _CapturingTransport(self.exchanges, inner)
 
     def conversation(self, api: Api) -> WireConversation:
         """The conversation made of the exchanges sent to one API, in order.
@@ -126,5 +168,9 @@ class WireCapture:
         Returns:
             A `WireConversation` of those exchanges.
         """
-        exchanges = [exchange for exchange in self.exchanges if api_of(exchange.method, exchange.path) == api]
+        exchanges = [
+            exchange
+            for exchange in self.exchanges
+            if api_of(exchange.method, exchange.path, exchange.user_agent) == api
+        ]
         return WireConversation.from_exchanges(api, exchanges)

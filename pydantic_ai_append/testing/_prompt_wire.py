@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import httpx2
 from pydantic_ai.exceptions import UserError
@@ -17,10 +17,16 @@ from pydantic_ai.exceptions import UserError
 from .._telemetry.summary import CacheSummary
 from .._wire.conversation import WireConversation
 from .._wire.segments import API_PATHS, Api, Segment, api_of
+from .._wire.transport import unpooled_transport
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
 from ._transcript import DEFAULT_FOLD, transcript
 from ._wire_summary import wire_summary
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .._wire.transport import ClientT, LegacyClientT
 
 
 class PromptWire:
@@ -76,7 +82,7 @@ class PromptWire:
         """Start with nothing recorded."""
         self.capture = WireCapture()
         """The capture the clients and transports record into."""
-        self._clients: list[httpx2.AsyncClient] = []
+        self._clients: list[httpx2.AsyncClient | httpx.AsyncClient] = []
 
     def __repr__(self) -> str:
         return f'PromptWire({len(self.exchanges)} exchanges)'
@@ -86,37 +92,70 @@ class PromptWire:
         """Every exchange recorded, in the order the requests were sent."""
         return self.capture.exchanges
 
-    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport:
+    @overload
+    def transport(self, inner: httpx2.AsyncBaseTransport | None = None) -> httpx2.AsyncBaseTransport: ...
+
+    @overload
+    def transport(self, inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport: ...
+
+    def transport(self, inner: Any = None) -> Any:
         """Wrap a transport so that every exchange through it is recorded, as `WireCapture.transport` does.
 
         Args:
             inner: The transport the exchanges go through: an `httpx2.MockTransport`, a
                 [`WireVerifier.transport`][pydantic_ai_append.guard.WireVerifier.transport], one of your own; by
-                default a new `httpx2.AsyncHTTPTransport`, which pytest-recording replays and records through.
+                default a new `httpx2.AsyncHTTPTransport`, which pytest-recording replays and records through. A
+                transport of the `httpx` package gets an `httpx` wrapper.
 
         Returns:
-            A new transport, to give an `httpx2.AsyncClient`; closing that closes it.
+            A new transport, to give an `httpx2.AsyncClient` (an `httpx.AsyncClient` for an `httpx` one); closing
+            that closes it.
         """
-        return self.capture.transport(inner)
+        # Either overload's, as `inner` is: pyright can't pick one for an `Any`.
+        return cast('Any', self.capture.transport(inner))
+
+    @overload
+    def http_client(
+        self,
+        *,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        client_class: type[ClientT] = httpx2.AsyncClient,
+        **client_kwargs: Any,
+    ) -> ClientT: ...
+
+    @overload
+    def http_client(
+        self,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        client_class: type[LegacyClientT],
+        **client_kwargs: Any,
+    ) -> LegacyClientT: ...
 
     def http_client(
-        self, *, transport: httpx2.AsyncBaseTransport | None = None, **client_kwargs: Any
-    ) -> httpx2.AsyncClient:
-        """Make an HTTP client whose exchanges are recorded, to hand to `OpenAIProvider` or `AnthropicProvider`.
+        self, *, transport: Any = None, client_class: type[Any] = httpx2.AsyncClient, **client_kwargs: Any
+    ) -> Any:
+        """Make an HTTP client whose exchanges are recorded, to hand to the provider of a Pydantic AI model.
 
         The client is closed by `close`, which the fixture calls at teardown, unless the test closed it first.
 
         Args:
-            transport: The transport the exchanges go through, as for `transport`. The default one keeps no idle
-                connections, so that nothing is left open when the test's event loop ends.
-            **client_kwargs: Passed to `httpx2.AsyncClient`.
+            transport: The transport the exchanges go through, as for `transport`, of the same package as
+                `client_class`. The default one keeps no idle connections, so that nothing is left open when the
+                test's event loop ends.
+            client_class: `httpx2.AsyncClient`, or `httpx.AsyncClient` for the SDKs that take only that (Groq,
+                Cohere, Hugging Face), or a subclass of either.
+            **client_kwargs: Passed to `client_class`.
 
         Returns:
-            A new client.
+            A new client of `client_class`.
+
+        Raises:
+            UserError: If `client_class` is not one of those, or `transport` is of the other package.
         """
         if transport is None:
-            transport = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_keepalive_connections=0))
-        client = httpx2.AsyncClient(transport=self.transport(transport), **client_kwargs)
+            transport = unpooled_transport(client_class)
+        client = self.capture.http_client(transport=transport, client_class=client_class, **client_kwargs)
         self._clients.append(client)
         return client
 
@@ -205,7 +244,12 @@ class PromptWire:
         """
         name = self._api(api)
         return wire_summary(
-            name, [exchange for exchange in self.exchanges if api_of(exchange.method, exchange.path) == name]
+            name,
+            [
+                exchange
+                for exchange in self.exchanges
+                if api_of(exchange.method, exchange.path, exchange.user_agent) == name
+            ],
         )
 
     def close(self) -> None:
@@ -236,7 +280,7 @@ class PromptWire:
             return api
         seen: list[Api] = []
         for exchange in self.exchanges:
-            name = api_of(exchange.method, exchange.path)
+            name = api_of(exchange.method, exchange.path, exchange.user_agent)
             if name is not None and name not in seen:
                 seen.append(name)
         seen.sort()

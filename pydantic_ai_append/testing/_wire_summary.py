@@ -24,7 +24,15 @@ from .._wire.conversation import Exchange, WireConversation
 from .._wire.segments import Api, Segment, canonical, common_prefix_length
 from .._wire.usage import merged_usage, reply_holders, usage_counts
 
-_PROVIDERS: Mapping[Api, str] = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
+_PROVIDERS: Mapping[Api, str] = {
+    'anthropic': 'anthropic',
+    'openai-chat': 'openai',
+    'openai-responses': 'openai',
+    'mistral-chat': 'mistral',
+    'groq-chat': 'groq',
+    'huggingface-chat': 'huggingface',
+    'cohere-chat': 'cohere',
+}
 """The provider name Pydantic AI gives a response from each API."""
 
 _CHANGE = re.compile(r'(?:^|\n|<system[^>]*>)<context(?:-diff)? id="([^"]*)"(?: withdrawn="true")?>')
@@ -52,7 +60,7 @@ def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
         holders = reply_holders(exchange.response_body)
         if not holders or any(holder.get('error') or holder.get('type') == 'error' for holder in holders):
             continue
-        response = _response(api, holders)
+        response = _response(api, holders, _requested_model(exchange.request_body))
         expected, rewrite = _figures(api, request, previous, response)
         response.metadata = {RECORD_KEY: {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite}}
         responses.append(response)
@@ -60,13 +68,23 @@ def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
     return summary(responses)
 
 
-def _response(api: Api, holders: list[dict[str, object]]) -> ModelResponse:
-    """The `ModelResponse` Pydantic AI makes of a reply, as far as pricing it goes."""
-    model = next((name for holder in reversed(holders) if isinstance(name := holder.get('model'), str)), None)
+def _requested_model(body: bytes) -> str | None:
+    # A JSON object: `WireConversation.add` has parsed it already.
+    model = cast('dict[str, object]', json.loads(body)).get('model')
+    return model if isinstance(model, str) else None
+
+
+def _response(api: Api, holders: list[dict[str, object]], requested: str | None) -> ModelResponse:
+    """The `ModelResponse` Pydantic AI makes of a reply, as far as pricing it goes; the model is the request's where
+    the reply names none (Cohere's), as Pydantic AI's model class then names it.
+    """
+    model = next((name for holder in reversed(holders) if isinstance(name := holder.get('model'), str)), requested)
     tier = next((tier for holder in reversed(holders) if isinstance(tier := holder.get('service_tier'), str)), None)
     if reported := merged_usage(holders):
         counts = usage_counts(api, reported)
-        counts['cache_write_1h_tokens'] = min(counts.get('cache_write_1h_tokens', 0), counts['cache_write_tokens'])
+        counts['cache_write_1h_tokens'] = min(
+            counts.get('cache_write_1h_tokens', 0), counts.get('cache_write_tokens', 0)
+        )
         usage = replace(RequestUsage(), **counts)
     else:
         # As Pydantic AI records a reply without usage on this release.
@@ -115,14 +133,16 @@ def _head_tokens(api: Api, request: list[Segment], added: list[Segment]) -> int:
 
 
 def _prefix_length(api: Api, request: list[Segment]) -> int:
-    """How many segments of `request` are its tools and instructions (on OpenAI Chat, its leading system messages)."""
+    """How many segments of `request` are its tools and instructions (on a Chat Completions API, its leading system
+    messages).
+    """
     return next((index for index, segment in enumerate(request) if not _in_prefix(api, segment)), len(request))
 
 
 def _in_prefix(api: Api, segment: Segment) -> bool:
     if segment.kind in ('tool', 'system', 'instructions'):
         return True
-    return api == 'openai-chat' and _role(segment) in ('system', 'developer')
+    return api not in ('anthropic', 'openai-responses') and _role(segment) in ('system', 'developer')
 
 
 def _role(segment: Segment) -> object:

@@ -4,7 +4,8 @@ real APIs (`tests/fixtures/cassettes/`, written for these tests in the shape vcr
 - Anthropic leaves tools marked `defer_loading` (tool search) out of the cached prefix, so adding them, or sending them
   in another order, keeps it;
 - an OpenAI Responses request naming a stored `conversation` sends only its new input: the conversation's items are
-  resolved from the recorded `POST /v1/conversations` call and replies, as `previous_response_id` is.
+  resolved from the recorded `POST /v1/conversations` call and replies, as `previous_response_id` is;
+- Mistral, Groq and Hugging Face are read as themselves, by the path and the `User-Agent` their SDKs record.
 
 The settings a provider documents as part of its cache are `_wire/test_cache_rules.py`'s, on the same cassettes.
 """
@@ -244,6 +245,50 @@ def test_two_stored_conversations_in_one_cassette(tmp_path: Path, capsys: pytest
             [
                 {'interactions': [2, 4, 6], 'reused': '1083 of 1968', 'divergences': []},
                 {'interactions': [3, 5, 7], 'reused': '1087 of 1974', 'divergences': []},
+            ],
+        )
+    )
+
+
+# --- Chat Completions of other providers ---
+
+
+def chat_interaction(uri: str, user_agent: str, messages: list[dict[str, str]]) -> dict[str, Any]:
+    body = json.dumps({'model': 'a-model', 'messages': messages}, separators=(',', ':'))
+    reply: dict[str, Any] = {'id': 'c', 'object': 'chat.completion', 'model': 'a-model', 'choices': []}
+    return {
+        'request': {'body': body, 'headers': {'user-agent': [user_agent]}, 'method': 'POST', 'uri': uri},
+        'response': {'body': {'string': json.dumps(reply)}, 'headers': {}, 'status': {'code': 200, 'message': 'OK'}},
+    }
+
+
+def test_mistral_groq_and_hugging_face_are_read_as_themselves(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    # As their SDKs record them: Mistral's and Hugging Face's name themselves in `User-Agent` on OpenAI's path.
+    sent = [
+        ('https://api.mistral.ai/v1/chat/completions', 'mistral-client-python/3.7.0'),
+        ('https://api.groq.com/openai/v1/chat/completions', 'pydantic-ai/2.68.0'),
+        ('https://router.huggingface.co/v1/chat/completions', 'unknown/None; hf_hub/1.18.0; python/3.11.7'),
+        ('https://api.openai.com/v1/chat/completions', 'pydantic-ai/2.68.0'),
+    ]
+    hello = {'role': 'user', 'content': 'Hello'}
+    interactions = [
+        chat_interaction(uri, agent, messages)
+        for uri, agent in sent
+        # The second request rewrites the first message under a reply: a broken prefix.
+        for messages in ([hello], [{'role': 'user', 'content': 'Hi'}, {'role': 'assistant', 'content': 'Hi!'}, hello])
+    ]
+    file = tmp_path / 'chats.yaml'
+    file.write_text(yaml.safe_dump({'interactions': interactions, 'version': 1}))
+    status, out, _ = run(capsys, '--json', str(file))
+    [cassette] = json.loads(out)['cassettes']
+    assert (status, [(c['api'], c['divergences'][0]['kind']) for c in cassette['conversations']]) == snapshot(
+        (
+            1,
+            [
+                ('mistral-chat', 'message'),
+                ('groq-chat', 'message'),
+                ('huggingface-chat', 'message'),
+                ('openai-chat', 'message'),
             ],
         )
     )

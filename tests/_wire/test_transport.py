@@ -1,7 +1,8 @@
 """Capture and verification are transport wrappers that compose the httpx way, around any transport of the user's.
 
 A real `OpenAIChatModel` and `OpenAIResponsesModel` send through a stack of wrappers around an
-`httpx2.MockTransport` standing in for the user's own transport. Which requests each layer sees depends on the
+`httpx2.MockTransport` standing in for the user's own transport, and a `GroqModel` through wrappers of the `httpx`
+package, which Groq's SDK takes. Which requests each layer sees depends on the
 order: a capture outside the verifier keeps what the client sent, refused requests included; a capture inside it
 keeps only what was let through.
 """
@@ -14,11 +15,15 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.models.groq import GroqModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel, OpenAIResponsesModelSettings
+from pydantic_ai.providers.groq import GroqProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from pydantic_ai_append.guard import WirePrefixDivergenceError, WireVerifier
@@ -151,3 +156,43 @@ async def test_gzip_replies_resolve_previous_response_id_in_both_wrappers():
     )
     assert capture.exchanges[0].content_encoding == 'gzip'
     assert verifier.divergences == []
+
+
+def groq_reply(request: httpx.Request) -> httpx.Response:
+    choice = {'index': 0, 'message': {'role': 'assistant', 'content': 'OK.'}, 'finish_reason': 'stop'}
+    body = {'id': 'chatcmpl-1', 'object': 'chat.completion', 'created': 0, 'model': 'llama-3.3-70b-versatile'}
+    return httpx.Response(200, json=body | {'choices': [choice]})
+
+
+async def test_both_wrappers_compose_around_an_httpx_transport():
+    # Groq's SDK takes only a client of the `httpx` package; a transport of it gets wrappers of that package.
+    capture, verifier = WireCapture(), WireVerifier(mode='enforce')
+    transport = capture.transport(verifier.transport(httpx.MockTransport(groq_reply)))
+    async with httpx.AsyncClient(transport=transport) as client:
+        model = GroqModel('llama-3.3-70b-versatile', provider=GroqProvider(api_key='offline', http_client=client))
+        agent = Agent(model, instructions='Be brief.')
+        await agent.run('Again', message_history=(await agent.run('Hello')).all_messages())
+        # Not a request to a model: the verifier lets it through unread, the capture keeps it.
+        await client.get('https://api.groq.com/openai/v1/models')
+    requests = capture.conversation('groq-chat').requests
+    assert ([exchange.path for exchange in capture.exchanges], len(requests), verifier.divergences) == snapshot(
+        (['/openai/v1/chat/completions', '/openai/v1/chat/completions', '/openai/v1/models'], 2, [])
+    )
+    assert b'"OK."' in capture.exchanges[0].response_body
+
+
+async def test_a_client_of_either_package_only_with_a_transport_of_its_own():
+    verifier = WireVerifier()
+    # A client that never sends makes no transport to close.
+    async with verifier.http_client() as unused, WireCapture().http_client(client_class=httpx.AsyncClient) as legacy:
+        assert (type(unused), type(legacy)) == (httpx2.AsyncClient, httpx.AsyncClient)
+    with pytest.raises(UserError) as not_a_client:
+        verifier.http_client(client_class=dict)  # pyright: ignore[reportArgumentType, reportCallIssue]
+    with pytest.raises(UserError, match='is not an `httpx` transport, which an `httpx.AsyncClient` needs'):
+        wrong_package = httpx2.MockTransport(chat_reply)
+        verifier.http_client(transport=wrong_package, client_class=httpx.AsyncClient)  # pyright: ignore[reportArgumentType, reportCallIssue]
+    with pytest.raises(UserError, match=r'is an `httpx` transport: pass `client_class=httpx.AsyncClient` with it'):
+        verifier.http_client(transport=httpx.MockTransport(groq_reply))  # pyright: ignore[reportArgumentType, reportCallIssue]
+    assert str(not_a_client.value) == (
+        "client_class must be `httpx2.AsyncClient` or `httpx.AsyncClient` (or a subclass), not <class 'dict'>"
+    )

@@ -157,7 +157,7 @@ async def test_the_api_is_inferred_only_when_one_was_called(prompt_wire: PromptW
             'no request to a provider API was recorded (paths seen: []); give the provider a client from `http_client()` or a transport from `transport()`, or name the API',
             "no request to a provider API was recorded (paths seen: ['/v1/models']); give the provider a client from `http_client()` or a transport from `transport()`, or name the API",
             "requests went to several APIs, ['anthropic', 'openai-chat']; name the one to check, e.g. api='anthropic'",
-            "unknown API 'gemini': name one of ['anthropic', 'openai-chat', 'openai-responses']",
+            "unknown API 'gemini': name one of ['anthropic', 'cohere-chat', 'groq-chat', 'huggingface-chat', 'mistral-chat', 'openai-chat', 'openai-responses']",
         ]
     )
     assert [len(prompt_wire.requests(api)) for api in ('anthropic', 'openai-chat', 'openai-responses')] == [1, 1, 0]
