@@ -16,7 +16,9 @@ and the bytes after that point are not counted as reused.
   `text.format` (Responses) invalidates everything from the first message, or the instructions, on; the tools stay
   cached.
 - Mistral, Groq and Hugging Face (the pages `segments` cites) name no request setting beside the prompt as part of
-  their cache, and Cohere documents no cache, so none is compared for them.
+  their cache, and Cohere documents no cache, so none is compared for them. Nor is any for Gemini: its implicit cache
+  (https://ai.google.dev/gemini-api/docs/caching) is documented as a prefix of the system instruction, tools and
+  contents only.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ SETTINGS: Mapping[Api, tuple[Setting, ...]] = {
     'groq-chat': (),
     'huggingface-chat': (),
     'cohere-chat': (),
+    'gemini': (),
 }
 """Each API's settings, in the order a report names them."""
 

@@ -264,7 +264,7 @@ def has_history(request: dict[str, Any]) -> bool:
     """Whether a request carries history: a reply, a tool call or result, a previous response, a stored conversation."""
     if request.get('previous_response_id') is not None or request.get('conversation') is not None:
         return True
-    for key in ('messages', 'input'):
+    for key in ('messages', 'input', 'contents'):  # Gemini's replies are `contents` of role `model`
         items: object = request.get(key)
         if not isinstance(items, list):
             continue

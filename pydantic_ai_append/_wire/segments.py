@@ -4,7 +4,8 @@ Providers cache a prompt by its prefix, in cache order: tools, then system instr
 Raw JSON bodies are never byte prefixes of each other (arrays close before later keys), so a body is split into
 its cache-order segments (Anthropic: each tool but deferred ones, each `system` block, each message; OpenAI Chat,
 the Chat Completions of Mistral, Groq and Hugging Face, and Cohere's Chat: each tool, each message; OpenAI
-Responses: each tool, `instructions`, each `input` item), each re-encoded canonically with the key order as sent.
+Responses: each tool, `instructions`, each `input` item; Gemini: each part of `systemInstruction`, each tool, each
+content), each re-encoded canonically with the key order as sent.
 The test-time checks in `testing`, the cassette checker and the runtime verifier in `guard` compare requests this
 way, and report a divergence the same way, so the split lives here once.
 
@@ -26,6 +27,12 @@ Each is named as itself, by what its SDK sends: Groq's posts to `/openai/v1/chat
 (`mistral-client-python/…`) and Hugging Face's (`…; hf_hub/…`) post to OpenAI's path and name themselves in the
 `User-Agent` header. The OpenAI SDK's providers (OpenRouter, DeepSeek, Cerebras, Ollama, Together, ...) are read as
 OpenAI Chat, which their bodies are.
+
+Google Gemini's `generateContent` (`POST .../models/{model}:generateContent`, or `:streamGenerateContent` when
+streamed) is read as `gemini`. Per https://ai.google.dev/gemini-api/docs/caching its implicit cache reads the longest
+prefix an earlier request to the same model sent, in the order system instruction, tools, contents, so the segments
+are each part of `systemInstruction`, each entry of `tools`, each entry of `contents`; usage reports the read in
+`usageMetadata.cachedContentTokenCount`. The model is named in the path, not the body.
 """
 
 from __future__ import annotations
@@ -35,10 +42,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 Api: TypeAlias = Literal[
-    'anthropic', 'openai-chat', 'openai-responses', 'mistral-chat', 'groq-chat', 'huggingface-chat', 'cohere-chat'
+    'anthropic',
+    'openai-chat',
+    'openai-responses',
+    'mistral-chat',
+    'groq-chat',
+    'huggingface-chat',
+    'cohere-chat',
+    'gemini',
 ]
 """A provider API whose request bodies can be split: Anthropic Messages, OpenAI Chat Completions or Responses, the
-Chat Completions of Mistral, Groq or Hugging Face, or Cohere's v2 Chat."""
+Chat Completions of Mistral, Groq or Hugging Face, Cohere's v2 Chat, or Google Gemini's `generateContent`."""
 
 API_PATHS: Mapping[Api, str] = {
     'anthropic': '/v1/messages',
@@ -49,8 +63,12 @@ API_PATHS: Mapping[Api, str] = {
     'mistral-chat': '/v1/chat/completions',
     'huggingface-chat': '/v1/chat/completions',
     'cohere-chat': '/v2/chat',
+    'gemini': ':generateContent',
 }
 """The request path of each API (the end of the URL path): Mistral and Hugging Face post to OpenAI Chat's."""
+
+_GEMINI_STREAM = ':streamGenerateContent'
+"""The end of the path of Gemini's streamed `generateContent`."""
 
 _CHAT_COMPLETIONS = '/chat/completions'
 """The end of the path of every OpenAI-compatible Chat Completions endpoint, with or without `/v1` before it."""
@@ -61,7 +79,7 @@ _CHAT_SDKS: Mapping[str, Api] = {'mistral-client-': 'mistral-chat', 'hf_hub/': '
 
 def api_of(method: str, path: str, user_agent: str | None = None) -> Api | None:
     """The API a request is to, for a `POST` whose URL path ends in one of `API_PATHS` (or in `/chat/completions`,
-    OpenAI Chat's without its `/v1`), else `None`.
+    OpenAI Chat's without its `/v1`, or in Gemini's `:streamGenerateContent`), else `None`.
 
     The verifier, the capture and the checker pick the requests they read by this; a `GET` to the same path (OpenAI
     lists stored chat completions so) is not a request to the model.
@@ -77,6 +95,8 @@ def api_of(method: str, path: str, user_agent: str | None = None) -> Api | None:
     if api is None and path.endswith(_CHAT_COMPLETIONS):
         # An OpenAI-compatible provider whose base URL has no `/v1`, as DeepSeek's (`https://api.deepseek.com`).
         api = 'openai-chat'
+    if api is None and path.endswith(_GEMINI_STREAM):
+        api = 'gemini'
     if api == 'openai-chat' and user_agent is not None:
         for mark, sdk_api in _CHAT_SDKS.items():
             if mark in user_agent:
@@ -92,6 +112,7 @@ CACHE_MARKER_KEYS: Mapping[Api, frozenset[str]] = {
     'groq-chat': frozenset(),
     'huggingface-chat': frozenset(),
     'cohere-chat': frozenset(),
+    'gemini': frozenset(),
 }
 """Keys that mark cache breakpoints rather than carry content; they move every request, so they're dropped."""
 
@@ -158,9 +179,10 @@ def segments(api: Api, body: bytes) -> list[Segment]:
     """Split one request body into its cache-order segments.
 
     Anthropic: each tool but those marked `defer_loading` (see `cached_tools`), each `system` block, each message.
-    OpenAI Chat, Mistral, Groq, Hugging Face and Cohere: each tool, each message. OpenAI Responses: each tool, `instructions`, each `input` item, taking the
-    body as it is; use `WireConversation` to bring in what `previous_response_id` or `conversation` refers to. Keys in
-    `CACHE_MARKER_KEYS` are dropped at any depth.
+    OpenAI Chat, Mistral, Groq, Hugging Face and Cohere: each tool, each message. OpenAI Responses: each tool,
+    `instructions`, each `input` item, taking the body as it is; use `WireConversation` to bring in what
+    `previous_response_id` or `conversation` refers to. Gemini: each part of `systemInstruction`, each tool, each
+    content. Keys in `CACHE_MARKER_KEYS` are dropped at any depth.
 
     Args:
         api: Which provider API the body was sent to.
@@ -184,6 +206,10 @@ def segments(api: Api, body: bytes) -> list[Segment]:
             + pieces('instructions', request.get('instructions'), keys)
             + pieces('input', request.get('input'), keys)
         )
+    if api == 'gemini':
+        system: object = request.get('systemInstruction')
+        parts = cast('dict[str, object]', system).get('parts') if isinstance(system, dict) else system
+        return pieces('system', parts, keys) + tools + pieces('message', request.get('contents'), keys)
     return tools + pieces('message', request.get('messages'), keys)
 
 

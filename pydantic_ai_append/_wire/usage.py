@@ -34,6 +34,12 @@ USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[tuple[str, ...], ...]]] = {
         'cache_read_tokens': (('cached_tokens',),),
         'output_tokens': (('tokens', 'output_tokens'),),
     },
+    # Gemini's `usageMetadata`, which `merged_usage` reads as its `usage`.
+    'gemini': {
+        'input_tokens': (('promptTokenCount',), ('toolUsePromptTokenCount',)),
+        'cache_read_tokens': (('cachedContentTokenCount',),),
+        'output_tokens': (('candidatesTokenCount',), ('thoughtsTokenCount',)),
+    },
     'openai-chat': {
         'input_tokens': (('prompt_tokens',),),
         'cache_read_tokens': (('prompt_tokens_details', 'cached_tokens'),),
@@ -146,11 +152,12 @@ def merged_usage(holders: Iterable[dict[str, object]]) -> dict[str, object]:
     """The `usage` the holders report, a later one's fields over an earlier one's; empty if none reports any.
 
     A stream's later usage repeats or updates the earlier (Anthropic's `message_delta` after `message_start`), and a
-    `null` (Responses' `response.created`, Chat's chunks before the last) reports nothing.
+    `null` (Responses' `response.created`, Chat's chunks before the last) reports nothing. Gemini's `usageMetadata`
+    is its `usage`.
     """
     reported: dict[str, object] = {}
     for holder in holders:
-        if isinstance(usage := holder.get('usage'), dict):
+        if isinstance(usage := holder.get('usage', holder.get('usageMetadata')), dict):
             reported |= {key: value for key, value in cast('dict[str, object]', usage).items() if value is not None}
     return reported
 
@@ -189,7 +196,7 @@ def reply_usage(api: Api, body: bytes) -> ProviderUsage | None:
     return ProviderUsage(
         counts['input_tokens'],
         counts['cache_read_tokens'],
-        counts['cache_write_tokens'],
+        counts.get('cache_write_tokens', 0),  # Gemini, Mistral and Groq report no cache writes
         cache_reported=_number(usage, cache_path) is not None,
     )
 

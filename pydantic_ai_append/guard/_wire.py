@@ -73,10 +73,10 @@ class WireVerifier:
     `verifier.http_client(client_class=httpx.AsyncClient)` to one whose SDK takes a client of the `httpx` package
     (`GroqProvider`, or Hugging Face's `AsyncInferenceClient` through `huggingface_hub.set_async_client_factory`).
     Each request to the Anthropic Messages, OpenAI Chat Completions or Responses API, to the Chat Completions of
-    Mistral, Groq or Hugging Face, or to Cohere's v2 Chat (a `POST` to one of `API_PATHS`, see `api_of`) is split into
-    its cache-order segments, with Anthropic's `cache_control` markers and deferred tools dropped and an OpenAI
-    Responses `previous_response_id` or `conversation` resolved into the full input, and compared byte for byte with
-    the previous request to the same API and model. Other requests pass through untouched.
+    Mistral, Groq or Hugging Face, to Cohere's v2 Chat or Gemini's `generateContent` (a `POST` to one of `API_PATHS`,
+    see `api_of`) is split into its cache-order segments, Anthropic's `cache_control` markers and deferred tools dropped
+    and an OpenAI Responses `previous_response_id` or `conversation` resolved into the full input, and compared byte
+    for byte with the previous request to the same API and model. Other requests pass through untouched.
 
     One verifier (and one client) serves every conversation of an agent, concurrently, in tasks and threads: each
     conversation's requests to each model form a chain, and the first request of each chain is never compared.

@@ -1,8 +1,8 @@
 """The error a `WireVerifier` refuses a request with: one the provider SDK sending it lets through as it is.
 
-The OpenAI, Mistral, Hugging Face and Cohere SDKs let an error from their HTTP client through as it is. The Anthropic
-SDK wraps any error but its own (`AnthropicError`) in `APIConnectionError` and retries it, so a refusal of a request to
-the Anthropic API is also an `AnthropicError`: the SDK passes it through, after one attempt. The Groq SDK wraps and
+The OpenAI, Mistral, Hugging Face, Cohere and Google GenAI SDKs let an error from their HTTP client through as it is.
+The Anthropic SDK wraps any error but its own (`AnthropicError`) in `APIConnectionError` and retries it, so a refusal
+of a request to the Anthropic API is also an `AnthropicError`: the SDK passes it through, after one attempt. The Groq SDK wraps and
 retries every error, its own too, so there the refusal reaches the caller as the cause of the SDK's
 `APIConnectionError` (which Pydantic AI raises as `ModelConnectionError`), each retry refused again without being
 counted again (`WireVerifier`).

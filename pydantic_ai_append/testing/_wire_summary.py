@@ -32,6 +32,7 @@ _PROVIDERS: Mapping[Api, str] = {
     'groq-chat': 'groq',
     'huggingface-chat': 'huggingface',
     'cohere-chat': 'cohere',
+    'gemini': 'google',
 }
 """The provider name Pydantic AI gives a response from each API."""
 
@@ -78,7 +79,8 @@ def _response(api: Api, holders: list[dict[str, object]], requested: str | None)
     """The `ModelResponse` Pydantic AI makes of a reply, as far as pricing it goes; the model is the request's where
     the reply names none (Cohere's), as Pydantic AI's model class then names it.
     """
-    model = next((name for holder in reversed(holders) if isinstance(name := holder.get('model'), str)), requested)
+    names = (holder.get('model', holder.get('modelVersion')) for holder in reversed(holders))  # Gemini's `modelVersion`
+    model = next((name for name in names if isinstance(name, str)), requested)
     tier = next((tier for holder in reversed(holders) if isinstance(tier := holder.get('service_tier'), str)), None)
     if reported := merged_usage(holders):
         counts = usage_counts(api, reported)

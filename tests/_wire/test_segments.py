@@ -120,3 +120,24 @@ def test_openai_responses_segments():
 def test_segments_reject_a_body_that_is_not_an_object():
     with pytest.raises(TypeError, match='openai-chat request body is not a JSON object'):
         segments('openai-chat', b'[]')
+
+
+def test_gemini_segments_are_system_parts_then_tools_then_contents():
+    request: dict[str, Any] = {
+        'contents': [{'role': 'user', 'parts': [{'text': 'Hi'}]}],
+        'systemInstruction': {'role': 'user', 'parts': [{'text': 'Be brief.'}, {'text': 'Use tools.'}]},
+        'tools': [{'functionDeclarations': [{'name': 'get_time', 'description': 'Now.'}]}],
+        'generationConfig': {'temperature': 0},
+    }
+    assert segments('gemini', body(request)) == snapshot(
+        [
+            Segment(kind='system', data=b'{"text":"Be brief."}'),
+            Segment(kind='system', data=b'{"text":"Use tools."}'),
+            Segment(kind='tool', data=b'{"functionDeclarations":[{"name":"get_time","description":"Now."}]}'),
+            Segment(kind='message', data=b'{"role":"user","parts":[{"text":"Hi"}]}'),
+        ]
+    )
+    # Without a system instruction, the tools lead.
+    assert segments('gemini', body({'contents': request['contents']})) == snapshot(
+        [Segment(kind='message', data=b'{"role":"user","parts":[{"text":"Hi"}]}')]
+    )

@@ -192,6 +192,17 @@ COMPATIBLE_JSON = json.dumps(
     }
 ).encode()
 
+GEMINI_USAGE = {'promptTokenCount': 2310, 'cachedContentTokenCount': 2176, 'candidatesTokenCount': 3}
+GEMINI_CANDIDATE = {'content': {'role': 'model', 'parts': [{'text': 'Noted.'}]}, 'finishReason': 'STOP'}
+GEMINI_JSON = json.dumps(
+    {'candidates': [GEMINI_CANDIDATE], 'usageMetadata': GEMINI_USAGE, 'modelVersion': 'gemini-2.5-flash'}
+).encode()
+# Each chunk of Gemini's stream carries the usage so far; the last, the whole.
+GEMINI_STREAM = sse(
+    (None, {'candidates': [GEMINI_CANDIDATE], 'usageMetadata': {'promptTokenCount': 2310}}),
+    (None, {'candidates': [GEMINI_CANDIDATE], 'usageMetadata': GEMINI_USAGE, 'modelVersion': 'gemini-2.5-flash'}),
+)
+
 REPLIES: dict[str, tuple[Api, bytes]] = {
     'chat-json': ('openai-chat', CHAT_JSON),
     'chat-stream': ('openai-chat', CHAT_STREAM),
@@ -201,6 +212,8 @@ REPLIES: dict[str, tuple[Api, bytes]] = {
     'anthropic-stream': ('anthropic', ANTHROPIC_STREAM),
     'anthropic-stream-after-start': ('anthropic', ANTHROPIC_STREAM_AFTER_START),
     'compatible-json': ('openai-chat', COMPATIBLE_JSON),
+    'gemini-json': ('gemini', GEMINI_JSON),
+    'gemini-stream': ('gemini', GEMINI_STREAM),
 }
 
 
@@ -231,6 +244,12 @@ def test_each_apis_reply_says_what_the_input_read_whole_or_streamed():
             'compatible-json': ProviderUsage(
                 input_tokens=1900, cache_read_tokens=0, cache_write_tokens=0, cache_reported=False
             ),
+            'gemini-json': ProviderUsage(
+                input_tokens=2310, cache_read_tokens=2176, cache_write_tokens=0, cache_reported=True
+            ),
+            'gemini-stream': ProviderUsage(
+                input_tokens=2310, cache_read_tokens=2176, cache_write_tokens=0, cache_reported=True
+            ),
         }
     )
 
@@ -260,6 +279,7 @@ REQUESTS: dict[Api, bytes] = {
     'openai-chat': b'{"model": "gpt-5.2", "messages": [{"role": "user", "content": "hi"}]}',
     'openai-responses': b'{"model": "gpt-5.2", "input": "hi"}',
     'anthropic': b'{"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]}',
+    'gemini': b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}',
 }
 
 
