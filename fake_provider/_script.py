@@ -15,9 +15,9 @@ from pydantic_ai_append.testing import Api
 
 __all__ = ('FakeRequest', 'Script', 'ServedApi', 'Text', 'ToolCalls', 'Turn')
 
-ServedApi: TypeAlias = Api | Literal['gemini', 'bedrock-converse']
-"""A provider API the fake serves: one the wire tools read (`Api`), Google Gemini's `generateContent`, or AWS Bedrock's
-Converse."""
+ServedApi: TypeAlias = Api | Literal['bedrock-converse']
+"""A provider API the fake serves: one the wire tools read (`Api`, Google Gemini's `generateContent` among them), or
+AWS Bedrock's Converse."""
 
 
 @dataclass(frozen=True)
