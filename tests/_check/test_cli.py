@@ -566,3 +566,27 @@ pydantic-ai-append check: error: --allow-new-window names other.yaml, which is n
             'incomplete: 1 error in the arguments (exit status 2)',
         ],
     )
+
+
+def test_a_gemini_cassette_is_read_as_gemini(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    uri = 'https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent'
+
+    def request(system: str, texts: list[str]) -> dict[str, Any]:
+        contents = [{'role': 'model' if i % 2 else 'user', 'parts': [{'text': text}]} for i, text in enumerate(texts)]
+        return {'contents': contents, 'systemInstruction': {'role': 'user', 'parts': [{'text': system}]}}
+
+    usage = {'promptTokenCount': 60, 'cachedContentTokenCount': 0, 'candidatesTokenCount': 1}
+    reply: dict[str, Any] = {'candidates': [], 'usageMetadata': usage, 'modelVersion': 'gemini-2.5-flash'}
+    file = write_cassette(
+        tmp_path / 'gemini.yaml',
+        [
+            interaction(uri, request('Be brief.', ['a']), reply),
+            interaction(uri, request('Be brief.', ['a', 'ok', 'b']), reply),
+            interaction(uri, request('Be terse.', ['a', 'ok', 'b', 'ok', 'c']), reply),
+        ],
+    )
+    status, out, _ = run(capsys, str(file))
+    assert status == 1
+    assert out.startswith(f'{file}#0: gemini (no model), 3 requests')
+    assert '(system in request 1, system in request 2), at byte 12 of it' in out
+    assert 'provider: read 0 of 180 input tokens from cache (0%)' in out  # usageMetadata, summed
