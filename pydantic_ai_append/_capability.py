@@ -126,7 +126,8 @@ class AppendInstructions(AbstractCapability[AgentDepsT]):
     tenant: Callable[[RunContext[AgentDepsT]], str] | None = field(default=None, repr=False)
     """A function naming a run's tenant, its authenticated user (as a UI adapter's `conversation_scope`), such as
     `lambda ctx: ctx.deps.user_id`: the record store's entries are keyed by it too, so no tenant reads another's. Without
-    one, entries are keyed by the conversation id a client chooses, and the first use warns (`NoTenantWarning`)."""
+    one, entries are keyed by the conversation id a client chooses, and the first records the store gives a run warn
+    (`NoTenantWarning`)."""
 
     on_store_error: OnStoreError = 'raise'
     """What a failed load from `record_store` does: `'raise'` a `RecordStoreError`, or `'new_window'`: warn, go on."""
