@@ -28,7 +28,16 @@ from typing import Any, cast
 from .._wire.cache_rules import setting_change
 from .._wire.causes import Cause, explain
 from .._wire.conversation import WireConversation, continued, reply_payloads, starts_conversation
-from .._wire.segments import Api, Segment, api_of, common_prefix_length, divergence_message, parse_body, segments
+from .._wire.segments import (
+    Api,
+    Segment,
+    api_of,
+    common_prefix_length,
+    divergence_message,
+    model_of,
+    parse_body,
+    segments,
+)
 from .._wire.usage import ProviderUsage, disagreement, reply_usage
 from .cassettes import CassetteError, Interaction
 from .reports import CassetteReport, ConversationReport, Divergence, NewWindow, RequestVerdict
@@ -234,8 +243,7 @@ def check_cassette(
         resolver = resolvers.setdefault(api, WireConversation(api))
         resolved = resolver.resolve(body)
         current = resolved if resolved is not None else segments(api, body)
-        model = request.get('model')
-        model = model if isinstance(model, str) else ''
+        model = model_of(interaction.path, request)
         conversation = _conversation_for(conversations, api, model, current, starts_conversation(request, resolved))
         if conversation is None:
             conversation = _Conversation(api, model, len(conversations))

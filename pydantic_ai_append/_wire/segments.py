@@ -33,13 +33,22 @@ streamed) is read as `gemini`. Per https://ai.google.dev/gemini-api/docs/caching
 prefix an earlier request to the same model sent, in the order system instruction, tools, contents, so the segments
 are each part of `systemInstruction`, each entry of `tools`, each entry of `contents`; usage reports the read in
 `usageMetadata.cachedContentTokenCount`. The model is named in the path, not the body.
+
+AWS Bedrock's Converse (`POST /model/{modelId}/converse`, or `/converse-stream` when streamed) is read as
+`bedrock-converse`. Per https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html a prompt is cached
+up to a cache checkpoint, in the order tools, system, messages, so the segments are each tool of
+`toolConfig.tools`, each `system` block, each message. A checkpoint is a `{"cachePoint": ...}` block of its own in any
+of those lists; Pydantic AI moves it to the newest message at each request, so, like Anthropic's `cache_control`,
+it is dropped. botocore sends the body; `botocore_hooks` reads it. The model is named in the path.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
+from urllib.parse import unquote
 
 Api: TypeAlias = Literal[
     'anthropic',
@@ -50,9 +59,11 @@ Api: TypeAlias = Literal[
     'huggingface-chat',
     'cohere-chat',
     'gemini',
+    'bedrock-converse',
 ]
 """A provider API whose request bodies can be split: Anthropic Messages, OpenAI Chat Completions or Responses, the
-Chat Completions of Mistral, Groq or Hugging Face, Cohere's v2 Chat, or Google Gemini's `generateContent`."""
+Chat Completions of Mistral, Groq or Hugging Face, Cohere's v2 Chat, Google Gemini's `generateContent`, or AWS
+Bedrock's Converse."""
 
 API_PATHS: Mapping[Api, str] = {
     'anthropic': '/v1/messages',
@@ -64,11 +75,17 @@ API_PATHS: Mapping[Api, str] = {
     'huggingface-chat': '/v1/chat/completions',
     'cohere-chat': '/v2/chat',
     'gemini': ':generateContent',
+    'bedrock-converse': '/converse',
 }
 """The request path of each API (the end of the URL path): Mistral and Hugging Face post to OpenAI Chat's."""
 
-_GEMINI_STREAM = ':streamGenerateContent'
-"""The end of the path of Gemini's streamed `generateContent`."""
+_STREAMED: Mapping[str, Api] = {':streamGenerateContent': 'gemini', '/converse-stream': 'bedrock-converse'}
+"""The end of the path of Gemini's streamed `generateContent` and of Bedrock's ConverseStream."""
+
+_PATH_MODEL = re.compile(
+    r'/models/(?P<gemini>[^/:]+):(?:generateContent|streamGenerateContent)$|/model/(?P<bedrock>[^/]+)/converse(?:-stream)?$'
+)
+"""Where Gemini (`.../models/{model}:generateContent`) and Bedrock (`/model/{modelId}/converse`) name the model."""
 
 _CHAT_COMPLETIONS = '/chat/completions'
 """The end of the path of every OpenAI-compatible Chat Completions endpoint, with or without `/v1` before it."""
@@ -79,7 +96,8 @@ _CHAT_SDKS: Mapping[str, Api] = {'mistral-client-': 'mistral-chat', 'hf_hub/': '
 
 def api_of(method: str, path: str, user_agent: str | None = None) -> Api | None:
     """The API a request is to, for a `POST` whose URL path ends in one of `API_PATHS` (or in `/chat/completions`,
-    OpenAI Chat's without its `/v1`, or in Gemini's `:streamGenerateContent`), else `None`.
+    OpenAI Chat's without its `/v1`, or in Gemini's `:streamGenerateContent` or Bedrock's `/converse-stream`), else
+    `None`.
 
     The verifier, the capture and the checker pick the requests they read by this; a `GET` to the same path (OpenAI
     lists stored chat completions so) is not a request to the model.
@@ -95,8 +113,8 @@ def api_of(method: str, path: str, user_agent: str | None = None) -> Api | None:
     if api is None and path.endswith(_CHAT_COMPLETIONS):
         # An OpenAI-compatible provider whose base URL has no `/v1`, as DeepSeek's (`https://api.deepseek.com`).
         api = 'openai-chat'
-    if api is None and path.endswith(_GEMINI_STREAM):
-        api = 'gemini'
+    if api is None:
+        api = next((name for end, name in _STREAMED.items() if path.endswith(end)), None)
     if api == 'openai-chat' and user_agent is not None:
         for mark, sdk_api in _CHAT_SDKS.items():
             if mark in user_agent:
@@ -113,8 +131,19 @@ CACHE_MARKER_KEYS: Mapping[Api, frozenset[str]] = {
     'huggingface-chat': frozenset(),
     'cohere-chat': frozenset(),
     'gemini': frozenset(),
+    'bedrock-converse': frozenset({'cachePoint'}),
 }
-"""Keys that mark cache breakpoints rather than carry content; they move every request, so they're dropped."""
+"""Keys that mark cache breakpoints rather than carry content; they move every request, so they're dropped, and a
+list's element made of nothing else (Bedrock's `{"cachePoint": ...}` block) with them."""
+
+
+def model_of(path: str, request: Mapping[str, object]) -> str:
+    """The model a request is to: the body's `model`, else the one its path names (Gemini's, Bedrock's), else `''`."""
+    model = request.get('model')
+    if isinstance(model, str):
+        return model
+    match = _PATH_MODEL.search(path)
+    return unquote(match['gemini'] or match['bedrock']) if match is not None else ''
 
 
 class Segment(NamedTuple):
@@ -139,8 +168,15 @@ def _without_keys(value: object, keys: frozenset[str]) -> object:
         items = cast('dict[str, object]', value).items()
         return {key: _without_keys(item, keys) for key, item in items if key not in keys}
     if isinstance(value, list):
-        return [_without_keys(item, keys) for item in cast('list[object]', value)]
+        return [_without_keys(item, keys) for item in cast('list[object]', value) if not _only_keys(item, keys)]
     return value
+
+
+def _only_keys(value: object, keys: frozenset[str]) -> bool:
+    if not isinstance(value, dict):
+        return False
+    names = cast('dict[str, object]', value).keys()
+    return bool(names) and keys.issuperset(names)
 
 
 def pieces(kind: str, value: object, keys: frozenset[str]) -> list[Segment]:
@@ -148,7 +184,7 @@ def pieces(kind: str, value: object, keys: frozenset[str]) -> list[Segment]:
     if value is None:
         return []
     values = cast('list[object]', value) if isinstance(value, list) else [value]
-    return [Segment(kind, canonical(_without_keys(item, keys))) for item in values]
+    return [Segment(kind, canonical(_without_keys(item, keys))) for item in values if not _only_keys(item, keys)]
 
 
 def parse_body(api: Api, body: bytes) -> dict[str, Any]:
@@ -182,7 +218,8 @@ def segments(api: Api, body: bytes) -> list[Segment]:
     OpenAI Chat, Mistral, Groq, Hugging Face and Cohere: each tool, each message. OpenAI Responses: each tool,
     `instructions`, each `input` item, taking the body as it is; use `WireConversation` to bring in what
     `previous_response_id` or `conversation` refers to. Gemini: each part of `systemInstruction`, each tool, each
-    content. Keys in `CACHE_MARKER_KEYS` are dropped at any depth.
+    content. Bedrock Converse: each tool of `toolConfig.tools`, each `system` block, each message. Keys in
+    `CACHE_MARKER_KEYS` are dropped at any depth, and a list's element made only of them.
 
     Args:
         api: Which provider API the body was sent to.
@@ -210,6 +247,12 @@ def segments(api: Api, body: bytes) -> list[Segment]:
         system: object = request.get('systemInstruction')
         parts = cast('dict[str, object]', system).get('parts') if isinstance(system, dict) else system
         return pieces('system', parts, keys) + tools + pieces('message', request.get('contents'), keys)
+    if api == 'bedrock-converse':
+        config: object = request.get('toolConfig')
+        tools = pieces(
+            'tool', cast('dict[str, object]', config).get('tools') if isinstance(config, dict) else None, keys
+        )
+        return tools + pieces('system', request.get('system'), keys) + pieces('message', request.get('messages'), keys)
     return tools + pieces('message', request.get('messages'), keys)
 
 

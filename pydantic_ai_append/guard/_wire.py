@@ -29,7 +29,7 @@ from .._wire.conversation import (
     segments_size,
     starts_conversation,
 )
-from .._wire.segments import Api, Segment, common_prefix_length, parse_body, segments
+from .._wire.segments import Api, Segment, common_prefix_length, model_of, parse_body, segments
 from .._wire.transport import client, current_conversation, reply_body, wrap
 from ._errors import WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
@@ -257,7 +257,7 @@ class WireVerifier:
                 if (model is None or chain_model == model) and conversation in (None, chain_conversation):
                     chain.window_open = True
 
-    def _check(self, api: Api, body: bytes) -> Reply | None:
+    def _check(self, api: Api, path: str, body: bytes) -> Reply | None:
         """Check a request about to be sent, and note it as sent unless refused.
 
         Returns:
@@ -271,8 +271,7 @@ class WireVerifier:
         except (ValueError, TypeError):
             # Not a request this module can read; the provider will say what is wrong with it.
             return None
-        model = request.get('model')
-        model = model if isinstance(model, str) else ''
+        model = model_of(path, request)
         with self._lock:
             resolver = self._resolver(api)
             resolved = resolver.resolve(body)

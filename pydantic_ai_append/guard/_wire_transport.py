@@ -32,7 +32,9 @@ class Reply:
 class VerifyingTransport(TeeTransport):
     """A transport that hands each provider request to `check` before `inner` sends it."""
 
-    def __init__(self, check: Callable[[Api, bytes], Reply | None], inner: httpx2.AsyncBaseTransport | None) -> None:
+    def __init__(
+        self, check: Callable[[Api, str, bytes], Reply | None], inner: httpx2.AsyncBaseTransport | None
+    ) -> None:
         super().__init__(inner)
         self._check = check
 
@@ -41,4 +43,4 @@ class VerifyingTransport(TeeTransport):
         if api is None:
             # Not read: the body of another request (an upload, say) stays a stream.
             return None
-        return self._check(api, await request.aread())
+        return self._check(api, request.url.path, await request.aread())

@@ -20,9 +20,10 @@ from pydantic_ai.usage import RequestUsage
 from .._history import RECORD_KEY
 from .._telemetry.observe import expected_read
 from .._telemetry.summary import CacheSummary, summary
-from .._wire.conversation import Exchange, WireConversation
-from .._wire.segments import Api, Segment, canonical, common_prefix_length
+from .._wire.conversation import WireConversation
+from .._wire.segments import Api, Segment, canonical, common_prefix_length, model_of
 from .._wire.usage import merged_usage, reply_holders, usage_counts
+from ._capture import WireExchange
 
 _PROVIDERS: Mapping[Api, str] = {
     'anthropic': 'anthropic',
@@ -46,7 +47,7 @@ _MARKS_OMITTED_USAGE = 'unmeasured_requests' in {field.name for field in fields(
 counts it as a response of no tokens, priced at nothing."""
 
 
-def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
+def wire_summary(api: Api, exchanges: Sequence[WireExchange]) -> CacheSummary:
     """The `CacheSummary` of the exchanges of one conversation with one API, in the order they were sent.
 
     An exchange whose reply holds no JSON object (an empty or cut body, an HTML error page) or is an error object is
@@ -61,7 +62,7 @@ def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
         holders = reply_holders(exchange.response_body)
         if not holders or any(holder.get('error') or holder.get('type') == 'error' for holder in holders):
             continue
-        response = _response(api, holders, _requested_model(exchange.request_body))
+        response = _response(api, holders, _requested_model(exchange.path, exchange.request_body))
         expected, rewrite = _figures(api, request, previous, response)
         response.metadata = {RECORD_KEY: {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite}}
         responses.append(response)
@@ -69,10 +70,9 @@ def wire_summary(api: Api, exchanges: Sequence[Exchange]) -> CacheSummary:
     return summary(responses)
 
 
-def _requested_model(body: bytes) -> str | None:
+def _requested_model(path: str, body: bytes) -> str | None:
     # A JSON object: `WireConversation.add` has parsed it already.
-    model = cast('dict[str, object]', json.loads(body)).get('model')
-    return model if isinstance(model, str) else None
+    return model_of(path, cast('dict[str, object]', json.loads(body))) or None
 
 
 def _response(api: Api, holders: list[dict[str, object]], requested: str | None) -> ModelResponse:

@@ -587,6 +587,6 @@ def test_a_gemini_cassette_is_read_as_gemini(tmp_path: Path, capsys: pytest.Capt
     )
     status, out, _ = run(capsys, str(file))
     assert status == 1
-    assert out.startswith(f'{file}#0: gemini (no model), 3 requests')
+    assert out.startswith(f'{file}#0: gemini gemini-2.5-flash, 3 requests')
     assert '(system in request 1, system in request 2), at byte 12 of it' in out
     assert 'provider: read 0 of 180 input tokens from cache (0%)' in out  # usageMetadata, summed

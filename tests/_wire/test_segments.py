@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._wire.segments import segments
+from pydantic_ai_append._wire.segments import api_of, model_of, segments
 from pydantic_ai_append.testing import Segment
 
 from ..bodies import body
@@ -141,3 +141,52 @@ def test_gemini_segments_are_system_parts_then_tools_then_contents():
     assert segments('gemini', body({'contents': request['contents']})) == snapshot(
         [Segment(kind='message', data=b'{"role":"user","parts":[{"text":"Hi"}]}')]
     )
+
+
+def test_bedrock_segments_are_tools_then_system_then_messages_without_cache_points():
+    point = {'cachePoint': {'type': 'default'}}
+    request: dict[str, Any] = {
+        'messages': [
+            {'role': 'user', 'content': [{'text': 'Hi'}, point]},
+            {'role': 'assistant', 'content': [{'toolUse': {'toolUseId': 't1', 'name': 'get_time', 'input': {}}}]},
+        ],
+        'system': [{'text': 'Be brief.'}, point],
+        'inferenceConfig': {'maxTokens': 1024},
+        'toolConfig': {'tools': [{'toolSpec': {'name': 'get_time', 'inputSchema': {'json': {}}}}, point]},
+    }
+    assert segments('bedrock-converse', body(request)) == snapshot(
+        [
+            Segment(kind='tool', data=b'{"toolSpec":{"name":"get_time","inputSchema":{"json":{}}}}'),
+            Segment(kind='system', data=b'{"text":"Be brief."}'),
+            Segment(kind='message', data=b'{"role":"user","content":[{"text":"Hi"}]}'),
+            Segment(
+                kind='message',
+                data=b'{"role":"assistant","content":[{"toolUse":{"toolUseId":"t1","name":"get_time","input":{}}}]}',
+            ),
+        ]
+    )
+    # Moving the cache point to the newest message keeps every earlier segment; an empty object stays content.
+    later = {'messages': [{'role': 'user', 'content': [{'text': 'Hi'}, {}]}], 'toolConfig': []}
+    assert segments('bedrock-converse', body(later)) == snapshot(
+        [Segment(kind='message', data=b'{"role":"user","content":[{"text":"Hi"},{}]}')]
+    )
+
+
+@pytest.mark.parametrize(
+    ('path', 'request_body', 'model'),
+    [
+        ('/v1/chat/completions', {'model': 'gpt-5.2'}, 'gpt-5.2'),
+        ('/v1beta/models/gemini-2.5-flash:generateContent', {}, 'gemini-2.5-flash'),
+        ('/v1beta/models/gemini-3-pro:streamGenerateContent', {}, 'gemini-3-pro'),
+        ('/model/us.anthropic.claude-sonnet-4-5-v1%3A0/converse', {}, 'us.anthropic.claude-sonnet-4-5-v1:0'),
+        ('/model/amazon.nova-pro-v1:0/converse-stream', {}, 'amazon.nova-pro-v1:0'),
+        ('/v1/messages', {'model': None}, ''),
+    ],
+)
+def test_the_model_is_the_bodys_or_the_one_the_path_names(path: str, request_body: dict[str, Any], model: str):
+    assert model_of(path, request_body) == model
+
+
+def test_bedrock_paths_are_read_as_bedrock_converse():
+    paths = ['/model/m/converse', '/model/m/converse-stream', '/model/m/invoke']
+    assert [api_of('POST', path) for path in paths] == ['bedrock-converse', 'bedrock-converse', None]

@@ -17,14 +17,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._wire.segments import Api
+from pydantic_ai_append._wire.segments import API_PATHS, Api
 from pydantic_ai_append._wire.usage import Disagreement, ProviderUsage, disagreement, reply_usage, usage_counts
-from pydantic_ai_append.testing import _wire_summary
+from pydantic_ai_append.testing import WireExchange, _wire_summary
 from pydantic_ai_append.testing._wire_summary import wire_summary
 
 from ..check_helpers import CHAT, MESSAGES, RESPONSES, assistant, interaction, run, user, write_cassette
@@ -270,11 +270,6 @@ def test_a_reply_that_reports_no_usage_has_none(api: Api, body: bytes):
     assert reply_usage(api, body) is None
 
 
-class Exchange(NamedTuple):
-    request_body: bytes
-    response_body: bytes
-
-
 REQUESTS: dict[Api, bytes] = {
     'openai-chat': b'{"model": "gpt-5.2", "messages": [{"role": "user", "content": "hi"}]}',
     'openai-responses': b'{"model": "gpt-5.2", "input": "hi"}',
@@ -289,7 +284,7 @@ def test_the_wire_summary_reads_the_same_table(name: str):
     # One table: the wire summary counts through `usage_counts`, not a copy of its own.
     assert _wire_summary.usage_counts is usage_counts
     assert not hasattr(_wire_summary, '_USAGE_FIELDS')
-    usage, summary = reply_usage(api, body), wire_summary(api, [Exchange(REQUESTS[api], body)])
+    usage, summary = reply_usage(api, body), wire_summary(api, [WireExchange('POST', API_PATHS[api], REQUESTS[api], [body])])
     assert usage is not None
     assert (summary.cache_read_tokens, summary.cache_write_tokens) == (
         usage.cache_read_tokens,

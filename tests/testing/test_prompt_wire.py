@@ -151,13 +151,13 @@ async def test_the_api_is_inferred_only_when_one_was_called(prompt_wire: PromptW
     with pytest.raises(UserError) as several:
         prompt_wire.conversation()
     with pytest.raises(UserError) as unknown:
-        prompt_wire.conversation('bedrock-converse')  # pyright: ignore[reportArgumentType]
+        prompt_wire.conversation('xai-grpc')  # pyright: ignore[reportArgumentType]
     assert [str(error.value) for error in (nothing_sent, none_to_an_api, several, unknown)] == snapshot(
         [
             'no request to a provider API was recorded (paths seen: []); give the provider a client from `http_client()` or a transport from `transport()`, or name the API',
             "no request to a provider API was recorded (paths seen: ['/v1/models']); give the provider a client from `http_client()` or a transport from `transport()`, or name the API",
             "requests went to several APIs, ['anthropic', 'openai-chat']; name the one to check, e.g. api='anthropic'",
-            "unknown API 'bedrock-converse': name one of ['anthropic', 'cohere-chat', 'gemini', 'groq-chat', 'huggingface-chat', 'mistral-chat', 'openai-chat', 'openai-responses']",
+            "unknown API 'xai-grpc': name one of ['anthropic', 'bedrock-converse', 'cohere-chat', 'gemini', 'groq-chat', 'huggingface-chat', 'mistral-chat', 'openai-chat', 'openai-responses']",
         ]
     )
     assert [len(prompt_wire.requests(api)) for api in ('anthropic', 'openai-chat', 'openai-responses')] == [1, 1, 0]
