@@ -284,7 +284,10 @@ def test_the_wire_summary_reads_the_same_table(name: str):
     # One table: the wire summary counts through `usage_counts`, not a copy of its own.
     assert _wire_summary.usage_counts is usage_counts
     assert not hasattr(_wire_summary, '_USAGE_FIELDS')
-    usage, summary = reply_usage(api, body), wire_summary(api, [WireExchange('POST', API_PATHS[api], REQUESTS[api], [body])])
+    usage, summary = (
+        reply_usage(api, body),
+        wire_summary(api, [WireExchange('POST', API_PATHS[api], REQUESTS[api], [body])]),
+    )
     assert usage is not None
     assert (summary.cache_read_tokens, summary.cache_write_tokens) == (
         usage.cache_read_tokens,
