@@ -17,7 +17,6 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 import httpx2
-import logfire_api
 from pydantic_ai.exceptions import UserError
 
 from .._shared.cache import BoundedCache
@@ -25,7 +24,6 @@ from .._wire.conversation import (
     BoundedWireConversation,
     WireConversation,
     continued,
-    conversation_id,
     segments_size,
     starts_conversation,
 )
@@ -34,6 +32,7 @@ from .._wire.transport import client, current_conversation, reply_body, wrap
 from ._errors import WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
 from ._wire_refusal import refusal_type
+from ._wire_span import WIRE, note_unknown_context, request_span
 from ._wire_transport import Reply, VerifyingTransport
 
 if TYPE_CHECKING:
@@ -281,23 +280,21 @@ class WireVerifier:
             current = resolved if resolved is not None else segments(api, body)
             key, chain = self._chain_for(api, model, current, request=request, resolved=resolved)
             index = chain.sent if chain is not None else 0
-            # `Any`: pyright checks the values unpacked into `span` against its own keywords (`_tags`, `_links`) too.
-            attributes: dict[str, Any] = {_WIRE + 'api': api, _WIRE + 'model': model, _WIRE + 'request_index': index}
-            with logfire_api.span(_SPAN_MESSAGE, _span_name=_SPAN_NAME, **attributes) as span:
+            with request_span(api, model, index) as span:
                 previous = chain.last if chain is not None and resolved is not None else []
                 reused = common_prefix_length(previous, current)
                 compared = chain is not None and resolved is not None and not chain.window_open
-                span.set_attribute(_WIRE + 'segments', len(current))
-                span.set_attribute(_WIRE + 'reused_segments', reused)
-                span.set_attribute(_WIRE + 'compared', compared)
+                span.set_attribute(WIRE + 'segments', len(current))
+                span.set_attribute(WIRE + 'reused_segments', reused)
+                span.set_attribute(WIRE + 'compared', compared)
                 if resolved is None:
-                    _note_unknown_context(span, request)
+                    note_unknown_context(span, request)
                 if compared and chain is not None and reused < len(previous):
                     divergence = divergence_of(api, model, index, previous, current, reused)
                     if chain.refused != current:
                         self.divergences.append(divergence)
-                    span.set_attribute(_WIRE + 'divergent_segment', divergence.segment)
-                    span.set_attribute(_WIRE + 'divergent_kind', divergence.kind)
+                    span.set_attribute(WIRE + 'divergent_segment', divergence.segment)
+                    span.set_attribute(WIRE + 'divergent_kind', divergence.kind)
                     if self.mode == 'enforce':
                         chain.refused = current
                         raise refusal_type(api)(f'{divergence.message}\nNot sent. {_WINDOW_HINT}')
@@ -355,15 +352,6 @@ class WireVerifier:
         return resolver
 
 
-def _note_unknown_context(span: logfire_api.LogfireSpan, request: dict[str, Any]) -> None:
-    """Name the reply (or conversation) a request builds on that was never seen or was forgotten on its span."""
-    previous_id = request.get('previous_response_id')
-    if previous_id is not None:
-        span.set_attribute(_WIRE + 'unknown_previous_response_id', str(previous_id))
-    else:
-        span.set_attribute(_WIRE + 'unknown_conversation', str(conversation_id(request.get('conversation'))))
-
-
 _RESPONSES: Api = 'openai-responses'
 
 _CHAINS_KEPT = 4096
@@ -382,18 +370,5 @@ _RESPONSE_BYTES_KEPT = 256 * 1024 * 1024
 _PENDING_REPLIES_KEPT = 256
 """How many Responses replies a verifier waits for to be read whole (an error reply never is)."""
 
-
-_WIRE = 'pydantic_ai_append.wire.'
-"""The prefix of the names of the attributes of each request's span."""
-
-_SPAN_MESSAGE = (
-    'wire prefix {pydantic_ai_append.wire.api} {pydantic_ai_append.wire.model} '
-    'request {pydantic_ai_append.wire.request_index}'
-)
-"""The template of each request's span message, e.g. `wire prefix openai-chat gpt-5.2 request 1`: Logfire fills a
-placeholder with dots in it from the attribute of that whole name."""
-
-_SPAN_NAME = 'wire prefix {api} {model} request {request_index}'
-"""The name of each request's span: the same for every request, as a template's is, in the words the docs use."""
 
 _WINDOW_HINT = 'If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.'
