@@ -20,6 +20,7 @@ import httpx2
 from pydantic_ai.exceptions import UserError
 
 from .._shared.cache import BoundedCache
+from .._wire.botocore_hooks import BotocoreClientT, instrument
 from .._wire.conversation import (
     BoundedWireConversation,
     WireConversation,
@@ -33,7 +34,7 @@ from ._errors import WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
 from ._wire_refusal import refusal_type
 from ._wire_span import WIRE, note_unknown_context, request_span
-from ._wire_transport import Reply, VerifyingTransport
+from ._wire_transport import Reply, VerifyingTransport, verify_botocore
 
 if TYPE_CHECKING:
     import httpx
@@ -71,11 +72,13 @@ class WireVerifier:
     `AnthropicProvider(http_client=...)`, `MistralProvider(http_client=...)`), or
     `verifier.http_client(client_class=httpx.AsyncClient)` to one whose SDK takes a client of the `httpx` package
     (`GroqProvider`, or Hugging Face's `AsyncInferenceClient` through `huggingface_hub.set_async_client_factory`).
+    Bedrock's boto3 client sends through botocore, not httpx: `instrument_bedrock` registers the check on its events.
     Each request to the Anthropic Messages, OpenAI Chat Completions or Responses API, to the Chat Completions of
-    Mistral, Groq or Hugging Face, to Cohere's v2 Chat or Gemini's `generateContent` (a `POST` to one of `API_PATHS`,
-    see `api_of`) is split into its cache-order segments, Anthropic's `cache_control` markers and deferred tools dropped
-    and an OpenAI Responses `previous_response_id` or `conversation` resolved into the full input, and compared byte
-    for byte with the previous request to the same API and model. Other requests pass through untouched.
+    Mistral, Groq or Hugging Face, to Cohere's v2 Chat, Gemini's `generateContent` or Bedrock's Converse (a `POST` to
+    one of `API_PATHS`, see `api_of`) is split into its cache-order segments, Anthropic's `cache_control` markers,
+    Bedrock's `cachePoint` blocks and deferred tools dropped and an OpenAI Responses `previous_response_id` or
+    `conversation` resolved into the full input, and compared byte for byte with the previous request to the same API
+    and model. Other requests pass through untouched.
 
     One verifier (and one client) serves every conversation of an agent, concurrently, in tasks and threads: each
     conversation's requests to each model form a chain, and the first request of each chain is never compared.
@@ -94,8 +97,8 @@ class WireVerifier:
     [`WirePrefixDivergenceError`][pydantic_ai_append.guard.WirePrefixDivergenceError] is raised through the
     provider SDK. For a request to the Anthropic API the error is also an `anthropic.AnthropicError`, since the
     Anthropic SDK wraps any other error from its HTTP client in `APIConnectionError` and retries it; as its own
-    error it is neither wrapped nor retried. The OpenAI, Mistral, Hugging Face and Cohere SDKs pass it through as it
-    is. The Groq SDK wraps every error in `APIConnectionError` (Pydantic AI's `ModelConnectionError`, with the refusal
+    error it is neither wrapped nor retried. The OpenAI, Mistral, Hugging Face, Cohere and Google GenAI SDKs and
+    botocore (which retries only its own connection errors) pass it through as it is. The Groq SDK wraps every error in `APIConnectionError` (Pydantic AI's `ModelConnectionError`, with the refusal
     as the cause of its cause) after retrying: each retry is refused again, and not counted again.
 
     ```python
@@ -237,6 +240,28 @@ class WireVerifier:
             UserError: If `client_class` is not one of those, or `transport` is of the other package.
         """
         return client(functools.partial(VerifyingTransport, self._check), client_class, transport, client_kwargs)
+
+    def instrument_bedrock(self, client: BotocoreClientT) -> BotocoreClientT:
+        """Check each Converse and ConverseStream request a boto3 `bedrock-runtime` client sends, before it is sent.
+
+        botocore sends without an httpx client, so the check is registered on the client's own events (its
+        `before-send`; see `pydantic_ai_append._wire.botocore_hooks`). A request botocore retries is checked once.
+        Instrumenting a client again does nothing more; hooks of other code on the client (a
+        [`WireCapture.instrument_bedrock`][pydantic_ai_append.testing.WireCapture.instrument_bedrock]) see each
+        request in the order they were registered, so a capture instrumented after the verifier keeps only what it lets
+        through.
+
+        Args:
+            client: The client to instrument, in place: `boto3.client('bedrock-runtime')`, or a `BedrockProvider`'s
+                `client`.
+
+        Returns:
+            `client`, for `BedrockProvider(bedrock_client=...)`.
+
+        Raises:
+            UserError: If `client` is not a boto3 `bedrock-runtime` client.
+        """
+        return instrument(client, functools.partial(verify_botocore, self._check), self)
 
     def open_window(self, model: str | None = None) -> None:
         """Let the next request move the prefix: a new window opens (compaction, a new instruction window).
