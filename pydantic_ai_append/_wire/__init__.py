@@ -5,6 +5,7 @@ the `testing` fixture and the cassette checker.
 - `conversation`: the requests of one conversation, with Responses' `previous_response_id` resolved, and which
   conversation a request continues.
 - `transport`: what the HTTP transport wrappers share (a reply teed as the client reads it).
+- `botocore_hooks`: the same reading of a boto3 client's Bedrock requests, through botocore's own events.
 - `encoding`: a body's `content-encoding` undone, for the wrappers' replies and the checker's cassettes.
 - `causes`: why a request moved the prefix, told from the plugin's elements in it.
 - `changes`: the changes the plugin delivered, found again in a request's messages, for `causes`.

@@ -17,15 +17,14 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 import httpx2
-import logfire_api
 from pydantic_ai.exceptions import UserError
 
 from .._shared.cache import BoundedCache
+from .._wire.botocore_hooks import BotocoreClientT, instrument
 from .._wire.conversation import (
     BoundedWireConversation,
     WireConversation,
     continued,
-    conversation_id,
     segments_size,
     starts_conversation,
 )
@@ -34,7 +33,8 @@ from .._wire.transport import client, current_conversation, reply_body, wrap
 from ._errors import WirePrefixDivergenceWarning
 from ._wire_divergence import WireDivergence, divergence_of
 from ._wire_refusal import refusal_type
-from ._wire_transport import Reply, VerifyingTransport
+from ._wire_span import WIRE, note_unknown_context, request_span
+from ._wire_transport import Reply, VerifyingTransport, verify_botocore
 
 if TYPE_CHECKING:
     import httpx
@@ -72,11 +72,13 @@ class WireVerifier:
     `AnthropicProvider(http_client=...)`, `MistralProvider(http_client=...)`), or
     `verifier.http_client(client_class=httpx.AsyncClient)` to one whose SDK takes a client of the `httpx` package
     (`GroqProvider`, or Hugging Face's `AsyncInferenceClient` through `huggingface_hub.set_async_client_factory`).
+    Bedrock's boto3 client sends through botocore, not httpx: `instrument_bedrock` registers the check on its events.
     Each request to the Anthropic Messages, OpenAI Chat Completions or Responses API, to the Chat Completions of
-    Mistral, Groq or Hugging Face, to Cohere's v2 Chat or Gemini's `generateContent` (a `POST` to one of `API_PATHS`,
-    see `api_of`) is split into its cache-order segments, Anthropic's `cache_control` markers and deferred tools dropped
-    and an OpenAI Responses `previous_response_id` or `conversation` resolved into the full input, and compared byte
-    for byte with the previous request to the same API and model. Other requests pass through untouched.
+    Mistral, Groq or Hugging Face, to Cohere's v2 Chat, Gemini's `generateContent` or Bedrock's Converse (a `POST` to
+    one of `API_PATHS`, see `api_of`) is split into its cache-order segments, Anthropic's `cache_control` markers,
+    Bedrock's `cachePoint` blocks and deferred tools dropped and an OpenAI Responses `previous_response_id` or
+    `conversation` resolved into the full input, and compared byte for byte with the previous request to the same API
+    and model. Other requests pass through untouched.
 
     One verifier (and one client) serves every conversation of an agent, concurrently, in tasks and threads: each
     conversation's requests to each model form a chain, and the first request of each chain is never compared.
@@ -95,8 +97,8 @@ class WireVerifier:
     [`WirePrefixDivergenceError`][pydantic_ai_append.guard.WirePrefixDivergenceError] is raised through the
     provider SDK. For a request to the Anthropic API the error is also an `anthropic.AnthropicError`, since the
     Anthropic SDK wraps any other error from its HTTP client in `APIConnectionError` and retries it; as its own
-    error it is neither wrapped nor retried. The OpenAI, Mistral, Hugging Face and Cohere SDKs pass it through as it
-    is. The Groq SDK wraps every error in `APIConnectionError` (Pydantic AI's `ModelConnectionError`, with the refusal
+    error it is neither wrapped nor retried. The OpenAI, Mistral, Hugging Face, Cohere and Google GenAI SDKs and
+    botocore (which retries only its own connection errors) pass it through as it is. The Groq SDK wraps every error in `APIConnectionError` (Pydantic AI's `ModelConnectionError`, with the refusal
     as the cause of its cause) after retrying: each retry is refused again, and not counted again.
 
     ```python
@@ -239,6 +241,28 @@ class WireVerifier:
         """
         return client(functools.partial(VerifyingTransport, self._check), client_class, transport, client_kwargs)
 
+    def instrument_bedrock(self, client: BotocoreClientT) -> BotocoreClientT:
+        """Check each Converse and ConverseStream request a boto3 `bedrock-runtime` client sends, before it is sent.
+
+        botocore sends without an httpx client, so the check is registered on the client's own events (its
+        `before-send`; see `pydantic_ai_append._wire.botocore_hooks`). A request botocore retries is checked once.
+        Instrumenting a client again does nothing more; hooks of other code on the client (a
+        [`WireCapture.instrument_bedrock`][pydantic_ai_append.testing.WireCapture.instrument_bedrock]) see each
+        request in the order they were registered, so a capture instrumented after the verifier keeps only what it lets
+        through.
+
+        Args:
+            client: The client to instrument, in place: `boto3.client('bedrock-runtime')`, or a `BedrockProvider`'s
+                `client`.
+
+        Returns:
+            `client`, for `BedrockProvider(bedrock_client=...)`.
+
+        Raises:
+            UserError: If `client` is not a boto3 `bedrock-runtime` client.
+        """
+        return instrument(client, functools.partial(verify_botocore, self._check), self)
+
     def open_window(self, model: str | None = None) -> None:
         """Let the next request move the prefix: a new window opens (compaction, a new instruction window).
 
@@ -281,23 +305,21 @@ class WireVerifier:
             current = resolved if resolved is not None else segments(api, body)
             key, chain = self._chain_for(api, model, current, request=request, resolved=resolved)
             index = chain.sent if chain is not None else 0
-            # `Any`: pyright checks the values unpacked into `span` against its own keywords (`_tags`, `_links`) too.
-            attributes: dict[str, Any] = {_WIRE + 'api': api, _WIRE + 'model': model, _WIRE + 'request_index': index}
-            with logfire_api.span(_SPAN_MESSAGE, _span_name=_SPAN_NAME, **attributes) as span:
+            with request_span(api, model, index) as span:
                 previous = chain.last if chain is not None and resolved is not None else []
                 reused = common_prefix_length(previous, current)
                 compared = chain is not None and resolved is not None and not chain.window_open
-                span.set_attribute(_WIRE + 'segments', len(current))
-                span.set_attribute(_WIRE + 'reused_segments', reused)
-                span.set_attribute(_WIRE + 'compared', compared)
+                span.set_attribute(WIRE + 'segments', len(current))
+                span.set_attribute(WIRE + 'reused_segments', reused)
+                span.set_attribute(WIRE + 'compared', compared)
                 if resolved is None:
-                    _note_unknown_context(span, request)
+                    note_unknown_context(span, request)
                 if compared and chain is not None and reused < len(previous):
                     divergence = divergence_of(api, model, index, previous, current, reused)
                     if chain.refused != current:
                         self.divergences.append(divergence)
-                    span.set_attribute(_WIRE + 'divergent_segment', divergence.segment)
-                    span.set_attribute(_WIRE + 'divergent_kind', divergence.kind)
+                    span.set_attribute(WIRE + 'divergent_segment', divergence.segment)
+                    span.set_attribute(WIRE + 'divergent_kind', divergence.kind)
                     if self.mode == 'enforce':
                         chain.refused = current
                         raise refusal_type(api)(f'{divergence.message}\nNot sent. {_WINDOW_HINT}')
@@ -355,15 +377,6 @@ class WireVerifier:
         return resolver
 
 
-def _note_unknown_context(span: logfire_api.LogfireSpan, request: dict[str, Any]) -> None:
-    """Name the reply (or conversation) a request builds on that was never seen or was forgotten on its span."""
-    previous_id = request.get('previous_response_id')
-    if previous_id is not None:
-        span.set_attribute(_WIRE + 'unknown_previous_response_id', str(previous_id))
-    else:
-        span.set_attribute(_WIRE + 'unknown_conversation', str(conversation_id(request.get('conversation'))))
-
-
 _RESPONSES: Api = 'openai-responses'
 
 _CHAINS_KEPT = 4096
@@ -382,18 +395,5 @@ _RESPONSE_BYTES_KEPT = 256 * 1024 * 1024
 _PENDING_REPLIES_KEPT = 256
 """How many Responses replies a verifier waits for to be read whole (an error reply never is)."""
 
-
-_WIRE = 'pydantic_ai_append.wire.'
-"""The prefix of the names of the attributes of each request's span."""
-
-_SPAN_MESSAGE = (
-    'wire prefix {pydantic_ai_append.wire.api} {pydantic_ai_append.wire.model} '
-    'request {pydantic_ai_append.wire.request_index}'
-)
-"""The template of each request's span message, e.g. `wire prefix openai-chat gpt-5.2 request 1`: Logfire fills a
-placeholder with dots in it from the attribute of that whole name."""
-
-_SPAN_NAME = 'wire prefix {api} {model} request {request_index}'
-"""The name of each request's span: the same for every request, as a template's is, in the words the docs use."""
 
 _WINDOW_HINT = 'If it opens a new window (compaction, new instructions), call `open_window()` on the verifier first.'

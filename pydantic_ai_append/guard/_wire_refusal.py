@@ -1,6 +1,7 @@
 """The error a `WireVerifier` refuses a request with: one the provider SDK sending it lets through as it is.
 
-The OpenAI, Mistral, Hugging Face, Cohere and Google GenAI SDKs let an error from their HTTP client through as it is.
+The OpenAI, Mistral, Hugging Face, Cohere and Google GenAI SDKs let an error from their HTTP client through as it is,
+and botocore one from a `before-send` hook (Bedrock's), which it retries only when it is one of its connection errors.
 The Anthropic SDK wraps any error but its own (`AnthropicError`) in `APIConnectionError` and retries it, so a refusal
 of a request to the Anthropic API is also an `AnthropicError`: the SDK passes it through, after one attempt. The Groq SDK wraps and
 retries every error, its own too, so there the refusal reaches the caller as the cause of the SDK's

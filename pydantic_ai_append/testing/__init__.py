@@ -11,9 +11,10 @@ In a pytest suite, the `prompt_wire` fixture (installed with the package, a `Pro
 `http_client()` to the provider, run the agent, then pin `transcript()` as a snapshot and call
 `assert_prefix_stable()`. It is built of the pieces below, which work without pytest too. `WireCapture` records
 each request and response body through its HTTP clients or transport wrappers (all of Pydantic AI's `openai` and
-`anthropic` model classes take a client); `WireConversation` turns them into segments, `transcript` renders them
-for a snapshot, `assert_prefix_stable` checks them, and `prefix_reuse` measures the bytes each request reuses.
-`Api`, `Segment`, `PrefixReuse` and `WireExchange` are the types they take and return, for a test's annotations.
+`anthropic` model classes take a client), or through a boto3 client of Bedrock it instruments; `WireConversation`
+turns them into segments, `transcript` renders them for a snapshot, `assert_prefix_stable` checks them, and
+`prefix_reuse` measures the bytes each request reuses. `Api`, `Segment`, `PrefixReuse` and `WireExchange` are the
+types they take and return, for a test's annotations.
 A test has this shape:
 
 ```python

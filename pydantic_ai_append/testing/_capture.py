@@ -1,4 +1,6 @@
-"""HTTP clients that keep every request and reply a provider SDK exchanges, to judge what this run sent."""
+"""HTTP clients (and boto3 clients) that keep every request and reply a provider SDK exchanges, to judge what this run
+sent.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import httpx2
 
+from .._wire.botocore_hooks import BotocoreClientT, BotocoreRequest, instrument
 from .._wire.conversation import WireConversation
 from .._wire.segments import Api, api_of
 from .._wire.transport import SentRequest, TeeTransport, client, reply_body, wrap
@@ -63,6 +66,8 @@ class _CapturingTransport(TeeTransport):
 
 class WireCapture:
     """Keeps every exchange made through its HTTP clients, to judge what the client sent in this run.
+
+    Bedrock's boto3 client sends through botocore, not httpx: `instrument_bedrock` keeps its exchanges the same way.
 
     With vcrpy replaying a cassette, the cassette holds the bodies of the run that recorded it, which may
     differ (another Pydantic AI release, say); this keeps the bodies of the current run.
@@ -156,8 +161,38 @@ class WireCapture:
         """
         return client(self._capturing, client_class, transport, client_kwargs)
 
+    def instrument_bedrock(self, client: BotocoreClientT) -> BotocoreClientT:
+        """Keep every Converse and ConverseStream exchange a boto3 `bedrock-runtime` client makes in `exchanges`.
+
+        botocore sends without an httpx client, so the capture is registered on the client's own events (see
+        `pydantic_ai_append._wire.botocore_hooks`). Each attempt botocore sends is kept, a retry too, with the reply
+        the client read to it: a ConverseStream reply is AWS's binary event stream, kept as it came. Instrumenting a
+        client again does nothing more; other code's hooks on the client (a
+        [`WireVerifier.instrument_bedrock`][pydantic_ai_append.guard.WireVerifier.instrument_bedrock]) see each
+        request in the order they were registered, so a capture instrumented before the verifier keeps the requests it
+        refuses too.
+
+        Args:
+            client: The client to instrument, in place: `boto3.client('bedrock-runtime')`, or a `BedrockProvider`'s
+                `client`.
+
+        Returns:
+            `client`, for `BedrockProvider(bedrock_client=...)`.
+
+        Raises:
+            UserError: If `client` is not a boto3 `bedrock-runtime` client.
+        """
+        return instrument(client, self._capture_botocore, self)
+
     def _capturing(self, inner: httpx2.AsyncBaseTransport | None) -> _CapturingTransport:
         return _CapturingTransport(self.exchanges, inner)
+
+    def _capture_botocore(self, request: BotocoreRequest) -> WireExchange:
+        exchange = WireExchange(
+            request.method, request.path, request.body, user_agent=request.headers.get('user-agent')
+        )
+        self.exchanges.append(exchange)
+        return exchange
 
     def conversation(self, api: Api) -> WireConversation:
         """The conversation made of the exchanges sent to one API, in order.

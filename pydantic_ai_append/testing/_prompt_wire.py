@@ -15,6 +15,7 @@ import httpx2
 from pydantic_ai.exceptions import UserError
 
 from .._telemetry.summary import CacheSummary
+from .._wire.botocore_hooks import BotocoreClientT
 from .._wire.conversation import WireConversation
 from .._wire.segments import API_PATHS, Api, Segment, api_of
 from .._wire.transport import unpooled_transport
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
 class PromptWire:
     """A record of every request a test's agent sends, with its transcript and prefix checks: the `prompt_wire` fixture.
 
-    Hand `http_client()` (or a client built on `transport()`) to the provider of a Pydantic AI model, run the
-    agent, then snapshot `transcript()` and call `assert_prefix_stable()`. With pytest-recording replaying a
+    Hand `http_client()` (or a client built on `transport()`) to the provider of a Pydantic AI model (for Bedrock,
+    `BedrockProvider(bedrock_client=prompt_wire.instrument_bedrock(client))`), run the agent, then snapshot
+    `transcript()` and call `assert_prefix_stable()`. With pytest-recording replaying a
     cassette, what is recorded and checked is what the agent sends in this run, not the cassette's bodies. Where
     every request went to one API, the `api` arguments can be left out.
 
@@ -159,11 +161,30 @@ class PromptWire:
         self._clients.append(client)
         return client
 
+    def instrument_bedrock(self, client: BotocoreClientT) -> BotocoreClientT:
+        """Record every Converse and ConverseStream exchange a boto3 `bedrock-runtime` client makes, as
+        [`WireCapture.instrument_bedrock`][pydantic_ai_append.testing.WireCapture.instrument_bedrock] does.
+
+        The client stays the caller's: `close` leaves it open.
+
+        Args:
+            client: The client to instrument, in place: `boto3.client('bedrock-runtime')`, or a `BedrockProvider`'s
+                `client`.
+
+        Returns:
+            `client`, for `BedrockProvider(bedrock_client=...)`.
+
+        Raises:
+            UserError: If `client` is not a boto3 `bedrock-runtime` client.
+        """
+        return self.capture.instrument_bedrock(client)
+
     def conversation(self, api: Api | None = None) -> WireConversation:
         """The recorded requests to one API, as a `WireConversation` (with `previous_response_id` resolved).
 
         Args:
-            api: `'openai-chat'`, `'openai-responses'` or `'anthropic'`; by default the only API requests went to.
+            api: One of `Api`, such as `'openai-chat'` or `'bedrock-converse'`; by default the only API requests went
+                to.
 
         Returns:
             A new `WireConversation` of those exchanges.
