@@ -131,3 +131,45 @@ def test_bedrock_reads_only_at_a_cache_point(tmp_path: Path, capsys: pytest.Capt
     assert status == 0
     flagged = [line.split(':')[0] for line in out.splitlines() if line.startswith('  request ')]
     assert flagged == (['  request 1 (interaction 1), missed'] if cache_point else [])
+
+
+def in_recorders_form(recorded: dict[str, Any], recorder: str) -> dict[str, Any]:
+    """One interaction of a vcrpy cassette as Pydantic AI's older serializer or cassetter records it."""
+    request, response = dict(recorded['request']), dict(recorded['response'])
+    request_body, response_body = request.pop('body'), response.pop('body')['string']
+    if recorder == 'pydantic_ai_serializer':
+        # A JSON body as structure beside the headers (keys sorted when written); a binary one as vcrpy has it.
+        request['parsed_body'] = json.loads(request_body)
+        if isinstance(response_body, str):
+            response['parsed_body'] = json.loads(response_body)
+        else:
+            response['body'] = {'string': response_body}
+        return {'request': request, 'response': response}
+    request['body'] = {'type': 'json', 'content': json.loads(request_body)}
+    response['body'] = (
+        {'type': 'json', 'content': json.loads(response_body)}
+        if isinstance(response_body, str)
+        else {'type': 'binary', 'content': response_body.hex()}
+    )
+    return {'request': request, 'response': response}
+
+
+@pytest.mark.parametrize('recorder', ['pydantic_ai_serializer', 'cassetter'])
+@pytest.mark.parametrize('streamed', [False, True], ids=['converse', 'converse-stream'])
+async def test_a_bedrock_conversation_in_pydantic_ais_cassette_forms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], streamed: bool, recorder: str
+):
+    plain = tmp_path / 'vcrpy.yaml'
+    await record(plain, streamed=streamed)
+    interactions = yaml.safe_load(plain.read_text())['interactions']
+    other = write_cassette(tmp_path / f'{recorder}.yaml', [in_recorders_form(item, recorder) for item in interactions])
+
+    def verdict(file: Path) -> tuple[Any, ...]:
+        status, out, _ = run(capsys, '--json', str(file))
+        (c,) = json.loads(out)['cassettes'][0]['conversations']
+        broken = [(d['request'], d['segment'], d['kind']) for d in c['divergences']]
+        return status, c['api'], c['model'], broken, [r['provider'] for r in c['request_verdicts']]
+
+    # Keys sorted change the bytes, not where the prefix breaks or what the provider reported.
+    assert verdict(other) == verdict(plain)
+    assert verdict(other)[:4] == (1, 'bedrock-converse', CLAUDE, [(2, 1, 'system')])
