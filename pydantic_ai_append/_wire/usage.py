@@ -251,9 +251,8 @@ def disagreement(
 ) -> Disagreement | None:
     """Whether the provider's cache use on one request disagrees with the checker's verdict on it, and how.
 
-    Reading less than the checker judged reusable is normal on both providers, so it is never flagged on its own:
-    Anthropic (and Bedrock, by its rules) reads only up to a breakpoint, and only a prefix of at least the model's
-    minimum;
+    Reading less than the checker judged reusable is normal on every provider, so it is never flagged on its own:
+    Anthropic and Bedrock read only up to a breakpoint, and only a prefix of at least the model's minimum;
     OpenAI caches automatically but in steps (the first 1,024 tokens, then every 128), only prompts of 1,024 tokens
     or more, and not always (routing, eviction). Two things are flagged:
 
