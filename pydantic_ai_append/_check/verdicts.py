@@ -4,9 +4,10 @@
 Completions and Responses, the Chat Completions of Mistral, Groq and Hugging Face, Cohere's v2 Chat, Gemini's
 `generateContent`, Bedrock's Converse) by their path, splits each into cache-order segments (`_wire.segments`),
 resolves OpenAI Responses `previous_response_id` chains and `conversation`s from the recorded replies and
-`POST /v1/conversations` calls (`_wire.conversation`), and groups the requests into conversations: per cassette, API and model, in cassette order.
-Each request is judged on its segments and on the settings its provider documents as part of the cache
-(`_wire.cache_rules`), and the verdicts are given as `reports`. The command line around it is `cli`.
+`POST /v1/conversations` calls (`_wire.conversation`), and groups the requests into conversations: per cassette, API
+and model, in cassette order. Each request is judged on its segments and on the settings its provider documents as
+part of the cache (`_wire.cache_rules`), and the verdicts are given as `reports`. The command line around it is
+`cli`.
 
 One model may hold several conversations in one cassette (parametrized runs, sub-agents, a test that starts over).
 A request joins the most recent conversation of its API and model whose last request it extends byte for byte.

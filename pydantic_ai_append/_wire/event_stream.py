@@ -41,16 +41,16 @@ def event_payloads(body: bytes) -> list[bytes]:
     offset = 0
     while offset + _PRELUDE.size <= len(body):
         total, headers, prelude_crc = _PRELUDE.unpack_from(body, offset)
-        end = offset + total
-        framed = (
-            crc32(body[offset : offset + 8]) == prelude_crc
-            and _PRELUDE.size + headers + _MESSAGE_CRC <= total
-            and end <= len(body)
-        )
-        if not framed or crc32(body[offset : end - _MESSAGE_CRC]) != int.from_bytes(
-            body[end - _MESSAGE_CRC : end], 'big'
-        ):
+        message = body[offset : offset + total]
+        if not _whole(message, total, headers, prelude_crc):
             break
-        payloads.append(body[offset + _PRELUDE.size + headers : end - _MESSAGE_CRC])
-        offset = end
+        payloads.append(message[_PRELUDE.size + headers : -_MESSAGE_CRC])
+        offset += total
     return payloads
+
+
+def _whole(message: bytes, total: int, headers: int, prelude_crc: int) -> bool:
+    """Whether `message` is all of a message of `total` bytes, `headers` of them headers, with both CRCs right."""
+    if crc32(message[:8]) != prelude_crc or len(message) != total or total < _PRELUDE.size + headers + _MESSAGE_CRC:
+        return False
+    return crc32(message[:-_MESSAGE_CRC]) == int.from_bytes(message[-_MESSAGE_CRC:], 'big')

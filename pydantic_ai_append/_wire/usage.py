@@ -266,9 +266,9 @@ def disagreement(
     - `missed`: after the first request, the checker judged reusable a prefix of `minimum_tokens` or more (estimated
       as the reply's input tokens times the reused share of bytes, since the provider's count beats any bytes-a-token
       guess), and the provider, which reports cache reads, read nothing where it should have cached: always on
-      OpenAI, on the `BREAKPOINT_APIS` only where `cache_control` says a breakpoint covers the prefix. The cache entry expired,
-      the request was routed elsewhere, or a breakpoint lies past what was written: worth knowing, not an error of
-      the checker.
+      OpenAI, on the `BREAKPOINT_APIS` only where `cache_control` says a breakpoint covers the prefix. The cache entry
+      expired, the request was routed elsewhere, or a breakpoint lies past what was written: worth knowing, not an
+      error of the checker.
 
     Args:
         api: The API the request went to.
