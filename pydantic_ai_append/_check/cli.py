@@ -234,9 +234,10 @@ def _request_verdict(verdict: RequestVerdict) -> dict[str, Any]:
 _DESCRIPTION = """\
 Check that every conversation recorded in pytest-recording / vcrpy cassettes keeps its prompt-cache prefix: each
 request to the Anthropic Messages, OpenAI Chat Completions or OpenAI Responses API, the Chat Completions of Mistral,
-Groq or Hugging Face, or Cohere's v2 Chat extends the previous request of its conversation byte for byte, segment by
-segment in cache order. Exit status: 0 if every conversation keeps its
-prefix, 1 if one breaks it, 2 on bad usage or a file that is not a readable cassette."""
+Groq or Hugging Face, Cohere's v2 Chat, Google Gemini's generateContent or AWS Bedrock's Converse (and their streamed
+forms) extends the previous request of its conversation byte for byte, segment by segment in cache order. Exit
+status: 0 if every conversation keeps its prefix, 1 if one breaks it, 2 on bad usage or a file that is not a readable
+cassette."""
 
 _NEW_WINDOW_HELP = """\
 let a request move its conversation's prefix (a known new window: compaction, new instructions): N for request N

@@ -1,11 +1,13 @@
 """The checker's verdicts: a cassette's provider requests grouped into conversations, each judged on its prefix.
 
-`check_cassette` picks the requests to the Anthropic Messages, OpenAI Chat Completions and OpenAI Responses APIs by
-their path, splits each into cache-order segments (`_wire.segments`), resolves OpenAI Responses
-`previous_response_id` chains and `conversation`s from the recorded replies and `POST /v1/conversations` calls
-(`_wire.conversation`), and groups the requests into conversations: per cassette, API and model, in cassette order.
-Each request is judged on its segments and on the settings its provider documents as part of the cache
-(`_wire.cache_rules`), and the verdicts are given as `reports`. The command line around it is `cli`.
+`check_cassette` picks the requests to the provider APIs `_wire.segments` reads (Anthropic Messages, OpenAI Chat
+Completions and Responses, the Chat Completions of Mistral, Groq and Hugging Face, Cohere's v2 Chat, Gemini's
+`generateContent`, Bedrock's Converse) by their path, splits each into cache-order segments (`_wire.segments`),
+resolves OpenAI Responses `previous_response_id` chains and `conversation`s from the recorded replies and
+`POST /v1/conversations` calls (`_wire.conversation`), and groups the requests into conversations: per cassette, API
+and model, in cassette order. Each request is judged on its segments and on the settings its provider documents as
+part of the cache (`_wire.cache_rules`), and the verdicts are given as `reports`. The command line around it is
+`cli`.
 
 One model may hold several conversations in one cassette (parametrized runs, sub-agents, a test that starts over).
 A request joins the most recent conversation of its API and model whose last request it extends byte for byte.
@@ -29,6 +31,7 @@ from .._wire.cache_rules import setting_change
 from .._wire.causes import Cause, explain
 from .._wire.conversation import WireConversation, continued, reply_payloads, starts_conversation
 from .._wire.segments import (
+    CACHE_MARKER_KEYS,
     Api,
     Segment,
     api_of,
@@ -84,7 +87,8 @@ class _Conversation:
     """Each request's verdict."""
 
     marked: bool = False
-    """Whether its last request marks a cache breakpoint (`cache_control`), which an Anthropic cache read needs."""
+    """Whether its last request marks a cache breakpoint (Anthropic's `cache_control`, Bedrock's `cachePoint`), which
+    a cache read on those APIs needs."""
 
     def add(
         self,
@@ -122,7 +126,8 @@ class _Conversation:
         reused = sum(len(segment.data) for segment in current[:shared])
         total = sum(len(segment.data) for segment in current)
         kept = shared == len(self.last)
-        # On Anthropic a cache read needs a breakpoint: the previous request's, over a prefix this one repeats whole.
+        # On Anthropic and Bedrock a cache read needs a breakpoint: the previous request's, over a prefix this one
+        # repeats whole.
         covered = self.marked and kept
         found = (
             disagreement(
@@ -251,7 +256,8 @@ def check_cassette(
         allowed = {w.request for w in new_windows if w.applies(file, conversation.number, w.request)}
         reply = _reply(interaction, api)
         usage = reply_usage(api, reply) if reply is not None else None
-        conversation.add(interaction.index, (current, request, b'"cache_control"' in body), usage, allowed)
+        marked = any(f'"{key}"'.encode() in body for key in CACHE_MARKER_KEYS[api])
+        conversation.add(interaction.index, (current, request, marked), usage, allowed)
         if api == 'openai-responses' and reply is not None:
             resolver.add_response(current, reply)
     return CassetteReport(file, tuple(c.report(file) for c in conversations), other)

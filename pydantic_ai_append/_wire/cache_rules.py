@@ -18,7 +18,9 @@ and the bytes after that point are not counted as reused.
 - Mistral, Groq and Hugging Face (the pages `segments` cites) name no request setting beside the prompt as part of
   their cache, and Cohere documents no cache, so none is compared for them. Nor is any for Gemini: its implicit cache
   (https://ai.google.dev/gemini-api/docs/caching) is documented as a prefix of the system instruction, tools and
-  contents only.
+  contents only. Nor for Bedrock: https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html caches
+  the tools, system and messages up to each cache checkpoint and names no request field beside them; Anthropic's own
+  rules for `tool_choice` and thinking are documented for its API, not for Claude on Bedrock or for Nova.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ SETTINGS: Mapping[Api, tuple[Setting, ...]] = {
     'huggingface-chat': (),
     'cohere-chat': (),
     'gemini': (),
+    'bedrock-converse': (),
 }
 """Each API's settings, in the order a report names them."""
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, cast
 
 from .._shared.cache import BoundedCache
+from .event_stream import event_payloads
 from .segments import CACHE_MARKER_KEYS, Api, Segment, common_prefix_length, parse_body, pieces, segments
 
 
@@ -37,10 +38,11 @@ class Exchange(Protocol):
 
 
 def reply_payloads(body: bytes) -> list[dict[str, object]]:
-    """The JSON objects a reply body holds: the body itself, or each event of a server-sent event stream.
+    """The JSON objects a reply body holds: the body itself, or each event of a server-sent event stream or of AWS's
+    binary event stream (Bedrock's ConverseStream, `event_stream`).
 
-    A body that is neither (empty, cut short, an HTML error page) holds none, and an event whose data isn't a JSON
-    object (`[DONE]`) is skipped.
+    A body that is none of these (empty, cut short, an HTML error page) holds none, and an event whose data isn't a
+    JSON object (`[DONE]`) is skipped.
     """
     try:
         parsed: object = json.loads(body)
@@ -48,15 +50,17 @@ def reply_payloads(body: bytes) -> list[dict[str, object]]:
         parsed = None
     if parsed is not None:
         return [cast('dict[str, object]', parsed)] if isinstance(parsed, dict) else []
+    events: list[bytes | str] = [*event_payloads(body)]
+    if not events:
+        events = [line[5:] for line in body.decode(errors='replace').splitlines() if line.startswith('data:')]
     payloads: list[dict[str, object]] = []
-    for line in body.decode(errors='replace').splitlines():
-        if line.startswith('data:'):
-            try:
-                event: object = json.loads(line[5:])
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                payloads.append(cast('dict[str, object]', event))
+    for data in events:
+        try:
+            event: object = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            payloads.append(cast('dict[str, object]', event))
     return payloads
 
 

@@ -12,19 +12,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal, NamedTuple, TypeAlias, cast
 
 from .conversation import reply_payloads
 from .segments import Api
 
-_CHAT_USAGE: Mapping[str, tuple[tuple[str, ...], ...]] = {
+
+class Match(NamedTuple):
+    """A step of a usage path into a list: its first element whose `key` is `value`."""
+
+    key: str
+    """The key every element has."""
+
+    value: str
+    """The value of it that picks the element."""
+
+
+Path: TypeAlias = tuple[str | Match, ...]
+"""Where a number is in a reply's `usage`: keys of nested objects, and `Match`es into lists."""
+
+_CHAT_USAGE: Mapping[str, tuple[Path, ...]] = {
     'input_tokens': (('prompt_tokens',),),
     'cache_read_tokens': (('prompt_tokens_details', 'cached_tokens'),),
     'output_tokens': (('completion_tokens',),),
 }
 """Mistral's and Groq's usage, as `genai-prices` reads it."""
 
-USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[tuple[str, ...], ...]]] = {
+USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[Path, ...]]] = {
     'mistral-chat': _CHAT_USAGE,
     'groq-chat': _CHAT_USAGE,
     # Pydantic AI's Hugging Face model reads only these two, whatever the inference provider behind the router adds.
@@ -62,6 +76,17 @@ USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[tuple[str, ...], ...]]] = {
         'cache_write_1h_tokens': (('cache_creation', 'ephemeral_1h_input_tokens'),),
         'output_tokens': (('output_tokens',),),
     },
+    # Bedrock's `TokenUsage` (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html),
+    # a Converse reply's `usage` or ConverseStream's `metadata` event's. Its `inputTokens` leaves out what the cache
+    # read and wrote (`totalTokens` is the sum of all four counts), so Pydantic AI's `input_tokens` is the sum of the
+    # three, as for Anthropic; `cacheDetails` splits the write by retention, `5m` or `1h`.
+    'bedrock-converse': {
+        'input_tokens': (('inputTokens',), ('cacheReadInputTokens',), ('cacheWriteInputTokens',)),
+        'cache_read_tokens': (('cacheReadInputTokens',),),
+        'cache_write_tokens': (('cacheWriteInputTokens',),),
+        'cache_write_1h_tokens': (('cacheDetails', Match('ttl', '1h'), 'inputTokens'),),
+        'output_tokens': (('outputTokens',),),
+    },
 }
 """Where each `RequestUsage` field is in a reply's `usage`, per API: the sum of the paths, as `genai-prices` reads it."""
 
@@ -81,6 +106,10 @@ provider caches covers both.
 MINIMUM_CACHED_TOKENS = 1_024
 """The shortest prompt OpenAI caches, and Anthropic on most models (2,048 or 4,096 on some)."""
 
+BREAKPOINT_APIS: frozenset[Api] = frozenset({'anthropic', 'bedrock-converse'})
+"""The APIs whose cache is read only up to a breakpoint the request marks: Anthropic's `cache_control`, Bedrock's
+`cachePoint` blocks (on Claude and Nova, by Anthropic's rules; its other models cache nothing)."""
+
 
 @dataclass(frozen=True)
 class ProviderUsage:
@@ -97,13 +126,14 @@ class ProviderUsage:
 
     input_tokens: int
     """All prompt tokens, cached ones included, as Pydantic AI counts them (on Anthropic, the sum of `input_tokens`,
-    `cache_creation_input_tokens` and `cache_read_input_tokens`)."""
+    `cache_creation_input_tokens` and `cache_read_input_tokens`; on Bedrock, of `inputTokens`, `cacheReadInputTokens`
+    and `cacheWriteInputTokens`)."""
 
     cache_read_tokens: int
     """Prompt tokens read from the cache."""
 
     cache_write_tokens: int
-    """Prompt tokens written to the cache (Anthropic; OpenAI reports none)."""
+    """Prompt tokens written to the cache (Anthropic, Bedrock; OpenAI reports none)."""
 
     cache_reported: bool
     """Whether the reply has a cache-read field at all: an OpenAI-compatible server at the same path may report prompt
@@ -167,13 +197,20 @@ def usage_counts(api: Api, usage: Mapping[str, object]) -> dict[str, int]:
     return {name: sum(_sum(usage, path) for path in paths) for name, paths in USAGE_FIELDS[api].items()}
 
 
-def _number(usage: object, path: tuple[str, ...]) -> int | None:
-    for key in path:
-        usage = cast('dict[str, object]', usage).get(key) if isinstance(usage, dict) else None
+def _number(usage: object, path: Path) -> int | None:
+    for step in path:
+        usage = _step(usage, step)
     return usage if isinstance(usage, int) else None
 
 
-def _sum(usage: Mapping[str, object], path: tuple[str, ...]) -> int:
+def _step(value: object, step: str | Match) -> object:
+    if isinstance(step, Match):
+        items = cast('list[object]', value) if isinstance(value, list) else []
+        return next((item for item in items if _step(item, step.key) == step.value), None)
+    return cast('dict[str, object]', value).get(step) if isinstance(value, dict) else None
+
+
+def _sum(usage: Mapping[str, object], path: Path) -> int:
     return _number(usage, path) or 0
 
 
@@ -214,8 +251,8 @@ def disagreement(
 ) -> Disagreement | None:
     """Whether the provider's cache use on one request disagrees with the checker's verdict on it, and how.
 
-    Reading less than the checker judged reusable is normal on both providers, so it is never flagged on its own:
-    Anthropic reads only up to a `cache_control` breakpoint, and only a prefix of at least the model's minimum;
+    Reading less than the checker judged reusable is normal on every provider, so it is never flagged on its own:
+    Anthropic and Bedrock read only up to a breakpoint, and only a prefix of at least the model's minimum;
     OpenAI caches automatically but in steps (the first 1,024 tokens, then every 128), only prompts of 1,024 tokens
     or more, and not always (routing, eviction). Two things are flagged:
 
@@ -229,9 +266,9 @@ def disagreement(
     - `missed`: after the first request, the checker judged reusable a prefix of `minimum_tokens` or more (estimated
       as the reply's input tokens times the reused share of bytes, since the provider's count beats any bytes-a-token
       guess), and the provider, which reports cache reads, read nothing where it should have cached: always on
-      OpenAI, on Anthropic only where `cache_control` says a breakpoint covers the prefix. The cache entry expired,
-      the request was routed elsewhere, or a breakpoint lies past what was written: worth knowing, not an error of
-      the checker.
+      OpenAI, on the `BREAKPOINT_APIS` only where `cache_control` says a breakpoint covers the prefix. The cache entry
+      expired, the request was routed elsewhere, or a breakpoint lies past what was written: worth knowing, not an
+      error of the checker.
 
     Args:
         api: The API the request went to.
@@ -240,9 +277,10 @@ def disagreement(
         total_bytes: The bytes of all the request's segments.
         first: Whether this is its conversation's first request.
         kept: Whether the request repeats all of the previous request (the checker found no break).
-        cache_control: Anthropic only: whether a breakpoint should have let this request read its reused prefix, i.e.
-            the previous request carried `cache_control` and this one repeats all of it (as Pydantic AI's
-            `anthropic_cache` settings give). OpenAI caches without breakpoints, so it is ignored there.
+        cache_control: `BREAKPOINT_APIS` only: whether a breakpoint should have let this request read its reused
+            prefix, i.e. the previous request carried one (Anthropic's `cache_control`, a Bedrock `cachePoint`) and
+            this one repeats all of it (as Pydantic AI's `anthropic_cache` and `bedrock_cache_messages` settings
+            give). OpenAI caches without breakpoints, so it is ignored there.
         minimum_tokens: The model's minimum cacheable prompt: 1,024 tokens on OpenAI and most Claude models, 2,048 or
             4,096 on some.
 
@@ -256,7 +294,7 @@ def disagreement(
     if not kept and cached_share > reused_share + READ_MORE_MARGIN:
         return _read_more(usage, reused_bytes, total_bytes)
     estimated = round(usage.input_tokens * reused_share)
-    caches = api != 'anthropic' or cache_control
+    caches = api not in BREAKPOINT_APIS or cache_control
     if caches and usage.cache_reported and usage.cache_read_tokens == 0 and estimated >= minimum_tokens:
         return _missed(reused_bytes, total_bytes, estimated)
     return None

@@ -240,22 +240,26 @@ class PromptWire:
         """The conversation's cache use and cost as the provider reported them, against rewrite mode's cost.
 
         It is the [`CacheSummary`][pydantic_ai_append.CacheSummary] `AppendInstructions.cache_summary` gives for
-        the same conversation's history, read from the wire alone: each reply's `usage` (streamed or not) as
+        the same conversation's history, read from the wire alone: each reply's `usage` (streamed or not: in
+        server-sent events, or in the `metadata` event of AWS's event stream for Bedrock's ConverseStream) as
         Pydantic AI maps it, priced by `genai-prices` through `ModelResponse.cost()`, with or without the
         capability on the agent. A request is expected to read the previous one, in the provider's count (on OpenAI
         rounded down to its 1,024-and-128 steps), where it starts with all of that request's segments byte for byte
-        and the same model answered; one that moved the prefix is expected to read nothing (where the capability
-        would report an `unexpected` shortfall, `assert_prefix_stable` shows what moved). Where the segments it adds
-        deliver a change to a block (a replacing
+        and the same model answered, on a model that caches only at breakpoints (Anthropic's, Claude and Nova on
+        Bedrock, as Pydantic AI's profile of the model says) or once the conversation shows cache use; one that
+        moved the prefix is expected to read nothing (where the capability would report an `unexpected` shortfall,
+        `assert_prefix_stable` shows what moved). Where the segments it adds deliver a change to a block (a replacing
         `<context id="X">` or `<context-diff id="X">` element, or a withdrawal), rewrite mode would have moved the
         prefix at the block's `<context id="X">` opening in the instructions, so its read is capped at the bytes of
         the segments before that opening, at 4 bytes a token. The capability estimates the same from the
         instructions it renders; this one counts what was sent, with the JSON around each segment and what Pydantic AI
         puts before the blocks (on 2.68, its announcement of `<system>` blocks), so where a change was delivered the
-        two savings differ a little. Tokens and cost are the same.
+        two savings differ a little. Tokens and cost are the same. What never reopening a window would have cost is
+        priced as sent: the changes a window opened by price dropped are in the capability's records only.
 
-        An exchange whose reply holds no JSON (an empty or cut body, an HTML error page) or is an error object is
-        left out, as Pydantic AI made no response of it; a reply without usage counts as a request of no tokens.
+        An exchange whose reply holds no JSON (an empty or cut body, an HTML error page) or is an error object
+        (Bedrock's bare `message`) is left out, as Pydantic AI made no response of it; a reply without usage counts
+        as a request of no tokens.
 
         Args:
             api: As for `conversation`.

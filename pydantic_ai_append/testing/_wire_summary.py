@@ -34,6 +34,7 @@ _PROVIDERS: Mapping[Api, str] = {
     'huggingface-chat': 'huggingface',
     'cohere-chat': 'cohere',
     'gemini': 'google',
+    'bedrock-converse': 'bedrock',
 }
 """The provider name Pydantic AI gives a response from each API."""
 
@@ -60,7 +61,7 @@ def wire_summary(api: Api, exchanges: Sequence[WireExchange]) -> CacheSummary:
     for exchange in exchanges:
         request = conversation.add(exchange.request_body, exchange.response_body)
         holders = reply_holders(exchange.response_body)
-        if not holders or any(holder.get('error') or holder.get('type') == 'error' for holder in holders):
+        if not holders or any(_is_error(holder) for holder in holders):
             continue
         response = _response(api, holders, _requested_model(exchange.path, exchange.request_body))
         expected, rewrite = _figures(api, request, previous, response)
@@ -68,6 +69,12 @@ def wire_summary(api: Api, exchanges: Sequence[WireExchange]) -> CacheSummary:
         responses.append(response)
         previous = (request, response)
     return summary(responses)
+
+
+def _is_error(holder: dict[str, object]) -> bool:
+    # Bedrock says an error in a bare `message` (a JSON reply's, or an exception event's in a stream), which no reply
+    # it answers has; the other APIs, in `error`.
+    return bool(holder.get('error')) or holder.get('type') == 'error' or isinstance(holder.get('message'), str)
 
 
 def _requested_model(path: str, body: bytes) -> str | None:
@@ -113,13 +120,29 @@ def _figures(
     earlier, before = previous
     # As the capability does: Anthropic caches only at breakpoints, so reading nothing is a verdict there; OpenAI
     # reports no cache use below its minimum, so a read is expected only once the conversation shows one.
-    judged = api == 'anthropic' or any(
+    judged = _needs_breakpoints(api, response.model_name) or any(
         item.cache_read_tokens or item.cache_write_tokens for item in (usage, before.usage)
     )
     expected = 0
     if judged and before.model_name == response.model_name:
         expected = min(expected_read(response, before.usage.input_tokens), usage.input_tokens)
     return expected, min(usage.cache_read_tokens, _head_tokens(api, request, request[len(earlier) :]))
+
+
+def _needs_breakpoints(api: Api, model: str | None) -> bool:
+    """Whether the model caches only where the request marks it, as the capability asks of the model's profile: every
+    Anthropic model, and on Bedrock those whose profile in Pydantic AI says they cache (Claude's and Nova's, at their
+    `cachePoint`s), by the same profile the capability reads.
+    """
+    if api != 'bedrock-converse' or not model:
+        return api == 'anthropic'
+    try:
+        # Needs boto3, which a run that called Bedrock has; without it, the cache use the conversation shows decides.
+        from pydantic_ai.providers.bedrock import BedrockProvider
+    except ImportError:
+        return False
+    profile = BedrockProvider.model_profile(model)
+    return bool(profile and profile.get('supports_cache'))
 
 
 def _head_tokens(api: Api, request: list[Segment], added: list[Segment]) -> int:
