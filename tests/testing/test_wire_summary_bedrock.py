@@ -2,8 +2,8 @@
 client against the fake provider's `converse` and `converse-stream`, live on loopback. The wire's summary, read from
 each reply's `usage` (JSON, or the `metadata` event of the binary event stream), is the capability's for the same run.
 
-The exchanges are the fake provider's own log (each request body and reply as sent), given to the fixture as botocore
-would have recorded them: the botocore hooks that record them in a run are tested with the verifier and the capture.
+The fixture records each exchange through botocore's hooks (`instrument_bedrock`), a ConverseStream reply as the
+event stream botocore read.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import sys
 from collections.abc import AsyncIterable
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 from pydantic_ai import Agent, RunContext
@@ -21,7 +20,7 @@ from pydantic_ai.models.bedrock import BedrockModelSettings
 
 from fake_provider import FakeProvider, Text, bedrock_model
 from pydantic_ai_append import AppendInstructions
-from pydantic_ai_append.testing import PromptWire, WireExchange
+from pydantic_ai_append.testing import PromptWire
 
 from ..fake_models import live_loopback
 
@@ -36,27 +35,15 @@ async def discard(ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent])
         pass
 
 
-def as_recorded(server: FakeProvider, model: str) -> list[WireExchange]:
-    """The fake provider's exchanges as the client sent and read them: a ConverseStream reply is AWS's event stream."""
-    path = f'/model/{quote(model, safe="")}/converse'
-    return [
-        WireExchange(
-            'POST',
-            path + ('-stream' if exchange.response_body[:1] == b'\x00' else ''),
-            exchange.request_body,
-            [exchange.response_body],
-        )
-        for exchange in server.exchanges
-    ]
-
-
-async def converse(server: FakeProvider, model: str, *, streamed: bool, cache: bool = True) -> list[ModelMessage]:
-    """Three turns with a block appended to: the notes change before the third."""
+async def converse(
+    prompt_wire: PromptWire, server: FakeProvider, model: str, *, streamed: bool, cache: bool = True
+) -> list[ModelMessage]:
+    """Three turns with a block appended to, the notes changed before the third, recorded by `prompt_wire`."""
+    bedrock = bedrock_model(server.url, model, cache=cache)
+    prompt_wire.instrument_bedrock(bedrock.client)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     memory = AppendInstructions[list[str]](id='memory')
     memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
-    agent = Agent(
-        bedrock_model(server.url, model, cache=cache), deps_type=list[str], instructions=RULES, capabilities=[memory]
-    )
+    agent = Agent(bedrock, deps_type=list[str], instructions=RULES, capabilities=[memory])
     # With `max_tokens` set, newer releases call `converse` rather than streaming behind the scenes; an event stream
     # handler makes the model call `converse-stream`, as `agent.run_stream` does.
     settings = BedrockModelSettings(max_tokens=1_024)
@@ -73,8 +60,7 @@ async def converse(server: FakeProvider, model: str, *, streamed: bool, cache: b
 @pytest.mark.parametrize('streamed', [False, True], ids=['converse', 'converse-stream'])
 async def test_the_fixtures_summary_is_the_capabilitys_on_bedrock(prompt_wire: PromptWire, streamed: bool):
     with FakeProvider(script=lambda request: Text('Noted.')) as server:
-        history = await converse(server, CLAUDE, streamed=streamed)
-    prompt_wire.exchanges.extend(as_recorded(server, CLAUDE))
+        history = await converse(prompt_wire, server, CLAUDE, streamed=streamed)
     assert [exchange.response_body[:1] for exchange in prompt_wire.exchanges] == [b'\x00' if streamed else b'{'] * 3
     prompt_wire.assert_prefix_stable()
     summary = prompt_wire.cache_summary()
@@ -97,8 +83,7 @@ async def test_a_model_that_caches_nothing_is_expected_to_read_nothing(prompt_wi
     # model whose profile says it doesn't cache until the conversation shows a read, and nor does the wire.
     llama = 'meta.llama3-3-70b-instruct-v1:0'
     with FakeProvider(script=lambda request: Text('Noted.')) as server:
-        history = await converse(server, llama, streamed=False)
-    prompt_wire.exchanges.extend(as_recorded(server, llama))
+        history = await converse(prompt_wire, server, llama, streamed=False)
     summary = prompt_wire.cache_summary()
     # With nothing cached, price opens a new window on the change; what never reopening would have cost needs the
     # change that window dropped, which only the capability's records say: the wire prices it as it was sent.
@@ -114,8 +99,7 @@ async def test_without_boto3_the_cache_use_shown_decides_what_is_expected(
     # previous request all the same (a shortfall, `no_breakpoint`), and so does the wire, from Pydantic AI's profile
     # of the model. Without boto3 that profile can't be read, and the wire expects a read only once one was shown.
     with FakeProvider(script=lambda request: Text('Noted.')) as server:
-        history = await converse(server, CLAUDE, streamed=False, cache=False)
-    prompt_wire.exchanges.extend(as_recorded(server, CLAUDE))
+        history = await converse(prompt_wire, server, CLAUDE, streamed=False, cache=False)
     summary = prompt_wire.cache_summary()
     assert summary == AppendInstructions.cache_summary(history)
     assert (summary.cache_read_tokens, summary.shortfalls) == (0, 2)
