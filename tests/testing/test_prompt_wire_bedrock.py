@@ -66,7 +66,7 @@ request 0: reuses 0 of 257 bytes
 +     a
 +     </context>
 + system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
-+ user: {"text":"turn 0"}
++ user: turn 0
 
 request 1: reuses 257 of 352 bytes
   system: Be brief.
@@ -74,9 +74,9 @@ request 1: reuses 257 of 352 bytes
       a
       </context>
   system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
-  user: {"text":"turn 0"}
-+ assistant: {"text":"Noted."}
-+ user: {"text":"turn 1"}
+  user: turn 0
++ assistant: Noted.
++ user: turn 1
 
 request 2: reuses 352 of 534 bytes
   system: Be brief.
@@ -84,12 +84,15 @@ request 2: reuses 352 of 534 bytes
       a
       </context>
   system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
-  user: {"text":"turn 0"}
-  assistant: {"text":"Noted."}
-  user: {"text":"turn 1"}
-+ assistant: {"text":"Noted."}
-+ user: {"text":"turn 2"}
-+     {"text":"<system><context id=\\"capability:memory:notes\\">\\na\\nb\\n</context></system>"}
+  user: turn 0
+  assistant: Noted.
+  user: turn 1
++ assistant: Noted.
++ user: turn 2
++     <system><context id="capability:memory:notes">
++     a
++     b
++     </context></system>
 """)
 
 
