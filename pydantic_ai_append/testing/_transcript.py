@@ -6,6 +6,13 @@ since the previous request and where a request breaks the prefix, and leaves out
 same code: tool-call and item ids become placeholders numbered by first appearance, and long texts can be folded to
 their length and hash. Every key a segment carries is shown, as text or compact JSON, so a change to what is sent
 shows up in the snapshot.
+
+A segment is read by its shape, the same whichever API sent it. Gemini's contents and Bedrock Converse's messages are
+read as the others' messages are, by their role (`user`, `model`; `user`, `assistant`). Their parts and content blocks
+carry no `type`: each is named by the one key that holds its content (`text`, Gemini's `functionCall` and
+`functionResponse`, Bedrock's `toolUse` and `toolResult`, or another such as `inlineData` or `reasoningContent`, shown
+as `key: value`), beside which a Gemini part may carry metadata such as `thoughtSignature`. A Gemini tool entry lists
+its `functionDeclarations`, each shown as a tool, and a Bedrock tool is its `toolSpec`.
 """
 
 from __future__ import annotations
@@ -24,7 +31,13 @@ from ._assertions import PrefixReuse, prefix_reuse
 DEFAULT_FOLD = 2000
 """The length above which `transcript` folds a text to its length and hash, unless told otherwise."""
 
-_CALL_ID_KEYS = ('call_id', 'tool_call_id', 'tool_use_id')
+_CALL_ID_KEYS = ('call_id', 'tool_call_id', 'tool_use_id', 'toolUseId')
+_ARGUMENT_KEYS = ('arguments', 'input', 'args')
+"""Where a call holds its arguments: OpenAI's, Anthropic's and Bedrock's, Gemini's."""
+_CALL_KEYS = ('functionCall', 'toolUse')
+"""The content key of a call among Gemini's parts and among Bedrock's content blocks."""
+_RESULT_KEYS = ('functionResponse', 'toolResult')
+"""The content key of a tool's result among Gemini's parts and among Bedrock's content blocks."""
 _TEXT_TYPES = ('text', 'input_text', 'output_text')
 _INDENT = '    '
 
@@ -79,19 +92,24 @@ class _Render:
         return [f'{_INDENT}{key}: {self.value(value, key)}' for key, value in mapping.items()]
 
     def call_part(self, item: dict[str, Any]) -> list[str] | None:
-        """A tool call (OpenAI Chat, OpenAI Responses or Anthropic) as `name(args) [call#N]`, or `None` if not one."""
+        """A tool call as `name(args) [call#N]`, or `None` if not one.
+
+        OpenAI Chat's, OpenAI Responses', Anthropic's, or what a Gemini `functionCall` or a Bedrock `toolUse` holds.
+        """
         call = dict(item)
         function = call.get('function')
         if isinstance(function, dict) and call.get('type') == 'function':
             del call['type'], call['function']
             call = {**cast('dict[str, Any]', function), **call}
         name = call.get('name')
-        if not isinstance(name, str) or not ('arguments' in call or 'input' in call):
+        argument_key = next((key for key in _ARGUMENT_KEYS if key in call), None)
+        if not isinstance(name, str) or argument_key is None:
             return None
         del call['name']
-        arguments = call.pop('arguments') if 'arguments' in call else call.pop('input')
+        arguments = call.pop(argument_key)
         # Responses items carry their own `id` beside the `call_id` that results name; elsewhere `id` is the call's.
-        call_id = call.pop('call_id') if 'call_id' in call else call.pop('id', None)
+        id_key = next((key for key in ('call_id', 'toolUseId', 'id') if key in call), None)
+        call_id = call.pop(id_key) if id_key is not None else None
         suffix = f' [{self.call(call_id)}]' if call_id is not None else ''
         call.pop('type', None)
         return [f'{name}({self.value(arguments)}){suffix}', *self.fields(call)]
@@ -101,16 +119,60 @@ class _Render:
         if not isinstance(block, dict):
             return [self.value(block)]
         item = dict(cast('dict[str, Any]', block))
+        if 'type' not in item and item:
+            return self.keyed_block(item)
         if item.get('type') in _TEXT_TYPES and isinstance(item.get('text'), str):
             del item['type']
             return [self.folded(item.pop('text')), *self.fields(item)]
         if item.get('type') == 'tool_result' and 'tool_use_id' in item:
             del item['type']
-            head = f'result [{self.call(item.pop("tool_use_id"))}]'
             content = self.content(item.pop('content', None))
-            return [f'{head}: {content[0]}' if content else head, *content[1:], *self.fields(item)]
+            return [*self.result(None, item.pop('tool_use_id'), content), *self.fields(item)]
         call = self.call_part(item)
         return call if call is not None else [self.value(item)]
+
+    def keyed_block(self, item: dict[str, Any]) -> list[str]:
+        """A Gemini part or a Bedrock content block, named by the key that holds its content rather than by a `type`.
+
+        Text is shown as it is, a call as `name(args) [call#N]`, a result under its call, and any other block as
+        `key: value`; the keys beside the content (a Gemini part's `thoughtSignature`) follow as `key: value` lines.
+        """
+        key = next((key for key in ('text', *_CALL_KEYS, *_RESULT_KEYS) if key in item), None)
+        content: object = item.get(key) if key is not None else None
+        lines: list[str] | None = None
+        if key == 'text' and isinstance(content, str):
+            lines = [self.folded(content)]
+        elif key in _CALL_KEYS and isinstance(content, dict):
+            lines = self.call_part(cast('dict[str, Any]', content))
+        elif key in _RESULT_KEYS and isinstance(content, dict):
+            lines = self.keyed_result(cast('dict[str, Any]', content))
+        if lines is None:
+            first, *rest = self.fields(item)
+            return [first.removeprefix(_INDENT), *rest]
+        del item[cast('str', key)]
+        return [*lines, *self.fields(item)]
+
+    def keyed_result(self, value: dict[str, Any]) -> list[str]:
+        """What a Gemini `functionResponse` or a Bedrock `toolResult` holds, as the result of its call.
+
+        Gemini's names its tool and holds a `response` object, and the call's `id` if the call had one; Bedrock's
+        holds its call's `toolUseId`, `content` blocks and a `status`.
+        """
+        result = dict(value)
+        call_id = result.pop('toolUseId') if 'toolUseId' in result else result.pop('id', None)
+        name = result.pop('name') if isinstance(result.get('name'), str) else None
+        if 'response' in result:
+            content = [self.value(result.pop('response'))]
+        else:
+            content = self.content(result.pop('content', None))
+        return [*self.result(name, call_id, content), *self.fields(result)]
+
+    def result(self, name: str | None, call_id: object, content: list[str]) -> list[str]:
+        """A tool's result as `result name [call#N]: content`, where the result names its tool and its call."""
+        head = 'result' if name is None else f'result {name}'
+        if call_id is not None:
+            head = f'{head} [{self.call(call_id)}]'
+        return [f'{head}: {content[0]}' if content else head, *content[1:]]
 
     def content(self, content: object) -> list[str]:
         """A message's or a result's `content`: a string, or a list of blocks, as lines."""
@@ -125,6 +187,16 @@ class _Render:
         if not isinstance(value, dict):
             return [f'tool {self.value(value)}']
         tool = dict(cast('dict[str, Any]', value))
+        declarations = tool.get('functionDeclarations')
+        if isinstance(declarations, list):
+            # A Gemini tool entry declares several functions, and is one segment.
+            del tool['functionDeclarations']
+            lines = [line for item in cast('list[object]', declarations) for line in self.tool(item)]
+            return [*lines, *self.fields(tool)]
+        spec = tool.get('toolSpec')
+        if isinstance(spec, dict):
+            del tool['toolSpec']
+            tool = {**cast('dict[str, Any]', spec), **tool}
         function = tool.get('function')
         if tool.get('type') == 'function' and isinstance(function, dict):
             del tool['type'], tool['function']
@@ -152,6 +224,8 @@ class _Render:
         if call_key is not None:
             label = f'{label} [{self.call(item.pop(call_key))}]'
         lines = self.content(item.pop('content', None))
+        if isinstance(item.get('parts'), list):
+            lines.extend(self.content(item.pop('parts')))
         for key in ('text', 'output'):
             if isinstance(item.get(key), str):
                 lines.append(self.folded(item.pop(key)))
@@ -214,12 +288,13 @@ def transcript(requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFA
     """Render each request of a conversation in cache order, as text to pin with `inline_snapshot.snapshot()`.
 
     Each request is headed with its index and how many bytes of it the previous request already sent. Its segments
-    follow in cache order (tools, system or instructions, then messages or input items), one or more lines each:
-    a segment the previous request sent too starts with two spaces, a new one with `+ `, and the first segment of a
-    request that breaks the prefix with `! `; where the requests tell why the prefix moved, a `why:` and a `fix:` line
-    follow the head, as `assert_prefix_stable` says them. Tool-call ids become `call#1`, `call#2`, ... and other ids
-    (OpenAI Responses items') `id#1`, ..., numbered by first appearance, so the text is the same on every run of the
-    same code. Any key of a segment with no readable form is shown as `key: value`, so nothing sent goes unshown.
+    follow in cache order (tools, system or instructions, then messages, contents or input items; Gemini puts its
+    system instruction before its tools), one or more lines each: a segment the previous request sent too starts
+    with two spaces, a new one with `+ `, and the first segment of a request that breaks the prefix with `! `; where
+    the requests tell why the prefix moved, a `why:` and a `fix:` line follow the head, as `assert_prefix_stable`
+    says them. Tool-call ids become `call#1`, `call#2`, ... and other ids (OpenAI Responses items') `id#1`, ...,
+    numbered by first appearance, so the text is the same on every run of the same code. Any key of a segment with no
+    readable form is shown as `key: value`, so nothing sent goes unshown.
 
     ```python
     import json

@@ -2,7 +2,8 @@
 instrumented with `instrument_bedrock`, against the fake provider's Converse and ConverseStream, live on loopback.
 
 The fixture names the API `bedrock-converse`, keeps each reply as the client read it (ConverseStream's binary event
-stream as it came), finds the prefix stable across a block change, and renders the transcript. A retry botocore
+stream as it came), finds the prefix stable across a block change, and renders the transcript, a tool loop's too, as it
+does the other APIs'. A retry botocore
 makes is kept as the attempt it is, and a capture keeps what the verifier refused or only what it let through,
 by the order the two were registered in.
 """
@@ -16,7 +17,7 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.bedrock import BedrockModelSettings
 
-from fake_provider import FakeProvider, Text
+from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import WirePrefixDivergenceError, WireVerifier
 from pydantic_ai_append.testing import PromptWire, WireCapture
@@ -66,7 +67,7 @@ request 0: reuses 0 of 257 bytes
 +     a
 +     </context>
 + system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
-+ user: {"text":"turn 0"}
++ user: turn 0
 
 request 1: reuses 257 of 352 bytes
   system: Be brief.
@@ -74,9 +75,9 @@ request 1: reuses 257 of 352 bytes
       a
       </context>
   system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
-  user: {"text":"turn 0"}
-+ assistant: {"text":"Noted."}
-+ user: {"text":"turn 1"}
+  user: turn 0
++ assistant: Noted.
++ user: turn 1
 
 request 2: reuses 352 of 534 bytes
   system: Be brief.
@@ -84,12 +85,84 @@ request 2: reuses 352 of 534 bytes
       a
       </context>
   system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
-  user: {"text":"turn 0"}
-  assistant: {"text":"Noted."}
-  user: {"text":"turn 1"}
-+ assistant: {"text":"Noted."}
-+ user: {"text":"turn 2"}
-+     {"text":"<system><context id=\\"capability:memory:notes\\">\\na\\nb\\n</context></system>"}
+  user: turn 0
+  assistant: Noted.
+  user: turn 1
++ assistant: Noted.
++ user: turn 2
++     <system><context id="capability:memory:notes">
++     a
++     b
++     </context></system>
+""")
+
+
+def get_time(city: str) -> str:
+    """Get the time in a city."""
+    return '12:00'
+
+
+async def test_the_transcript_reads_a_bedrock_tool_loop(prompt_wire: PromptWire):
+    memory = AppendInstructions[list[str]](id='memory')
+    memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
+    settings = BedrockModelSettings(max_tokens=1_024, framing_announcement='never')
+    script = [ToolCalls([('get_time', {'city': 'Paris'})]), Text('Noon.'), Text('Noted.')]
+    with FakeProvider(script=script) as server:
+        model = instrumented_model(server, prompt_wire.instrument_bedrock)
+        agent = Agent(
+            model,
+            deps_type=list[str],
+            instructions='Be brief.',
+            tools=[get_time],
+            model_settings=settings,
+            capabilities=[memory],
+        )
+        history = (await agent.run('Time in Paris?', deps=['a'])).all_messages()
+        await agent.run('Thanks.', deps=['a', 'b'], message_history=history)
+    prompt_wire.assert_prefix_stable()
+    # Roles as Converse names them; the call's `toolUseId`, which the result repeats, as a placeholder.
+    assert prompt_wire.transcript() == snapshot("""\
+request 0: reuses 0 of 467 bytes
++ tool get_time: Get the time in a city.
++     inputSchema: {"json":{"additionalProperties":false,"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}}
++ system: Be brief.
++ system: <context id="capability:memory:notes">
++     a
++     </context>
++ system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
++ user: Time in Paris?
+
+request 1: reuses 467 of 710 bytes
+  tool get_time: Get the time in a city.
+      inputSchema: {"json":{"additionalProperties":false,"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}}
+  system: Be brief.
+  system: <context id="capability:memory:notes">
+      a
+      </context>
+  system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
+  user: Time in Paris?
++ assistant: get_time({"city":"Paris"}) [call#1]
++ user: result [call#1]: 12:00
++         status: success
+
+request 2: reuses 710 of 892 bytes
+  tool get_time: Get the time in a city.
+      inputSchema: {"json":{"additionalProperties":false,"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}}
+  system: Be brief.
+  system: <context id="capability:memory:notes">
+      a
+      </context>
+  system: Only the system's <context> elements count; a later one with the same id replaces the earlier until replaced again.
+  user: Time in Paris?
+  assistant: get_time({"city":"Paris"}) [call#1]
+  user: result [call#1]: 12:00
+          status: success
++ assistant: Noon.
++ user: Thanks.
++     <system><context id="capability:memory:notes">
++     a
++     b
++     </context></system>
 """)
 
 

@@ -1,8 +1,10 @@
 """`transcript` on bodies written by hand: the shapes an agent seldom sends (images, server tools, reasoning items,
-results made of blocks), broken and shortened prefixes, placeholders and folding.
+results made of blocks, Gemini's parts and Bedrock's content blocks of every kind), broken and shortened prefixes,
+placeholders and folding.
 
-The transcripts of what real model classes send are pinned in `test_capture.py`, through the `prompt_wire`
-fixture; these are unit tests of the renderer, since no agent in this suite sends most of these shapes.
+The transcripts of what real model classes send are pinned in `test_capture.py` and the `test_prompt_wire_*.py` files,
+through the `prompt_wire` fixture; these are unit tests of the renderer, since no agent in this suite sends most of
+these shapes.
 """
 
 from __future__ import annotations
@@ -177,6 +179,168 @@ request 0: reuses 0 of 532 bytes
 + input: bare text item
 + input: no role, no type
 """)
+
+
+def test_gemini_parts_calls_results_and_tools():
+    declarations: list[object] = [
+        {'name': 'get_time', 'description': 'Now.', 'parameters_json_schema': {'type': 'object'}},
+        {'name': 'ping', 'parameters': {}},
+    ]
+    tools: list[object] = [{'functionDeclarations': declarations}, {'googleSearch': {}}]
+    system = {'parts': [{'text': 'Be brief.'}, {'text': 'Cite sources.'}]}
+    asked = {
+        'role': 'user',
+        'parts': [{'text': 'Time?'}, {'inlineData': {'mimeType': 'image/png', 'data': 'iVBO'}}, {}],
+    }
+    called: dict[str, object] = {
+        'role': 'model',
+        'parts': [
+            {'text': 'Ask the clock.', 'thought': True},
+            {'functionCall': {'id': 'fc_9', 'args': {}, 'name': 'get_time'}, 'thoughtSignature': 'c2ln'},
+            {'functionCall': {'args': {'host': 'a'}, 'name': 'ping'}},
+            {'functionCall': {'name': 'no_args'}},
+            {'text': 5},
+        ],
+    }
+    answered = {
+        'role': 'user',
+        'parts': [
+            {'functionResponse': {'id': 'fc_9', 'name': 'get_time', 'response': {'return_value': '12:00'}}},
+            {'functionResponse': {'name': 'ping', 'response': {'return_value': 'pong'}, 'willContinue': False}},
+            {'functionResponse': {'id': 'fc_9'}},
+        ],
+    }
+    bare = {'parts': [{'text': 'no role'}]}
+    body: dict[str, object] = {'systemInstruction': system, 'tools': tools, 'contents': [asked, called, answered, bare]}
+    assert transcript(conversation('gemini', body)) == snapshot("""\
+request 0: reuses 0 of 828 bytes
++ system: Be brief.
++ system: Cite sources.
++ tool get_time: Now.
++     parameters_json_schema: {"type":"object"}
++ tool ping
++     parameters: {}
++ tool {"googleSearch":{}}
++ user: Time?
++     inlineData: {"mimeType":"image/png","data":"iVBO"}
++     {}
++ model: Ask the clock.
++         thought: true
++     get_time({}) [call#1]
++         thoughtSignature: c2ln
++     ping({"host":"a"})
++     functionCall: {"name":"no_args"}
++     text: 5
++ user: result get_time [call#1]: {"return_value":"12:00"}
++     result ping: {"return_value":"pong"}
++         willContinue: false
++     result [call#1]
++ message: no role
+""")
+
+
+def test_bedrock_converse_blocks_calls_and_results():
+    spec = {'name': 'get_time', 'description': 'Now.', 'inputSchema': {'json': {'type': 'object'}}}
+    tools: list[object] = [{'toolSpec': spec}, {'cachePoint': {'type': 'default'}}, {'toolSpec': 'odd'}]
+    system: list[object] = [{'text': 'Be brief.'}, {'guardContent': {'text': {'text': 'Stay safe.'}}}]
+    asked = {
+        'role': 'user',
+        'content': [{'text': 'Time?'}, {'image': {'format': 'png', 'source': {'bytes': 'iVBO'}}}],
+    }
+    reasoning = {'reasoningText': {'text': 'Ask the clock.', 'signature': 'sig'}}
+    called: dict[str, object] = {
+        'role': 'assistant',
+        'content': [
+            {'reasoningContent': reasoning},
+            {'toolUse': {'toolUseId': 'tooluse_Ab1', 'name': 'get_time', 'input': {}}},
+            {'toolUse': {'toolUseId': 'tooluse_Cd2', 'name': 'get_time', 'input': {'zone': 'UTC'}}},
+        ],
+    }
+    answered = {
+        'role': 'user',
+        'content': [
+            {'toolResult': {'toolUseId': 'tooluse_Ab1', 'content': [{'text': '12:00'}], 'status': 'success'}},
+            {
+                'toolResult': {
+                    'toolUseId': 'tooluse_Cd2',
+                    'content': [{'json': {'error': 'no zone'}}],
+                    'status': 'error',
+                }
+            },
+            {'toolResult': {'toolUseId': 'tooluse_Ef3'}},
+            {'cachePoint': {'type': 'default'}},
+        ],
+    }
+    body: dict[str, object] = {'toolConfig': {'tools': tools}, 'system': system, 'messages': [asked, called, answered]}
+    assert transcript(conversation('bedrock-converse', body)) == snapshot("""\
+request 0: reuses 0 of 803 bytes
++ tool get_time: Now.
++     inputSchema: {"json":{"type":"object"}}
++ tool {"toolSpec":"odd"}
++ system: Be brief.
++ system
++     guardContent: {"text":{"text":"Stay safe."}}
++ user: Time?
++     image: {"format":"png","source":{"bytes":"iVBO"}}
++ assistant: reasoningContent: {"reasoningText":{"text":"Ask the clock.","signature":"sig"}}
++     get_time({}) [call#1]
++     get_time({"zone":"UTC"}) [call#2]
++ user: result [call#1]: 12:00
++         status: success
++     result [call#2]: json: {"error":"no zone"}
++         status: error
++     result [call#3]
+""")
+
+
+def test_cohere_and_mistral_shapes_read_as_chat_messages():
+    # Cohere's v2 Chat and Mistral's Chat Completions carry keys of their own on OpenAI Chat's shapes (a plan beside
+    # the calls, content as blocks, a call's `index`, `prefix`): each still reads as a message, its keys shown.
+    call = {'id': 'get_time_k2', 'type': 'function', 'function': {'name': 'get_time', 'arguments': '{}'}}
+    cohere = [
+        {'role': 'system', 'content': 'Be brief.'},
+        {'role': 'user', 'content': [{'type': 'text', 'text': 'Time?'}]},
+        {'role': 'assistant', 'tool_plan': 'Ask the clock.', 'tool_calls': [call]},
+        {'role': 'tool', 'tool_call_id': 'get_time_k2', 'content': [{'type': 'document', 'document': {'data': '12'}}]},
+        {
+            'role': 'assistant',
+            'content': [{'type': 'thinking', 'thinking': 'Done.'}, {'type': 'text', 'text': 'Noon.'}],
+        },
+    ]
+    mistral = [
+        {'content': 'Time?', 'role': 'user'},
+        {'role': 'assistant', 'content': [], 'tool_calls': [{**call, 'index': 0}], 'prefix': False},
+        {'content': '12:00', 'role': 'tool', 'tool_call_id': 'get_time_k2'},
+        {'role': 'assistant', 'content': [{'text': 'Noon.', 'type': 'text'}], 'tool_calls': [], 'prefix': False},
+    ]
+    requests = [
+        *conversation('cohere-chat', {'messages': cohere}),
+        *conversation('mistral-chat', {'messages': mistral}),
+    ]
+    assert [transcript([request]) for request in requests] == snapshot(
+        [
+            """\
+request 0: reuses 0 of 451 bytes
++ system: Be brief.
++ user: Time?
++ assistant: get_time({}) [call#1]
++     tool_plan: Ask the clock.
++ tool [call#1]: {"type":"document","document":{"data":"12"}}
++ assistant: {"type":"thinking","thinking":"Done."}
++     Noon.
+""",
+            """\
+request 0: reuses 0 of 349 bytes
++ user: Time?
++ assistant: get_time({}) [call#1]
++         index: 0
++     prefix: false
++ tool [call#1]: 12:00
++ assistant: Noon.
++     prefix: false
+""",
+        ]
+    )
 
 
 def test_a_broken_and_a_shortened_prefix_are_marked():
