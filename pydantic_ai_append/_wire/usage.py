@@ -200,12 +200,13 @@ def reply_usage(api: Api, body: bytes) -> ProviderUsage | None:
     if not usage:
         return None
     counts = usage_counts(api, usage)
-    (cache_path,) = USAGE_FIELDS[api]['cache_read_tokens']
+    # Pydantic AI's Hugging Face model reads no cache use at all, so there is no field to say one was reported.
+    cache_paths = USAGE_FIELDS[api].get('cache_read_tokens', ())
     return ProviderUsage(
         counts['input_tokens'],
-        counts['cache_read_tokens'],
+        counts.get('cache_read_tokens', 0),
         counts.get('cache_write_tokens', 0),  # Gemini, Mistral and Groq report no cache writes
-        cache_reported=_number(usage, cache_path) is not None,
+        cache_reported=any(_number(usage, path) is not None for path in cache_paths),
     )
 
 

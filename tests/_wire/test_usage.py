@@ -17,7 +17,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from inline_snapshot import snapshot
@@ -288,6 +288,20 @@ REQUESTS: dict[Api, bytes] = {
     'gemini': b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}',
     'groq-chat': b'{"model": "llama-3.3-70b-versatile", "messages": [{"role": "user", "content": "hi"}]}',
 }
+
+
+@pytest.mark.parametrize(
+    'api',
+    [
+        pytest.param(api, marks=pytest.mark.xfail(strict=True, reason='added with its cache summary'))
+        if api == 'bedrock-converse'
+        else api
+        for api in get_args(Api)
+    ],
+)
+def test_a_reply_of_every_api_is_read(api: Api):
+    # Hugging Face's table has no cache field: a reply of it raised `KeyError` where each other API's was read.
+    assert isinstance(reply_usage(api, b'{"usage": {"prompt_tokens": 10}}'), ProviderUsage)
 
 
 @pytest.mark.parametrize('name', list(REPLIES))
