@@ -228,10 +228,12 @@ class PromptWire:
         deliver a change to a block (a replacing
         `<context id="X">` or `<context-diff id="X">` element, or a withdrawal), rewrite mode would have moved the
         prefix at the block's `<context id="X">` opening in the instructions, so its read is capped at the bytes of
-        the segments before that opening, at 4 bytes a token. The capability estimates the same from the
-        instructions it renders; this one counts what was sent, with the JSON around each segment and what Pydantic AI
-        puts before the blocks (on 2.68, its announcement of `<system>` blocks), so where a change was delivered the
-        two savings differ a little. Tokens and cost are the same.
+        the segments before that opening, at 4 bytes a token, leaving out the announcement of `<system>` blocks
+        that Pydantic AI 2.68 sends a model without inline system messages because the capability asks for it, as
+        rewrite mode sends no change to need it (it is counted where the model's profile announces unasked). The
+        capability estimates the same from the instructions it renders; this one counts what was sent, with the JSON
+        around each segment, so where a change was delivered the two savings differ a little (on the fake provider's
+        Gemini, each read is within 4 tokens of what rewrite mode reads). Tokens and cost are the same.
 
         An exchange whose reply holds no JSON (an empty or cut body, an HTML error page) or is an error object is
         left out, as Pydantic AI made no response of it; a reply without usage counts as a request of no tokens.
