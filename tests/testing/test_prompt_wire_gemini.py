@@ -6,12 +6,10 @@ stable across a block change, and sums the same cache summary as the capability 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models import Model
+from pydantic_ai.messages import ModelMessage
 
 from fake_provider import FakeProvider, Text, google_model
 from pydantic_ai_append import AppendInstructions
@@ -53,8 +51,8 @@ async def test_the_fixture_reads_gemini(prompt_wire: PromptWire, stream: bool):
     assert [row.reused_bytes > 0 for row in prompt_wire.prefix_reuse()] == [False, True, True]
     summary = prompt_wire.cache_summary()
     assert (summary.requests, summary.cache_read_tokens > 0) == (3, True)
-    # Rewrite mode's cost is an estimate on both sides, which `test_the_saving_is_what_rewrite_mode_reads` holds to
-    # what rewrite mode really reads. `agent.run_stream` stores no figures in the history (docs/telemetry.md), so only
+    # Rewrite mode's cost is an estimate on both sides, which `test_wire_summary.py` holds to what rewrite
+    # mode really reads. `agent.run_stream` stores no figures in the history (docs/telemetry.md), so only
     # the provider's own counts and their price are compared there.
     expected = AppendInstructions.cache_summary(history)
     if stream:
@@ -62,35 +60,3 @@ async def test_the_fixture_reads_gemini(prompt_wire: PromptWire, stream: bool):
         assert [getattr(summary, name) for name in fields] == [getattr(expected, name) for name in fields]
     else:
         assert replace(summary, rewrite_cost_usd=0.0) == replace(expected, rewrite_cost_usd=0.0)
-
-
-async def converse(agent: Agent[list[str]]) -> list[ModelMessage]:
-    """Three turns whose notes change on the third."""
-    history: list[ModelMessage] = []
-    for turn, notes in enumerate([['a'], ['a'], ['a', 'b']]):
-        history = (await agent.run(f'turn {turn}', deps=notes, message_history=history)).all_messages()
-    return history
-
-
-def notes_agent(model: Model, on_change: Literal['append', 'rewrite']) -> Agent[list[str]]:
-    memory = AppendInstructions[list[str]](id='memory', windows='keep')
-    memory.instructions(name='notes', on_change=on_change)(lambda ctx: '\n'.join(ctx.deps))
-    return Agent(model, deps_type=list[str], instructions=RULES, capabilities=[memory])
-
-
-async def test_the_saving_is_what_rewrite_mode_reads(prompt_wire: PromptWire):
-    async with prompt_wire.http_client(timeout=60) as http_client:
-        with FakeProvider(script=lambda request: Text('Noted.')) as server:
-            history = await converse(notes_agent(google_model(server.url, http_client=http_client), 'append'))
-        with FakeProvider(script=lambda request: Text('Noted.')) as server:
-            rewritten = await converse(notes_agent(google_model(server.url), 'rewrite'))
-    # What the third request would have read had the change moved the prefix, as the provider counts it: on 2.68,
-    # without the announcement of `<system>` blocks that only the appended change needs.
-    read = [message for message in rewritten if isinstance(message, ModelResponse)][-1].usage.cache_read_tokens
-    last = [message for message in history if isinstance(message, ModelResponse)][-1]
-    rewrite = replace(last, usage=replace(last.usage, cache_read_tokens=read))
-    saving = float(rewrite.cost().total_price - last.cost().total_price)
-    assert saving > 0
-    # Both estimate at 4 bytes a token: the wire from the JSON sent, the capability from the instructions' text.
-    assert prompt_wire.cache_summary().saving_usd == pytest.approx(saving, rel=0.1)
-    assert AppendInstructions.cache_summary(history).saving_usd == pytest.approx(saving, rel=0.1)
