@@ -30,16 +30,19 @@ from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 
 
-def _core_lookalike_check() -> Callable[[str], bool] | None:
-    # A private name, read only here: no public name says which text the release notes. The lookalike tests fail
-    # when the release with the public `pydantic_ai.framing` module stops having it.
+def _core_framing(name: str) -> Any:
+    # Private names, read only here: no public name says which text the release notes, or what it announces. The
+    # lookalike tests and the Gemini wire summary's fail when the release with `pydantic_ai.framing` stops having them.
     framing = importlib.util.find_spec('pydantic_ai._framing')
-    return None if framing is None else getattr(importlib.import_module(framing.name), 'resembles_frame', None)
+    return None if framing is None else getattr(importlib.import_module(framing.name), name, None)
 
 
-CORE_LOOKALIKE_CHECK = _core_lookalike_check()
+CORE_LOOKALIKE_CHECK: Callable[[str], bool] | None = _core_framing('resembles_frame')
 """Whether this release of Pydantic AI puts a note of its own beside a user's or a tool's text (it does for text that
 imitates `<system>`); `None` on releases that note nothing."""
+
+CORE_ANNOUNCEMENT: Callable[..., str] | None = _core_framing('lookalike_note_announcement')
+"""How this release words what `<system>` means to a model with no inline system messages; `None` if it says none."""
 
 
 def system_frame(text: str, timestamp: datetime, *, marked: bool) -> UserPromptPart:

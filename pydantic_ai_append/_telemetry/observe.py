@@ -13,7 +13,8 @@ reason names of core's `pydantic_ai.cache.collapse_reason` where they mean the s
 The request is priced through `ModelResponse.cost()` (`genai-prices`), and so is the same request as rewrite mode
 would have sent it: where this request delivered a change, rewrite mode would have moved the prefix at the changed
 block, so it reads from cache at most the tools and the instructions before that block (estimated at 4 bytes a token,
-as no tokenizer is at hand), and writes or re-sends the rest. And it is priced as it would have been sent had no window
+as no tokenizer is at hand; with Pydantic AI's announcement of `<system>` blocks only where the model's profile, not the
+plugin, asks for it), and writes or re-sends the rest. And it is priced as it would have been sent had no window
 been opened by price or expiry: carrying every change those windows dropped (the new window's carrier says how many
 tokens), and reading the whole previous request where one opened. The figures go on a span and into the response's metadata, so
 [`summary`][pydantic_ai_append._telemetry.summary.summary] totals a conversation from its history alone.
@@ -34,6 +35,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.profiles import prompt_cache_outlook
 from pydantic_ai.settings import merge_model_settings
 
+from .._compat import CORE_ANNOUNCEMENT
 from .._encoding import stated_chars
 from .._history import RECORD_KEY, opens_window, request_records
 from .._shared.schedule import CHARS_PER_TOKEN
@@ -152,10 +154,23 @@ def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) ->
         return 1 << 62
     params = request_context.model_request_parameters
     tools = [(tool.name, tool.description, tool.parameters_json_schema) for tool in params.tool_defs.values()]
-    prefix = ''.join(part.content for part in params.instruction_parts or [])
+    prefix = _announcement(request_context.model) + ''.join(part.content for part in params.instruction_parts or [])
     # A block absent from the prefix (a named route held while absent) would be added after all of it.
     starts = [at for block_id in changed if (at := prefix.find(f'<context id="{block_id}">')) >= 0]
     return (len(json.dumps(tools)) + min(starts, default=len(prefix))) // CHARS_PER_TOKEN
+
+
+def _announcement(model: Model) -> str:
+    """The announcement of `<system>` blocks Pydantic AI opens the model's system prompt with in rewrite mode too: where
+    its profile announces from the first request unasked (Claude Sonnet 4.6 with no inline system messages). Where only
+    the capability asks for it, rewrite mode, delivering no `<system>` block, would not have it.
+    """
+    profile = cast('dict[str, object]', model.profile)
+    unasked = profile.get('default_framing_announcement') == 'always' and not profile.get(
+        'supports_inline_system_prompts'
+    )
+    sealed = bool(profile.get('needs_sealed_system_blocks'))
+    return CORE_ANNOUNCEMENT(system_role=False, sealed=sealed) if unasked and CORE_ANNOUNCEMENT is not None else ''
 
 
 def fallback_of(model: Model) -> FallbackModel | None:

@@ -183,13 +183,21 @@ def merged_usage(holders: Iterable[dict[str, object]]) -> dict[str, object]:
 
     A stream's later usage repeats or updates the earlier (Anthropic's `message_delta` after `message_start`), and a
     `null` (Responses' `response.created`, Chat's chunks before the last) reports nothing. Gemini's `usageMetadata`
-    is its `usage`.
+    is its `usage`, and so is the `x_groq.usage` of Groq's last streamed chunk: Groq streams its usage there (the
+    `groq` SDK's `ChatCompletionChunk.x_groq`, "only sent in the final chunk"), and Pydantic AI's `GroqModel` reads a
+    chunk's usage from there alone.
     """
     reported: dict[str, object] = {}
     for holder in holders:
-        if isinstance(usage := holder.get('usage', holder.get('usageMetadata')), dict):
+        if isinstance(usage := _usage_of(holder), dict):
             reported |= {key: value for key, value in cast('dict[str, object]', usage).items() if value is not None}
     return reported
+
+
+def _usage_of(holder: dict[str, object]) -> object:
+    groq = holder.get('x_groq')
+    usage = cast('dict[str, object]', groq).get('usage') if isinstance(groq, dict) else None
+    return usage if usage is not None else holder.get('usage', holder.get('usageMetadata'))
 
 
 def usage_counts(api: Api, usage: Mapping[str, object]) -> dict[str, int]:
@@ -229,12 +237,13 @@ def reply_usage(api: Api, body: bytes) -> ProviderUsage | None:
     if not usage:
         return None
     counts = usage_counts(api, usage)
-    (cache_path,) = USAGE_FIELDS[api]['cache_read_tokens']
+    # Pydantic AI's Hugging Face model reads no cache use at all, so there is no field to say one was reported.
+    cache_paths = USAGE_FIELDS[api].get('cache_read_tokens', ())
     return ProviderUsage(
         counts['input_tokens'],
-        counts['cache_read_tokens'],
+        counts.get('cache_read_tokens', 0),
         counts.get('cache_write_tokens', 0),  # Gemini, Mistral and Groq report no cache writes
-        cache_reported=_number(usage, cache_path) is not None,
+        cache_reported=any(_number(usage, path) is not None for path in cache_paths),
     )
 
 

@@ -251,11 +251,14 @@ class PromptWire:
         `assert_prefix_stable` shows what moved). Where the segments it adds deliver a change to a block (a replacing
         `<context id="X">` or `<context-diff id="X">` element, or a withdrawal), rewrite mode would have moved the
         prefix at the block's `<context id="X">` opening in the instructions, so its read is capped at the bytes of
-        the segments before that opening, at 4 bytes a token. The capability estimates the same from the
-        instructions it renders; this one counts what was sent, with the JSON around each segment and what Pydantic AI
-        puts before the blocks (on 2.68, its announcement of `<system>` blocks), so where a change was delivered the
-        two savings differ a little. Tokens and cost are the same. What never reopening a window would have cost is
-        priced as sent: the changes a window opened by price dropped are in the capability's records only.
+        the segments before that opening, at 4 bytes a token, leaving out the announcement of `<system>` blocks
+        that Pydantic AI 2.68 sends a model without inline system messages because the capability asks for it, as
+        rewrite mode sends no change to need it (it is counted where the model's profile announces unasked). The
+        capability estimates the same from the instructions it renders; this one counts what was sent, with the JSON
+        around each segment, so where a change was delivered the two savings differ a little (on the fake provider,
+        each read is within 20 tokens of what an `on_change='rewrite'` run reads). Tokens and cost are the same. What never
+        reopening a window would have cost is priced as sent: the changes a window opened by price dropped are in the
+        capability's records only.
 
         An exchange whose reply holds no JSON (an empty or cut body, an HTML error page) or is an error object
         (Bedrock's bare `message`) is left out, as Pydantic AI made no response of it; a reply without usage counts

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import cast
 
 from pydantic_ai.messages import ModelResponse
+from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.profiles.anthropic import anthropic_model_profile
+from pydantic_ai.profiles.google import google_model_profile
+from pydantic_ai.profiles.openai import openai_model_profile
 from pydantic_ai.usage import RequestUsage
 
+from .._compat import CORE_ANNOUNCEMENT
 from .._history import RECORD_KEY
 from .._telemetry.observe import expected_read
 from .._telemetry.summary import CacheSummary, summary
@@ -42,6 +47,22 @@ _CHANGE = re.compile(r'(?:^|\n|<system[^>]*>)<context(?:-diff)? id="([^"]*)"(?: 
 """An element delivering a change to a block (a replacement, a diff, a withdrawal), where system-voice text starts."""
 
 _NO_CAP = 1 << 62
+
+_ANNOUNCEMENTS = (
+    frozenset(CORE_ANNOUNCEMENT(system_role=False, sealed=sealed) for sealed in (False, True))
+    if CORE_ANNOUNCEMENT is not None
+    else frozenset[str]()
+)
+"""The texts Pydantic AI opens the system prompt with to say what `<system>` blocks mean (plain, and for models whose
+blocks carry the `verified` attribute); none on 2.58."""
+
+_PROFILES: Mapping[Api, Callable[[str], ModelProfile | None]] = {
+    'anthropic': anthropic_model_profile,
+    'openai-chat': openai_model_profile,
+    'openai-responses': openai_model_profile,
+    'gemini': google_model_profile,
+}
+"""The profile Pydantic AI gives a model of each API whose models may take no inline system messages."""
 
 _MARKS_OMITTED_USAGE = 'unmeasured_requests' in {field.name for field in fields(RequestUsage)}
 """Whether this release of Pydantic AI marks a response whose reply reported no usage, and then can't price it; 2.58
@@ -126,35 +147,64 @@ def _figures(
     expected = 0
     if judged and before.model_name == response.model_name:
         expected = min(expected_read(response, before.usage.input_tokens), usage.input_tokens)
-    return expected, min(usage.cache_read_tokens, _head_tokens(api, request, request[len(earlier) :]))
+    head = _head_tokens(api, request, request[len(earlier) :], _announced_unasked(api, response.model_name))
+    return expected, min(usage.cache_read_tokens, head)
 
 
 def _needs_breakpoints(api: Api, model: str | None) -> bool:
     """Whether the model caches only where the request marks it, as the capability asks of the model's profile: every
     Anthropic model, and on Bedrock those whose profile in Pydantic AI says they cache (Claude's and Nova's, at their
-    `cachePoint`s), by the same profile the capability reads.
+    `cachePoint`s).
     """
-    if api != 'bedrock-converse' or not model:
-        return api == 'anthropic'
-    try:
-        # Needs boto3, which a run that called Bedrock has; without it, the cache use the conversation shows decides.
-        from pydantic_ai.providers.bedrock import BedrockProvider
-    except ImportError:
-        return False
-    profile = BedrockProvider.model_profile(model)
-    return bool(profile and profile.get('supports_cache'))
+    return api == 'anthropic' or (api == 'bedrock-converse' and bool(_profile(api, model).get('supports_cache')))
 
 
-def _head_tokens(api: Api, request: list[Segment], added: list[Segment]) -> int:
-    """The tokens of `request` before the first block a change in `added` is to, at 4 bytes a token."""
+def _announced_unasked(api: Api, model: str | None) -> bool:
+    """Whether Pydantic AI announces `<system>` blocks to `model` from the first request unasked (its profile's
+    `default_framing_announcement`, as for Claude Sonnet 4.6), and so in rewrite mode too.
+    """
+    return _profile(api, model).get('default_framing_announcement') == 'always'
+
+
+def _profile(api: Api, model: str | None) -> Mapping[str, object]:
+    """The profile Pydantic AI gives `model` of `api`, the one the capability reads; empty where it can't be had."""
+    if not model:
+        return {}
+    if api == 'bedrock-converse':
+        try:
+            # Needs boto3, which a run that called Bedrock has; without it, the cache use the conversation shows decides.
+            from pydantic_ai.providers.bedrock import BedrockProvider
+        except ImportError:
+            return {}
+        profile = BedrockProvider.model_profile(model)
+    else:
+        profile_of = _PROFILES.get(api)
+        profile = profile_of(model) if profile_of is not None else None
+    return cast('Mapping[str, object]', profile or {})
+
+
+def _head_tokens(api: Api, request: list[Segment], added: list[Segment], announced: bool) -> int:
+    """The tokens of `request` before the first block a change in `added` is to, at 4 bytes a token; with the
+    announcement of `<system>` blocks only where rewrite mode would have it too (`announced`).
+    """
     changed = {block_id for segment in added for text in _texts(segment) for block_id in _CHANGE.findall(text)}
     if not changed:
         return _NO_CAP  # no change delivered: rewrite mode reads what this request read
-    head = b''.join(segment.data for segment in request[: _prefix_length(api, request)])
+    # Where the capability asked for the announcement (`framing_announcement='always'`), rewrite mode, which delivers
+    # no `<system>` block to explain, would not have had it.
+    prefix = request[: _prefix_length(api, request)]
+    head = b''.join(segment.data for segment in prefix if announced or not _announces(segment))
     # The opening as it is in a segment: canonical JSON, with its quotes escaped.
     openings = [canonical(f'<context id="{block_id}">')[1:-1] for block_id in changed]
     # A block absent from the prefix (a named route held while absent) would be added after all of it.
     return min((at for opening in openings if (at := head.find(opening)) >= 0), default=len(head)) // 4
+
+
+def _announces(segment: Segment) -> bool:
+    """Whether the segment is Pydantic AI's announcement of what `<system>` blocks mean, which the capability has it
+    send from the first request on a model without inline system messages.
+    """
+    return any(text in _ANNOUNCEMENTS for text in _texts(segment))
 
 
 def _prefix_length(api: Api, request: list[Segment]) -> int:

@@ -24,6 +24,7 @@ from pydantic_ai_append import (
     InstructionBaselinePart,
     instruction_records,
 )
+from pydantic_ai_append._compat import CORE_ANNOUNCEMENT
 
 from ..fake_models import live_loopback
 
@@ -253,9 +254,14 @@ async def test_rewrite_mode_is_priced_as_reading_only_what_comes_before_the_chan
         agent.model_settings = TAIL
         history = await converse(agent, [['a'], [], ['b']])
     third = [message for message in history if isinstance(message, ModelResponse)][2]
-    # Withdrawn, then back: rewrite mode keeps the 9,600 bytes of rules before the block (2 bytes of tools, `[]`).
+    # Withdrawn, then back: rewrite mode keeps the 9,600 bytes of rules before the block (2 bytes of tools, `[]`),
+    # after the announcement of `<system verified>` blocks Claude Sonnet 4.6 gets in rewrite mode too (on 2.68).
+    announcement = CORE_ANNOUNCEMENT(system_role=False, sealed=True) if CORE_ANNOUNCEMENT is not None else ''
     stored = (third.metadata or {})['pydantic_ai_append']
-    assert stored == {'expected_read_tokens': third.usage.cache_read_tokens, 'rewrite_read_tokens': (2 + 9600) // 4}
+    assert stored == {
+        'expected_read_tokens': third.usage.cache_read_tokens,
+        'rewrite_read_tokens': (2 + len(announcement) + 9600) // 4,
+    }
     assert AppendInstructions.cache_summary(history).saving_usd > 0
 
 

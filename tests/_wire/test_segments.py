@@ -6,13 +6,16 @@ order), and what each segment's kind is.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, get_args
 
 import pytest
 from inline_snapshot import snapshot
 
-from pydantic_ai_append._wire.segments import api_of, model_of, segments
-from pydantic_ai_append.testing import Segment
+from pydantic_ai_append._wire.cache_rules import SETTINGS
+from pydantic_ai_append._wire.segments import API_PATHS, CACHE_MARKER_KEYS, Api, api_of, model_of, segments
+from pydantic_ai_append._wire.usage import USAGE_FIELDS
+from pydantic_ai_append.testing import Segment, _wire_summary
 
 from ..bodies import body
 
@@ -190,3 +193,18 @@ def test_the_model_is_the_bodys_or_the_one_the_path_names(path: str, request_bod
 def test_bedrock_paths_are_read_as_bedrock_converse():
     paths = ['/model/m/converse', '/model/m/converse-stream', '/model/m/invoke']
     assert [api_of('POST', path) for path in paths] == ['bedrock-converse', 'bedrock-converse', None]
+
+
+_PER_API_TABLES: dict[str, Mapping[Api, object]] = {
+    'segments.API_PATHS': API_PATHS,
+    'segments.CACHE_MARKER_KEYS': CACHE_MARKER_KEYS,
+    'cache_rules.SETTINGS': SETTINGS,
+    'usage.USAGE_FIELDS': USAGE_FIELDS,
+    'testing._wire_summary._PROVIDERS': _wire_summary._PROVIDERS,  # pyright: ignore[reportPrivateUsage]
+}
+
+
+@pytest.mark.parametrize(('table', 'api'), [(name, api) for name in _PER_API_TABLES for api in get_args(Api)])
+def test_every_table_keyed_by_api_names_every_api(table: str, api: Api):
+    # A table that leaves an API out fails with a `KeyError` only once a request to that API is read.
+    assert api in _PER_API_TABLES[table]

@@ -54,9 +54,8 @@ async def test_the_fixture_reads_gemini(prompt_wire: PromptWire, stream: bool):
     assert [row.reused_bytes > 0 for row in prompt_wire.prefix_reuse()] == [False, True, True]
     summary = prompt_wire.cache_summary()
     assert (summary.requests, summary.cache_read_tokens > 0) == (3, True)
-    # The rewrite-mode estimate is left out: GoogleModel sends the system prompt (the capability's preamble) before
-    # the instructions in `systemInstruction`, which the wire counts in the head before the changed block and the
-    # capability, reading the instructions only, does not. A streamed run stores no figures in the history, so only
+    # Rewrite mode's cost is an estimate on both sides, which `test_wire_summary.py` holds to what rewrite
+    # mode really reads. `agent.run_stream` stores no figures in the history (docs/telemetry.md), so only
     # the provider's own counts and their price are compared there.
     expected = AppendInstructions.cache_summary(history)
     if stream:

@@ -6,6 +6,7 @@ fake provider, live on loopback. The fixture names each API as itself and sums t
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterable
 from typing import Any
 
 import httpx
@@ -77,3 +78,65 @@ async def test_the_fixture_reads_cohere_as_itself(prompt_wire: PromptWire):
     summary = prompt_wire.cache_summary()
     assert summary == AppendInstructions.cache_summary(history)
     assert (summary.requests, summary.cache_read_tokens) == (3, 1000)
+
+
+def groq_stream(request: httpx.Request) -> httpx.Response:
+    """Groq's streamed Chat Completions, offline: its usage only in the last chunk's `x_groq`, as Groq streams it, and
+    a cache read once it has replied.
+    """
+    messages = json.loads(request.content)['messages']
+    replied = any(item['role'] == 'assistant' for item in messages)
+    prompt = 600 + 100 * len(messages)
+    usage: dict[str, Any] = {
+        'prompt_tokens': prompt,
+        'completion_tokens': 2,
+        'total_tokens': prompt + 2,
+        'prompt_tokens_details': {'cached_tokens': 500 if replied else 0},
+    }
+    base: dict[str, Any] = {
+        'id': f'g{len(messages)}',
+        'object': 'chat.completion.chunk',
+        'created': 0,
+        'model': 'llama-3.3-70b-versatile',
+    }
+    chunks: list[dict[str, Any]] = [
+        {**base, 'choices': [{'index': 0, 'delta': {'role': 'assistant', 'content': ''}}], 'x_groq': {'id': 'req_1'}},
+        {**base, 'choices': [{'index': 0, 'delta': {'content': 'Noted.'}}]},
+        {
+            **base,
+            'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}],
+            'x_groq': {'id': 'req_1', 'usage': usage},
+        },
+    ]
+    events = ''.join(f'data: {json.dumps(chunk)}\n\n' for chunk in chunks) + 'data: [DONE]\n\n'
+    return httpx.Response(200, content=events.encode(), headers={'content-type': 'text/event-stream'})
+
+
+async def test_the_fixture_reads_the_usage_groq_streams(prompt_wire: PromptWire):
+    from pydantic_ai.models.groq import GroqModel
+    from pydantic_ai.providers.groq import GroqProvider
+
+    memory = AppendInstructions[list[str]](id='memory', windows='keep')
+    memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
+    http_client = prompt_wire.http_client(client_class=httpx.AsyncClient, transport=httpx.MockTransport(groq_stream))
+    model = GroqModel('llama-3.3-70b-versatile', provider=GroqProvider(api_key='offline', http_client=http_client))
+    agent = Agent(model, deps_type=list[str], instructions='Be brief.', capabilities=[memory])
+
+    async def drain(ctx: Any, events: AsyncIterable[Any]) -> None:
+        async for _ in events:
+            pass
+
+    history: list[ModelMessage] = []
+    for turn, notes in enumerate([['a'], ['a'], ['a', 'b']]):
+        # With an event stream handler, `agent.run` streams the response and keeps the capability's figures.
+        result = await agent.run(f'turn {turn}', deps=notes, message_history=history, event_stream_handler=drain)
+        history = result.all_messages()
+    assert [json.loads(exchange.request_body)['stream'] for exchange in prompt_wire.exchanges] == [True] * 3
+    summary = prompt_wire.cache_summary('groq-chat')
+    assert summary == AppendInstructions.cache_summary(history)
+    assert (summary.requests, summary.cache_read_tokens, summary.uncached_input_tokens, summary.unpriced) == (
+        3,
+        1000,
+        2_700,
+        0,
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterable
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 import pytest
@@ -18,11 +18,11 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
-from fake_provider import FakeProvider, Text
+from fake_provider import FakeProvider, Text, anthropic_model, google_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import Api, PromptWire
 
-from ..fake_models import MODEL_FACTORIES, live_loopback
+from ..fake_models import MODEL_FACTORIES, ModelFactory, live_loopback
 
 pytestmark = [live_loopback, pytest.mark.anyio]
 
@@ -178,3 +178,48 @@ async def test_replies_without_usage_count_as_requests_of_no_tokens_and_failed_o
         0,
         0,
     )
+
+
+def rewrite_saving(response: ModelResponse, read: int) -> float:
+    """What `response`'s request would have cost more had it read only `read` tokens from cache, as the summaries price
+    rewrite mode: what it can't read it writes where the request wrote, or else sends uncached.
+    """
+    usage = response.usage
+    moved = usage.cache_read_tokens - read
+    written = usage.cache_write_tokens + moved if usage.cache_write_tokens else 0
+    rewrite = replace(response, usage=replace(usage, cache_read_tokens=read, cache_write_tokens=written))
+    return float(rewrite.cost().total_price - response.cost().total_price)
+
+
+async def run_notes(model: Model, on_change: Literal['append', 'rewrite']) -> ModelResponse:
+    """Three turns whose notes change on the third; the third response."""
+    memory = AppendInstructions[list[str]](id='memory', windows='keep')
+    memory.instructions(name='notes', on_change=on_change)(lambda ctx: '\n'.join(ctx.deps))
+    # A breakpoint after the instructions too, so that rewrite mode can read the rules before the changed block.
+    settings: ModelSettings = {'anthropic_cache_instructions': True, 'anthropic_cache_messages': True}  # type: ignore[typeddict-unknown-key]
+    agent = Agent(model, deps_type=list[str], instructions=RULES * 2, capabilities=[memory], model_settings=settings)
+    history = await converse(agent, [['a'], ['a'], ['a', 'b']], streamed=False)
+    return [message for message in history if isinstance(message, ModelResponse)][-1]
+
+
+@pytest.mark.parametrize(
+    ('factory', 'model_name'),
+    [(google_model, 'gemini-2.5-flash'), (anthropic_model, 'claude-sonnet-4-6')],
+    ids=['gemini', 'anthropic'],
+)
+async def test_the_saving_is_what_rewrite_mode_reads(prompt_wire: PromptWire, factory: ModelFactory, model_name: str):
+    async with prompt_wire.http_client(timeout=60) as http_client:
+        with FakeProvider(script=lambda request: Text('Noted.')) as server:
+            appended = await run_notes(factory(server.url, model_name, http_client=http_client), 'append')
+            history = [appended]  # its run's figures are stored on it
+        with FakeProvider(script=lambda request: Text('Noted.')) as server:
+            rewritten = await run_notes(factory(server.url, model_name), 'rewrite')
+    # What the third request would have read had the change moved the prefix, as the provider counts it. On 2.68,
+    # GoogleModel's prefix has Pydantic AI's announcement of `<system>` blocks only because the capability asks for it,
+    # and rewrite mode's doesn't; Claude Sonnet 4.6's profile has it announced in both.
+    saving = rewrite_saving(appended, rewritten.usage.cache_read_tokens)
+    assert saving > 0
+    # Both count 4 bytes a token of what comes before the changed block, the provider its own blocks: within 20.
+    tolerance = rewrite_saving(appended, appended.usage.cache_read_tokens - 20)
+    assert prompt_wire.cache_summary().saving_usd == pytest.approx(saving, abs=tolerance)
+    assert AppendInstructions.cache_summary(history).saving_usd == pytest.approx(saving, abs=tolerance)
