@@ -74,7 +74,7 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
         and not opens_window(request)
     ):
         expected = min(expected_read(response, previous.usage.input_tokens), usage.input_tokens)
-    rewrite_read = min(usage.cache_read_tokens, _head_tokens(request_context, request)) if request else 0
+    rewrite_read = min(usage.cache_read_tokens, _head_tokens(request_context, model, request)) if request else 0
     figures = {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite_read}
     if request is not None and previous is not None:
         figures.update(_never_reopened(response, history, previous))
@@ -145,8 +145,10 @@ def openai_steps(tokens: int) -> int:
     return 0 if tokens < 1024 else tokens - (tokens - 1024) % 128
 
 
-def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) -> int:
-    """The tokens before the first block `request` delivers a change to, as rewrite mode would have moved it there."""
+def _head_tokens(request_context: ModelRequestContext, model: Model | None, request: ModelRequest) -> int:
+    """The tokens before the first block `request` delivers a change to, as rewrite mode would have moved it there
+    (`model` served it, where that can be told).
+    """
     changed = [record['id'] for record in request_records(request) if record.get('kind') == 'delta']
     if not changed or opens_window(request):
         # No change delivered, or a new window's (which may be older than the previous request): rewrite mode is
@@ -154,18 +156,18 @@ def _head_tokens(request_context: ModelRequestContext, request: ModelRequest) ->
         return 1 << 62
     params = request_context.model_request_parameters
     tools = [(tool.name, tool.description, tool.parameters_json_schema) for tool in params.tool_defs.values()]
-    prefix = _announcement(request_context.model) + ''.join(part.content for part in params.instruction_parts or [])
+    prefix = _announcement(model) + ''.join(part.content for part in params.instruction_parts or [])
     # A block absent from the prefix (a named route held while absent) would be added after all of it.
     starts = [at for block_id in changed if (at := prefix.find(f'<context id="{block_id}">')) >= 0]
     return (len(json.dumps(tools)) + min(starts, default=len(prefix))) // CHARS_PER_TOKEN
 
 
-def _announcement(model: Model) -> str:
+def _announcement(model: Model | None) -> str:
     """The announcement of `<system>` blocks Pydantic AI opens the model's system prompt with in rewrite mode too: where
     its profile announces from the first request unasked (Claude Sonnet 4.6 with no inline system messages). Where only
     the capability asks for it, rewrite mode, delivering no `<system>` block, would not have it.
     """
-    profile = cast('dict[str, object]', model.profile)
+    profile = cast('dict[str, object]', model.profile if model is not None else {})
     unasked = profile.get('default_framing_announcement') == 'always' and not profile.get(
         'supports_inline_system_prompts'
     )

@@ -30,7 +30,7 @@ from .._wire.segments import Api, Segment, canonical, common_prefix_length, mode
 from .._wire.usage import merged_usage, reply_holders, usage_counts
 from ._capture import WireExchange
 
-_PROVIDERS: Mapping[Api, str] = {
+PROVIDERS: Mapping[Api, str] = {
     'anthropic': 'anthropic',
     'openai-chat': 'openai',
     'openai-responses': 'openai',
@@ -123,7 +123,7 @@ def _response(api: Api, holders: list[dict[str, object]], requested: str | None)
         parts=[],
         usage=usage,
         model_name=model,
-        provider_name=_PROVIDERS[api],
+        provider_name=PROVIDERS[api],
         provider_details={'service_tier': tier} if tier else None,
     )
 

@@ -200,7 +200,7 @@ _PER_API_TABLES: dict[str, Mapping[Api, object]] = {
     'segments.CACHE_MARKER_KEYS': CACHE_MARKER_KEYS,
     'cache_rules.SETTINGS': SETTINGS,
     'usage.USAGE_FIELDS': USAGE_FIELDS,
-    'testing._wire_summary._PROVIDERS': _wire_summary._PROVIDERS,  # pyright: ignore[reportPrivateUsage]
+    'testing._wire_summary.PROVIDERS': _wire_summary.PROVIDERS,
 }
 
 
