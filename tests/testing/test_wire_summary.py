@@ -223,3 +223,24 @@ async def test_the_saving_is_what_rewrite_mode_reads(prompt_wire: PromptWire, fa
     tolerance = rewrite_saving(appended, appended.usage.cache_read_tokens - 20)
     assert prompt_wire.cache_summary().saving_usd == pytest.approx(saving, abs=tolerance)
     assert AppendInstructions.cache_summary(history).saving_usd == pytest.approx(saving, abs=tolerance)
+
+
+async def test_a_conversation_that_names_no_model_is_counted_and_left_unpriced(prompt_wire: PromptWire):
+    # An OpenAI-compatible server that names no model, in the request or the reply: no profile to ask, no price.
+    hello = [{'role': 'system', 'content': 'Rules.'}, {'role': 'user', 'content': 'Hi'}]
+    later = [*hello, {'role': 'assistant', 'content': 'OK.'}, {'role': 'user', 'content': 'Again'}]
+    choice = {'index': 0, 'message': {'role': 'assistant', 'content': 'OK.'}, 'finish_reason': 'stop'}
+    usage = {'prompt_tokens': 1500, 'completion_tokens': 2, 'prompt_tokens_details': {'cached_tokens': 1024}}
+    reply = {'id': 'c', 'object': 'chat.completion', 'created': 0, 'choices': [choice], 'usage': usage}
+    transport = prompt_wire.transport(httpx2.MockTransport(lambda request: httpx2.Response(200, json=reply)))
+    async with httpx2.AsyncClient(transport=transport) as client:
+        for messages in (hello, later):
+            await client.post('https://llm.example/v1/chat/completions', json={'messages': messages})
+    summary = prompt_wire.cache_summary()
+    # The second request was expected to read the first's 1,500 tokens in OpenAI's steps: 1,024 and 3 of 128.
+    assert (summary.requests, summary.cache_read_tokens, summary.expected_read_tokens, summary.unpriced) == (
+        2,
+        2048,
+        1408,
+        2,
+    )
