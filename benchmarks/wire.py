@@ -1,8 +1,8 @@
 """Wire bytes: the scenario on each provider path and policy, through the real SDKs, split into cache segments.
 
 Each conversation runs the real `openai`, `anthropic`, `google-genai` or `boto3` client, through Pydantic AI's model
-classes, against the test suite's fake provider on loopback, one `agent.run` per turn with the history carried through a JSON
-round trip. What was sent is measured with the package's own wire tools
+classes, against the test suite's fake provider on loopback, one `agent.run` per turn with the history carried
+through a JSON round trip. What was sent is measured with the package's own wire tools
 ([`WireConversation`][pydantic_ai_append.testing.WireConversation] and
 [`prefix_reuse`][pydantic_ai_append.testing.prefix_reuse]): per request, the bytes of the cache-order segments
 it shares with the previous request (reused) and the rest (uncached), where the prefix moved, and the delivered
