@@ -22,6 +22,8 @@ from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models.bedrock import BedrockConverseModel
+from pydantic_ai.providers.bedrock import BedrockProvider
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
@@ -236,8 +238,11 @@ def _model(path: PathName, url: str) -> Model:
     if api == 'gemini':
         return google_model(url, name)
     if api == 'bedrock-converse':
-        # No settings of its own: the conversation sends the recommended ones, or those it is given.
-        return bedrock_model(url, name, cache=False)
+        # The helper's model has cache settings of its own, which would shadow a unified `cache` the conversation
+        # sends: this one has none, so what the conversation sends (the recommended settings, or those it is given)
+        # is all it caches by.
+        provider = cast('BedrockProvider', bedrock_model(url, name).provider)
+        return BedrockConverseModel(name, provider=provider)
     return anthropic_model(url, name)
 
 

@@ -22,6 +22,7 @@ from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, Wra
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from benchmarks.__main__ import main
@@ -33,7 +34,7 @@ from benchmarks.report import Results, verdicts
 from benchmarks.scenario import Policy, build_agent, memory, native_available, prompt, state
 from benchmarks.servers import INSTRUMENTED, ManyConversations, tool_model, with_tool_calls
 from benchmarks.windows import budgeted_steps, compaction_steps, extended, figures
-from benchmarks.wire import RequestBytes, WireResult
+from benchmarks.wire import RequestBytes, WireResult, run_conversation
 from pydantic_ai_append import AppendInstructions, CachePrices
 from pydantic_ai_append._shared.schedule import Step
 
@@ -534,6 +535,16 @@ def test_paths_runs_the_conversations_on_the_paths_named(tmp_path: Path, capsys:
             main(['--size', 'smoke', '--only', 'wire', *argv])
     errors = capsys.readouterr().err
     assert "unknown paths ['vertex']" in errors and '--plot shows the path anthropic-wrapped' in errors
+
+
+@pytest.mark.block_network(allowed_hosts=[r'127\.0\.0\.1'])
+async def test_bedrock_conversation_caches_by_the_settings_it_sends():
+    # Bedrock caches only at cache points; Pydantic AI's unified `cache` places them where the model has no Bedrock
+    # cache settings of its own.
+    unified = await run_conversation('bedrock-claude', 'append', 2, cache_settings=ModelSettings(cache=True))
+    unset = await run_conversation('bedrock-claude', 'append', 2, cache_settings=ModelSettings())
+    assert [usage.cache_read_tokens > 0 for usage in unified.usages] == [False, True]
+    assert [usage.cache_read_tokens for usage in unset.usages] == [0, 0]
 
 
 def test_schedules_of_windows_are_priced_by_the_model():
