@@ -189,9 +189,8 @@ async def _wire(turns: int, variants: Sequence[Variant], paths: Sequence[PathNam
     return results
 
 
-async def _coding(
-    turns: int, variants: Sequence[Variant], processes: int, paths: Sequence[PathName]
-) -> list[WireResult]:
+async def _coding(size: Size, variants: Sequence[Variant], paths: Sequence[PathName]) -> list[WireResult]:
+    turns, processes = size.coding_turns, size.coding_processes
     jobs: list[tuple[PathName, Variant, int]] = [(path, variant, turns) for path in paths for variant in variants]
     print(f'  coding: {len(jobs)} conversations of {turns} turns in {processes} processes', file=sys.stderr)
     if processes == 1:
@@ -279,9 +278,7 @@ async def run(
         # Native append mode at its best only: its default differs from it on the wrapped path alone.
         breakpoints = await run_breakpoints(chosen.turns, [variant for variant in variants if variant != 'native'])
     coding_variants: list[Variant] = [*variants, 'append-keep']
-    coding = (
-        await _coding(chosen.coding_turns, coding_variants, chosen.coding_processes, paths) if 'coding' in parts else []
-    )
+    coding = await _coding(chosen, coding_variants, paths) if 'coding' in parts else []
     timings = await _overhead(chosen.histories, chosen.rounds, policies) if 'overhead' in parts else []
     changes = await _changes(chosen.change_turns, chosen.rounds) if 'changes' in parts else []
     huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if 'huge' in parts else []
