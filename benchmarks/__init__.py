@@ -1,12 +1,14 @@
 """The project's benchmark: cache reuse, bytes and overhead of append mode, beside rewrite mode and native append.
 
 Run it with `uv run python -m benchmarks` (offline, about 45 minutes on 2 cores); `--check` exits with status 1 when a target is
-missed, `--json PATH` writes every figure, `--plot PATH` an SVG of each request's reused and uncached bytes, and
-`--only PARTS` runs only the parts named (`--help` lists them). The modules:
+missed, `--json PATH` writes every figure, `--plot PATH` an SVG of each request's reused and uncached bytes,
+`--only PARTS` runs only the parts named and `--paths PATHS` the wire scenario and the coding agent only on the
+provider paths named (`--help` lists both). The modules:
 
 - `scenario`: the conversation (static instructions, three changing blocks, a tool call every 3rd turn) and
   the agent of each policy: static, rewrite, append (this package), native (Pydantic AI's own, where it exists);
-- `wire`: the scenario through the real provider SDKs against the test suite's fake provider on loopback,
+- `wire`: the scenario through the real provider SDKs against the test suite's fake provider on loopback (OpenAI Chat
+  and Responses, Anthropic with and without inline system messages, Gemini, and Claude on Bedrock Converse),
   measured in cache-order segment bytes; `tokens`: the same in input tokens and dollars, as the fake provider's
   simulated caches report them; `breakpoints`: the Anthropic paths under each of Pydantic AI's cache settings;
 - `coding`: a coding agent's long conversation (tool loops, a memory file, a todo list), in bytes, tokens and dollars;

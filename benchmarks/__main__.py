@@ -1,4 +1,6 @@
-"""Run the benchmark: `uv run python -m benchmarks [--size smoke] [--only PARTS] [--check] [--json F] [--plot F]`."""
+"""Run the benchmark: `uv run python -m benchmarks [--size smoke] [--only PARTS] [--paths PATHS] [--check] [--json F]
+[--plot F]`.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from pydantic_ai.messages import ModelMessage
 
@@ -138,6 +141,14 @@ def _parts(value: str) -> tuple[str, ...]:
     return chosen
 
 
+def _paths(value: str) -> tuple[PathName, ...]:
+    chosen = tuple(path.strip() for path in value.split(',') if path.strip())
+    unknown = [path for path in chosen if path not in PATHS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f'unknown paths {unknown} in {value!r}; choose from {", ".join(PATHS)}')
+    return cast('tuple[PathName, ...]', chosen)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='python -m benchmarks', description=__doc__)
     parser.add_argument(
@@ -158,21 +169,29 @@ def _parser() -> argparse.ArgumentParser:
         default=PARTS,
         help=f'run only these parts, comma-separated, of {", ".join(PARTS)} (default: all)',
     )
+    parser.add_argument(
+        '--paths',
+        type=_paths,
+        default=tuple(PATHS),
+        help=f'run the wire scenario and the coding agent only on these provider paths, comma-separated, of '
+        f'{", ".join(PATHS)} (default: all)',
+    )
     parser.add_argument('--check', action='store_true', help='exit with status 1 if any target is missed')
     return parser
 
 
-async def _wire(turns: int, variants: Sequence[Variant]) -> list[WireResult]:
+async def _wire(turns: int, variants: Sequence[Variant], paths: Sequence[PathName]) -> list[WireResult]:
     results: list[WireResult] = []
-    for path in PATHS:
+    for path in paths:
         for variant in variants:
             print(f'  wire: {path} / {variant}', file=sys.stderr)
             results.append(await run_conversation(path, variant, turns))
     return results
 
 
-async def _coding(turns: int, variants: Sequence[Variant], processes: int) -> list[WireResult]:
-    jobs: list[tuple[PathName, Variant, int]] = [(path, variant, turns) for path in PATHS for variant in variants]
+async def _coding(size: Size, variants: Sequence[Variant], paths: Sequence[PathName]) -> list[WireResult]:
+    turns, processes = size.coding_turns, size.coding_processes
+    jobs: list[tuple[PathName, Variant, int]] = [(path, variant, turns) for path in paths for variant in variants]
     print(f'  coding: {len(jobs)} conversations of {turns} turns in {processes} processes', file=sys.stderr)
     if processes == 1:
         return [await run_conversation(path, variant, turns, scenario=CODING) for path, variant, _ in jobs]
@@ -241,21 +260,25 @@ async def _instrumented(sizes: Sequence[int], rounds: int) -> list[Timing]:
     return timings
 
 
-async def run(size: str, *, overhead: bool = True, only: Collection[str] = PARTS) -> Results:
-    """Run every measurement at `size`; `overhead=False` leaves out the in-process timings, `only` runs just those."""
+async def run(
+    size: str, *, overhead: bool = True, only: Collection[str] = PARTS, paths: Sequence[PathName] = tuple(PATHS)
+) -> Results:
+    """Run every measurement at `size`; `overhead=False` leaves out the in-process timings, `only` runs just those, and
+    the wire scenario and the coding agent run on `paths`.
+    """
     chosen = SIZES[size]
     parts = set(only) - (set() if overhead else TIMED_PARTS)
     policies: list[Policy] = [policy for policy in POLICIES if policy != 'native' or native_available()]
     variants: list[Variant] = [*policies, *(['native-always'] if 'native' in policies else [])]
     # Each conversation also keeps every change, so that schedules of windows can be priced on its requests.
-    wire = await _wire(chosen.turns, [*variants, 'append-keep']) if 'wire' in parts else []
+    wire = await _wire(chosen.turns, [*variants, 'append-keep'], paths) if 'wire' in parts else []
     breakpoints: list[BreakpointResult] = []
     if 'breakpoints' in parts:
         print("  breakpoints: the Anthropic paths under each of Pydantic AI's cache settings", file=sys.stderr)
         # Native append mode at its best only: its default differs from it on the wrapped path alone.
         breakpoints = await run_breakpoints(chosen.turns, [variant for variant in variants if variant != 'native'])
     coding_variants: list[Variant] = [*variants, 'append-keep']
-    coding = await _coding(chosen.coding_turns, coding_variants, chosen.coding_processes) if 'coding' in parts else []
+    coding = await _coding(chosen, coding_variants, paths) if 'coding' in parts else []
     timings = await _overhead(chosen.histories, chosen.rounds, policies) if 'overhead' in parts else []
     changes = await _changes(chosen.change_turns, chosen.rounds) if 'changes' in parts else []
     huge = await _huge(chosen.huge_bytes, chosen.huge_edits) if 'huge' in parts else []
@@ -304,7 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.plot is not None and 'wire' not in args.only:
         parser.error('--plot shows the wire bytes: add wire to --only')
-    results = asyncio.run(run(args.size, overhead=not args.skip_overhead, only=args.only))
+    if args.plot is not None and args.plot_path not in args.paths:
+        parser.error(f'--plot shows the path {args.plot_path}: add it to --paths, or choose one with --plot-path')
+    results = asyncio.run(run(args.size, overhead=not args.skip_overhead, only=args.only, paths=args.paths))
     print(render_text(results))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

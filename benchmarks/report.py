@@ -157,7 +157,8 @@ def render_text(results: Results) -> str:
                 f"Input tokens and dollars over the same {results.turns} turns, as the fake provider's simulated "
                 'caches report them (4 bytes of compact JSON a token), priced with genai-prices for the model sent; '
                 'the limit reads every token the previous request sent at the cache read price, and pays the input '
-                "price (Anthropic: the cache write price) for the rest; in steps, as OpenAI's cache reads it",
+                "price (Anthropic and Bedrock: the cache write price) for the rest; in steps, as OpenAI's cache reads "
+                'it',
             )
         )
     if results.coding:

@@ -6,8 +6,9 @@ tokens. Each conversation is priced with `genai-prices` (installed with Pydantic
 
 The limit is the cheapest a conversation can be: every input token the previous request sent is read from the cache
 at the read price, and every other input token pays the input price, or the cache write price where the provider
-charges one to cache it (Anthropic). A variant's cost is reported as a multiple of the limit of its own requests.
-Only the input side is priced: every variant gets the same scripted replies.
+charges one to cache it (Anthropic, and Claude on Bedrock; Gemini's implicit cache charges none). A variant's cost is
+reported as a multiple of the limit of its own requests. Only the input side is priced: every variant gets the same
+scripted replies.
 
 No client reaches that limit on OpenAI: its cache is read in whole steps (1,024 tokens, then 128 at a time), so the
 last partial step of every previous request pays the input price again, whatever was sent. Static instructions, which
@@ -42,9 +43,16 @@ __all__ = (
 LIMIT_RATIO = 1.05
 """With the recommended cache settings, append mode's input cost is at most this multiple of the limit."""
 
-PROVIDERS = {'anthropic': 'anthropic', 'openai-chat': 'openai', 'openai-responses': 'openai'}
-"""The provider of each API, as `genai-prices` names it."""
-_WRITES_PRICED = {'anthropic'}
+PROVIDERS = {
+    'anthropic': 'anthropic',
+    'openai-chat': 'openai',
+    'openai-responses': 'openai',
+    'gemini': 'google',
+    'bedrock-converse': 'bedrock',
+}
+"""The provider of each API, as `genai-prices` names it (`bedrock` is its AWS Bedrock, by the name Pydantic AI gives
+Bedrock's responses)."""
+_WRITES_PRICED = {'anthropic', 'bedrock-converse'}
 """The APIs whose providers charge for writing to the cache."""
 _STEPPED = {'openai-chat', 'openai-responses'}
 """The APIs whose providers read the cache in steps: 1,024 tokens, then 128 at a time."""

@@ -90,8 +90,8 @@ def compaction_steps(keep: WireResult) -> list[Step]:
     budget would trim it.
     """
     steps = steps_of(keep)
-    # Anthropic reads the cache at its cache points: after a move, the tools and instructions alone.
-    at_points = PATHS[keep.path][0] == 'anthropic'
+    # Anthropic and Bedrock read the cache at their cache points: after a move, the tools and instructions alone.
+    at_points = PATHS[keep.path][0] in ('anthropic', 'bedrock-converse')
     for at in range(1, len(steps)):
         request, usage = keep.requests[at], keep.usages[at]
         if request.moved_at and at not in keep.opened:

@@ -1,8 +1,8 @@
 """Wire bytes: the scenario on each provider path and policy, through the real SDKs, split into cache segments.
 
-Each conversation runs the real `openai` or `anthropic` client, through Pydantic AI's model classes, against
-the test suite's fake provider on loopback, one `agent.run` per turn with the history carried through a JSON
-round trip. What was sent is measured with the package's own wire tools
+Each conversation runs the real `openai`, `anthropic`, `google-genai` or `boto3` client, through Pydantic AI's model
+classes, against the test suite's fake provider on loopback, one `agent.run` per turn with the history carried
+through a JSON round trip. What was sent is measured with the package's own wire tools
 ([`WireConversation`][pydantic_ai_append.testing.WireConversation] and
 [`prefix_reuse`][pydantic_ai_append.testing.prefix_reuse]): per request, the bytes of the cache-order segments
 it shares with the previous request (reused) and the rest (uncached), where the prefix moved, and the delivered
@@ -22,10 +22,19 @@ from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 from pydantic_ai.models import Model, ModelRequestContext
+from pydantic_ai.models.bedrock import BedrockConverseModel
+from pydantic_ai.providers.bedrock import BedrockProvider
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from fake_provider import FakeProvider, anthropic_model, openai_chat_model, openai_responses_model
+from fake_provider import (
+    FakeProvider,
+    anthropic_model,
+    bedrock_model,
+    google_model,
+    openai_chat_model,
+    openai_responses_model,
+)
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append._request import is_inline
 from pydantic_ai_append._wire.segments import common_prefix_length
@@ -46,15 +55,20 @@ __all__ = (
     'summary',
 )
 
-PathName: TypeAlias = Literal['openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped']
+PathName: TypeAlias = Literal[
+    'openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped', 'gemini', 'bedrock-claude'
+]
 
 PATHS: dict[PathName, tuple[Api, str]] = {
     'openai-chat': ('openai-chat', 'gpt-5.2'),
     'openai-responses': ('openai-responses', 'gpt-5.2'),
     'anthropic-inline': ('anthropic', 'claude-opus-4-8'),
     'anthropic-wrapped': ('anthropic', 'claude-sonnet-4-6'),
+    'gemini': ('gemini', 'gemini-2.5-flash'),
+    'bedrock-claude': ('bedrock-converse', 'us.anthropic.claude-sonnet-4-6-v1:0'),
 }
-"""Each path's provider API and model name. `claude-sonnet-4-6` has no inline system messages."""
+"""Each path's provider API and model name. `claude-sonnet-4-6` has no inline system messages, on Anthropic's API or
+on Bedrock's (the model id is its US cross-region profile); nor has Gemini."""
 
 Variant: TypeAlias = Literal['static', 'rewrite', 'append', 'append-keep', 'native', 'native-always']
 """A policy, or `append-keep`: append mode never opening a window the prefix doesn't need (`windows='keep'`), or
@@ -70,6 +84,15 @@ RECOMMENDED_SETTINGS: dict[Api, ModelSettings] = {
     # OpenAI caches every prefix of 1,024 tokens or more by itself.
     'openai-chat': ModelSettings(),
     'openai-responses': ModelSettings(),
+    # Gemini caches implicitly from 2.5 on, with nothing to set: a prefix an earlier request sent, past the model's
+    # minimum.
+    'gemini': ModelSettings(),
+    # Bedrock caches only up to a cache point: one after the tools, one after the instructions, and one on the newest
+    # message, which moves with the conversation.
+    'bedrock-converse': cast(
+        'ModelSettings',
+        {'bedrock_cache_tool_definitions': True, 'bedrock_cache_instructions': True, 'bedrock_cache_messages': True},
+    ),
 }
 """The cache settings each conversation sends, as `docs/performance.md` recommends them."""
 
@@ -212,6 +235,14 @@ def _model(path: PathName, url: str) -> Model:
         return openai_chat_model(url, name)
     if api == 'openai-responses':
         return openai_responses_model(url, name)
+    if api == 'gemini':
+        return google_model(url, name)
+    if api == 'bedrock-converse':
+        # The helper's model has cache settings of its own, which would shadow a unified `cache` the conversation
+        # sends: this one has none, so what the conversation sends (the recommended settings, or those it is given)
+        # is all it caches by.
+        provider = cast('BedrockProvider', bedrock_model(url, name).provider)
+        return BedrockConverseModel(name, provider=provider)
     return anthropic_model(url, name)
 
 

@@ -22,6 +22,7 @@ from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, Wra
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from benchmarks.__main__ import main
@@ -33,11 +34,14 @@ from benchmarks.report import Results, verdicts
 from benchmarks.scenario import Policy, build_agent, memory, native_available, prompt, state
 from benchmarks.servers import INSTRUMENTED, ManyConversations, tool_model, with_tool_calls
 from benchmarks.windows import budgeted_steps, compaction_steps, extended, figures
-from benchmarks.wire import RequestBytes, WireResult
+from benchmarks.wire import RequestBytes, WireResult, run_conversation
 from pydantic_ai_append import AppendInstructions, CachePrices
 from pydantic_ai_append._shared.schedule import Step
 
 pytestmark = pytest.mark.anyio
+
+PATH_NAMES = ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped', 'gemini', 'bedrock-claude')
+"""Every provider path the wire scenario and the coding agent run on, in the order they run."""
 
 
 def parts_of(history: list[ModelMessage]) -> list[tuple[str, object, list[tuple[str, object, object]]]]:
@@ -106,10 +110,13 @@ def test_smoke_run_writes_tables_json_and_plot(
     policies = ['static', 'rewrite', 'append', *(['native', 'native-always'] if native_available() else [])]
     wire = cast('list[dict[str, Any]]', report['wire'])
     assert [(row['path'], row['policy']) for row in wire] == [
-        (path, policy)
-        for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
-        for policy in [*policies, 'append-keep']
+        (path, policy) for path in PATH_NAMES for policy in [*policies, 'append-keep']
     ]
+    # Gemini and Claude on Bedrock take no inline system messages.
+    assert {row['path']: row['delivery'] for row in wire if row['path'] in ('gemini', 'bedrock-claude')} == {
+        'gemini': 'wrapped',
+        'bedrock-claude': 'wrapped',
+    }
     appended = [row for row in wire if row['policy'] == 'append']
     assert {row['path']: (row['min_reuse_percent'], row['prefix_moves']) for row in appended} == {
         row['path']: (100.0, []) for row in appended
@@ -125,9 +132,7 @@ def test_smoke_run_writes_tables_json_and_plot(
     # prefix there too, but where it opens a window.
     coding = cast('list[dict[str, Any]]', report['coding'])
     assert [(row['path'], row['policy']) for row in coding] == [
-        (path, policy)
-        for path in ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
-        for policy in [*policies, 'append-keep']
+        (path, policy) for path in PATH_NAMES for policy in [*policies, 'append-keep']
     ]
     assert all(
         row['min_reuse_percent'] == 100.0 and not row['prefix_moves'] for row in coding if row['policy'] == 'append'
@@ -136,10 +141,9 @@ def test_smoke_run_writes_tables_json_and_plot(
     # Each path's schedules of windows: as run, the optimum on the model, and for the coding agent extrapolated to 6
     # turns.
     windows = cast('list[dict[str, Any]]', report['windows'])
-    paths = ('openai-chat', 'openai-responses', 'anthropic-inline', 'anthropic-wrapped')
     assert [(row['scenario'], row['path'], sorted(row['model'])) for row in windows] == [
-        *(('the wire scenario', path, ['4']) for path in paths),
-        *(('the coding agent', path, ['3', '6']) for path in paths),
+        *(('the wire scenario', path, ['4']) for path in PATH_NAMES),
+        *(('the coding agent', path, ['3', '6']) for path in PATH_NAMES),
     ]
     assert all(
         row['model'][turns]['optimum_usd'] <= min(row['model'][turns]['keep_usd'], row['model'][turns]['rule_usd'])
@@ -518,6 +522,31 @@ def test_only_runs_the_parts_named(tmp_path: Path, capsys: pytest.CaptureFixture
     assert 'unknown parts' in capsys.readouterr().err
 
 
+@pytest.mark.block_network(allowed_hosts=[r'127\.0\.0\.1'])
+def test_paths_runs_the_conversations_on_the_paths_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    json_path = tmp_path / 'out.json'
+    assert (
+        main(['--size', 'smoke', '--only', 'wire', '--paths', 'gemini,bedrock-claude', '--json', str(json_path)]) == 0
+    )
+    report = cast('dict[str, Any]', json.loads(json_path.read_text()))
+    assert sorted({row['path'] for row in report['wire']}) == ['bedrock-claude', 'gemini']
+    for argv in (['--paths', 'gemini,vertex'], ['--paths', 'gemini', '--plot', str(tmp_path / 'plot.svg')]):
+        with pytest.raises(SystemExit):
+            main(['--size', 'smoke', '--only', 'wire', *argv])
+    errors = capsys.readouterr().err
+    assert "unknown paths ['vertex']" in errors and '--plot shows the path anthropic-wrapped' in errors
+
+
+@pytest.mark.block_network(allowed_hosts=[r'127\.0\.0\.1'])
+async def test_bedrock_conversation_caches_by_the_settings_it_sends():
+    # Bedrock caches only at cache points; Pydantic AI's unified `cache` places them where the model has no Bedrock
+    # cache settings of its own.
+    unified = await run_conversation('bedrock-claude', 'append', 2, cache_settings=ModelSettings(cache=True))
+    unset = await run_conversation('bedrock-claude', 'append', 2, cache_settings=ModelSettings())
+    assert [usage.cache_read_tokens > 0 for usage in unified.usages] == [False, True]
+    assert [usage.cache_read_tokens for usage in unset.usages] == [0, 0]
+
+
 def test_schedules_of_windows_are_priced_by_the_model():
     # A request growing 100 tokens a request, a 50-token change at every other one, at Anthropic's ratios.
     steps = [Step(5_000 + 100 * at, 50 * (at % 2)) for at in range(400)]
@@ -546,6 +575,8 @@ def test_a_compaction_run_is_priced_with_its_moves_and_cuts():
     # On a provider that reads the longest cached prefix, keeping writes again only the changes after the move.
     result.path, result.requests[4] = 'openai-chat', replace(result.requests[4], moved_change_bytes=200)
     assert compaction_steps(result)[4] == Step(4_900, 0, held=300, kept=100, rewritten=50)
+    # Bedrock, like Anthropic, reads at its cache points.
+    assert compaction_steps(replace(result, path='bedrock-claude'))[4] == Step(4_900, 0, held=300, kept=100)
     # Held to a token budget, a schedule is priced by its new windows alone.
     assert budgeted_steps(result) == [Step(1_000 * at, 0) for at in range(1, 7)]
 
