@@ -18,6 +18,7 @@ kept the open window alone.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import statistics
@@ -143,8 +144,12 @@ async def _priced_entries(sizes: Sequence[int]) -> dict[int, EntrySize]:
 async def time_stores(sizes: Sequence[int], rounds: int) -> list[StoreTiming]:
     """Time the variants on a history of each size, `rounds` rounds; measure the priced entry at each size."""
     priced = await _priced_entries(sizes)
+    running = asyncio.all_tasks()
     with tempfile.TemporaryDirectory() as directory:
-        return [await _time(turns, rounds, Path(directory), priced[turns]) for turns in sizes]
+        timings = [await _time(turns, rounds, Path(directory), priced[turns]) for turns in sizes]
+        # A store saves after the run returns its result: the last saves may still be writing the directory.
+        await asyncio.gather(*(asyncio.all_tasks() - running))
+        return timings
 
 
 def store_sections(timings: Sequence[StoreTiming]) -> list[str]:
