@@ -41,7 +41,7 @@ from .._wire.segments import (
     parse_body,
     segments,
 )
-from .._wire.usage import ProviderUsage, disagreement, reply_usage
+from .._wire.usage import PROVIDERS, ProviderUsage, disagreement, reply_usage
 from .cassettes import CassetteError, Interaction
 from .reports import CassetteReport, ConversationReport, Divergence, NewWindow, RequestVerdict
 
@@ -119,10 +119,7 @@ class _Conversation:
                 )
                 self.divergences.append(Divergence(index, interaction, shared, 'setting', message, field, cause))
             else:
-                message = divergence_message(index, self.last, current, shared)
-                cause = explain(index, self.last, current, shared)
-                kind = self.last[shared].kind
-                self.divergences.append(Divergence(index, interaction, shared, kind, message, cause=cause))
+                self.diverged(index, interaction, current, shared)
         reused = sum(len(segment.data) for segment in current[:shared])
         total = sum(len(segment.data) for segment in current)
         kept = shared == len(self.last)
@@ -147,6 +144,16 @@ class _Conversation:
         self.total_bytes += total
         self.interactions.append(interaction)
         self.last, self.last_request, self.last_update, self.marked = current, request, interaction, marked
+
+    def diverged(self, index: int, interaction: int, current: list[Segment], shared: int) -> None:
+        """Note that request `index` breaks the prefix at segment `shared`, with why where the requests tell it."""
+        message = divergence_message(index, self.last, current, shared)
+        # Imported here: it prices through Pydantic AI, which a cassette that keeps its prefix never needs.
+        from .._shared.prices import reads_discounted
+
+        discounted = reads_discounted(PROVIDERS[self.api], self.model or None)
+        cause = explain(index, self.last, current, shared, reads_discounted=discounted)
+        self.divergences.append(Divergence(index, interaction, shared, self.last[shared].kind, message, cause=cause))
 
     def report(self, file: Path) -> ConversationReport:
         return ConversationReport(

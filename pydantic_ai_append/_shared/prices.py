@@ -136,3 +136,11 @@ def looked_up(response: ModelResponse) -> CachePrices | None:
         provider = response.provider_name or ''
         return next((prices for name, prices in PROVIDER_DEFAULTS.items() if provider.startswith(name)), None)
     return found
+
+
+def reads_discounted(provider: str, model: str | None) -> bool:
+    """Whether a cache read of `model` (served by `provider`, as Pydantic AI names it) costs less than uncached input:
+    by its prices (`prices_of`), and where none are known, taken to.
+    """
+    prices = prices_of(ModelResponse(parts=[], model_name=model, provider_name=provider))
+    return prices is None or prices.cache_read < prices.input

@@ -257,15 +257,20 @@ def _lost_record(
     )
 
 
-def _messages_gone(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int, end: int) -> Cause:
+def _messages_gone(
+    index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int, end: int, reads_discounted: bool
+) -> Cause:
     """The cause where the instructions are the same and message `position - end` of the conversation is not."""
     if (lost := _changes_lost(earlier, later)) is not None:
         seen = f'the changes the plugin had delivered are gone from the history in request {index}, and nothing else'
-        return _lost(f'{seen} changed', price_may_have_opened(earlier, end, lost), same_values=True)
+        by_price = not reads_discounted or price_may_have_opened(earlier, end, lost)
+        return _lost(f'{seen} changed', by_price, same_values=True)
     return _compaction(f'message {position - end} of the conversation changed or is gone in request {index}')
 
 
-def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int) -> Cause | None:
+def explain(
+    index: int, earlier: Sequence[Segment], later: Sequence[Segment], position: int, *, reads_discounted: bool = True
+) -> Cause | None:
     """Say why request `index` (`later`) moved the prefix of the request before it (`earlier`) at segment `position`.
 
     Args:
@@ -273,6 +278,9 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
         earlier: The previous request's segments.
         later: The request's segments.
         position: The first segment of `earlier` that `later` does not repeat.
+        reads_discounted: Whether the model's cache reads cost less than uncached input. Where they don't (Groq's and
+            Mistral's models, by `genai-prices`), carried changes save nothing, so the plugin's price rule opens a
+            new window at any change, and a window that states the same blocks again may be its.
 
     Returns:
         The cause, or `None` where nothing can be told beyond the divergence itself.
@@ -282,7 +290,7 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
     before_parts, end = _instructions(earlier)
     after_parts, _ = _instructions(later)
     if before_parts == after_parts:
-        return _messages_gone(index, earlier, later, position, end) if position >= end else None
+        return _messages_gone(index, earlier, later, position, end, reads_discounted) if position >= end else None
     before, after = _split(before_parts), _split(after_parts)
     if (policy := _policy(before, after)) is not None:
         return policy
@@ -306,12 +314,13 @@ def explain(index: int, earlier: Sequence[Segment], later: Sequence[Segment], po
             _APPEND_FIX,
         )
     if _history_kept(earlier, later):
-        return _lost_record(before, after)
+        return _lost_record(before, after, by_price=not reads_discounted)
     if (lost := _changes_lost(earlier, later)) is None:
         return _compaction(
             f'the blocks were stated again with their current values in request {index}, and messages changed'
         )
-    return _lost_record(before, after, changes_gone=True, by_price=price_may_have_opened(earlier, end, lost))
+    by_price = not reads_discounted or price_may_have_opened(earlier, end, lost)
+    return _lost_record(before, after, changes_gone=True, by_price=by_price)
 
 
 def why_and_fix(index: int, cause: Cause | None, allow_new_window: str) -> str:

@@ -38,6 +38,20 @@ _CHAT_USAGE: Mapping[str, tuple[Path, ...]] = {
 }
 """Mistral's and Groq's usage, as `genai-prices` reads it."""
 
+PROVIDERS: Mapping[Api, str] = {
+    'anthropic': 'anthropic',
+    'openai-chat': 'openai',
+    'openai-responses': 'openai',
+    'mistral-chat': 'mistral',
+    'groq-chat': 'groq',
+    'huggingface-chat': 'huggingface',
+    'cohere-chat': 'cohere',
+    'gemini': 'google',
+    'bedrock-converse': 'bedrock',
+}
+"""The provider name Pydantic AI gives a response from each API."""
+
+
 USAGE_FIELDS: Mapping[Api, Mapping[str, tuple[Path, ...]]] = {
     'mistral-chat': _CHAT_USAGE,
     'groq-chat': _CHAT_USAGE,

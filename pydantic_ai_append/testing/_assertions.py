@@ -9,12 +9,17 @@ from .._wire.causes import explain, why_and_fix
 from .._wire.segments import Segment, common_prefix_length, divergence_message
 
 
-def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: Collection[int] = ()) -> None:
+def assert_prefix_stable(
+    requests: Sequence[Sequence[Segment]], *, new_windows: Collection[int] = (), reads_discounted: bool = True
+) -> None:
     """Assert that each request's segments start with the previous request's, byte for byte.
 
     Args:
         requests: Each request's segments in order, e.g. `WireConversation.requests`.
         new_windows: Indices of requests allowed to move the prefix, where a new window opens.
+        reads_discounted: Whether the model's cache reads cost less than uncached input. Where they don't (as
+            `genai-prices` has Groq's and Mistral's models), carried changes save nothing, so `AppendInstructions`
+            with `windows='price'` opens a new window at each change, and the message says so.
 
     Raises:
         AssertionError: Naming the first request that breaks the prefix, its first divergent segment's index and
@@ -28,9 +33,10 @@ def assert_prefix_stable(requests: Sequence[Sequence[Segment]], *, new_windows: 
         earlier, later = requests[index - 1], requests[index]
         position = common_prefix_length(earlier, later)
         if position < len(earlier):
+            cause = explain(index, earlier, later, position, reads_discounted=reads_discounted)
             raise AssertionError(
                 f'{divergence_message(index, earlier, later, position)}\n'
-                f'{why_and_fix(index, explain(index, earlier, later, position), f"pass new_windows=({index},)")}'
+                f'{why_and_fix(index, cause, f"pass new_windows=({index},)")}'
             )
 
 

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any, cast, overload
 import httpx2
 from pydantic_ai.exceptions import UserError
 
+from .._shared.prices import reads_discounted
 from .._telemetry.summary import CacheSummary
 from .._wire.botocore_hooks import BotocoreClientT
 from .._wire.conversation import WireConversation
-from .._wire.segments import API_PATHS, Api, Segment, api_of
+from .._wire.segments import API_PATHS, Api, Segment, api_of, model_of, parse_body
 from .._wire.transport import unpooled_transport
+from .._wire.usage import PROVIDERS
 from ._assertions import PrefixReuse, assert_prefix_stable, prefix_reuse
 from ._capture import WireCapture, WireExchange
 from ._transcript import DEFAULT_FOLD, transcript
@@ -208,7 +210,8 @@ class PromptWire:
         Returns:
             The transcript.
         """
-        return transcript(self.requests(api), fold=fold)
+        name = self._api(api)
+        return transcript(self.requests(name), fold=fold, reads_discounted=self._reads_discounted(name))
 
     def assert_prefix_stable(self, api: Api | None = None, *, new_windows: Collection[int] = ()) -> None:
         """Assert that each request to one API starts with the previous one's segments, byte for byte.
@@ -223,7 +226,10 @@ class PromptWire:
                 [`assert_prefix_stable`][pydantic_ai_append.testing.assert_prefix_stable]).
         """
         __tracebackhide__ = True  # pytest shows the failure at the test's call, not inside this package
-        assert_prefix_stable(self.requests(api), new_windows=new_windows)
+        name = self._api(api)
+        assert_prefix_stable(
+            self.requests(name), new_windows=new_windows, reads_discounted=self._reads_discounted(name)
+        )
 
     def prefix_reuse(self, api: Api | None = None) -> list[PrefixReuse]:
         """The bytes each request to one API reuses from the previous one, the new ones and the total.
@@ -300,6 +306,15 @@ class PromptWire:
         for client in self._clients:
             if not client.is_closed:
                 await client.aclose()
+
+    def _reads_discounted(self, api: Api) -> bool:
+        """Whether the cache reads of the model the conversation's first request names cost less than uncached input."""
+        models = (
+            model_of(exchange.path, parse_body(api, exchange.request_body))
+            for exchange in self.exchanges
+            if api_of(exchange.method, exchange.path, exchange.user_agent) == api
+        )
+        return reads_discounted(PROVIDERS[api], next((model for model in models if model), None))
 
     def _api(self, api: Api | None) -> Api:
         if api is not None:

@@ -45,8 +45,9 @@ _INDENT = '    '
 class _Render:
     """What rendering one transcript keeps: the placeholders given so far, and the fold threshold."""
 
-    def __init__(self, fold: int | None) -> None:
+    def __init__(self, fold: int | None, reads_discounted: bool) -> None:
         self.fold = fold
+        self.reads_discounted = reads_discounted
         self.calls: dict[str, str] = {}
         self.ids: dict[str, str] = {}
 
@@ -258,7 +259,9 @@ class _Render:
             head += f'; breaks the prefix: ends after {len(current)} of the {len(previous)} segments of request '
             head += f'{reuse.index - 1}'
         lines = [head]
-        cause = explain(reuse.index, previous, current, shared) if broken else None
+        cause = (
+            explain(reuse.index, previous, current, shared, reads_discounted=self.reads_discounted) if broken else None
+        )
         if cause is not None:
             lines.extend((f'why: {cause.reason}', f'fix: {cause.fix}'))
         for position, segment in enumerate(current):
@@ -284,17 +287,16 @@ def _label(kind: str, item: dict[str, Any]) -> str:
     return label
 
 
-def transcript(requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFAULT_FOLD) -> str:
+def transcript(
+    requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFAULT_FOLD, reads_discounted: bool = True
+) -> str:
     """Render each request of a conversation in cache order, as text to pin with `inline_snapshot.snapshot()`.
 
-    Each request is headed with its index and how many bytes of it the previous request already sent. Its segments
-    follow in cache order (tools, system or instructions, then messages, contents or input items; Gemini puts its
-    system instruction before its tools), one or more lines each: a segment the previous request sent too starts
-    with two spaces, a new one with `+ `, and the first segment of a request that breaks the prefix with `! `; where
-    the requests tell why the prefix moved, a `why:` and a `fix:` line follow the head, as `assert_prefix_stable`
-    says them. Tool-call ids become `call#1`, `call#2`, ... and other ids (OpenAI Responses items') `id#1`, ...,
-    numbered by first appearance, so the text is the same on every run of the same code. Any key of a segment with no
-    readable form is shown as `key: value`, so nothing sent goes unshown.
+    Each request is headed with its index and the bytes of it the previous request already sent. Its segments follow
+    in cache order: one the previous request sent too starts with two spaces, a new one with `+ `, and the first of a
+    request that breaks the prefix with `! `; where the requests tell why the prefix moved, `why:` and `fix:` lines
+    follow the head, as `assert_prefix_stable` says them. Ids become `call#1`, `id#1`, ... by first appearance, so the
+    text is the same on every run. A key of a segment with no readable form is shown as `key: value`.
 
     ```python
     import json
@@ -330,8 +332,9 @@ def transcript(requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFA
 
     Args:
         requests: Each request's segments in order, e.g. `WireConversation.requests`.
-        fold: Texts longer than this many characters are shown as `<N chars sha256:xxxxxxxx>`, the first 8 hex
-            digits of the SHA-256 of their UTF-8 bytes; `None` shows every text whole.
+        fold: Texts longer than this many characters are shown as `<N chars sha256:xxxxxxxx>` (the start of the
+            SHA-256 of their UTF-8 bytes); `None` shows every text whole.
+        reads_discounted: As for `assert_prefix_stable`.
 
     Returns:
         The transcript, ending with a newline.
@@ -341,6 +344,6 @@ def transcript(requests: Sequence[Sequence[Segment]], *, fold: int | None = DEFA
     """
     if fold is not None and fold < 1:
         raise UserError(f'transcript fold must be at least 1 character, or None to fold nothing, not {fold!r}')
-    render = _Render(fold)
+    render = _Render(fold, reads_discounted)
     pairs = zip(prefix_reuse(requests), [(), *requests], requests, strict=False)  # each request after the one before
     return '\n'.join(render.request(reuse, previous, current) for reuse, previous, current in pairs)

@@ -27,21 +27,8 @@ from .._telemetry.observe import expected_read
 from .._telemetry.summary import CacheSummary, summary
 from .._wire.conversation import WireConversation
 from .._wire.segments import Api, Segment, canonical, common_prefix_length, model_of
-from .._wire.usage import merged_usage, reply_holders, usage_counts
+from .._wire.usage import PROVIDERS, merged_usage, reply_holders, usage_counts
 from ._capture import WireExchange
-
-PROVIDERS: Mapping[Api, str] = {
-    'anthropic': 'anthropic',
-    'openai-chat': 'openai',
-    'openai-responses': 'openai',
-    'mistral-chat': 'mistral',
-    'groq-chat': 'groq',
-    'huggingface-chat': 'huggingface',
-    'cohere-chat': 'cohere',
-    'gemini': 'google',
-    'bedrock-converse': 'bedrock',
-}
-"""The provider name Pydantic AI gives a response from each API."""
 
 _CHANGE = re.compile(r'(?:^|\n|<system[^>]*>)<context(?:-diff)? id="([^"]*)"(?: withdrawn="true")?>')
 """An element delivering a change to a block (a replacement, a diff, a withdrawal), where system-voice text starts."""

@@ -6,7 +6,7 @@ vcrpy records them. The checker names each API as itself and reports the usage i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic_ai import Agent
@@ -25,9 +25,9 @@ pytestmark = [live_loopback, pytest.mark.anyio]
 RULES = 'Follow the house rules. ' * 400  # about 2,400 tokens: above the minimum the fake caches from
 
 
-async def record(prompt_wire: PromptWire, provider: str) -> None:
+async def record(prompt_wire: PromptWire, provider: str, windows: Literal['keep', 'price'] = 'keep') -> None:
     """Run a three-turn conversation through `provider`'s model, recording it."""
-    memory = AppendInstructions[list[str]](id='memory', windows='keep')
+    memory = AppendInstructions[list[str]](id='memory', windows=windows)
     memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
 
     def make_client(client_class: type[Any]) -> Any:
@@ -46,8 +46,30 @@ async def test_a_cassette_of_each_api_is_read_as_itself(
     prompt_wire: PromptWire, tmp_path: Path, capsys: pytest.CaptureFixture[str], provider: str
 ):
     await record(prompt_wire, provider)
-    file = write_cassette(
-        tmp_path / f'{provider}.yaml',
+    file = written(prompt_wire, tmp_path / f'{provider}.yaml')
+    status, out, _ = run(capsys, str(file))
+    header, usage, verdict = out.splitlines()
+    assert status == 0
+    assert header.startswith(f'{file}#0: {provider}-chat ') and header.endswith(': prefix kept')
+    # Pydantic AI reads the cached tokens Mistral and Groq report; its Hugging Face model reads none.
+    assert usage.startswith('  provider: read 0 of ' if provider == 'huggingface' else '  provider: read 4,864 of ')
+    assert verdict == '1 conversation in 1 cassette: every one keeps its prefix'
+
+
+async def test_a_window_groqs_prices_opened_may_be_the_price_rules(
+    prompt_wire: PromptWire, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    # genai-prices prices Groq's Llama cache reads as uncached input, so windows by price open at the first change.
+    await record(prompt_wire, 'groq', windows='price')
+    status, out, _ = run(capsys, str(written(prompt_wire, tmp_path / 'groq.yaml')))
+    assert status == 1
+    assert 'nothing else changed: either the plugin opened a new window by price' in out
+
+
+def written(prompt_wire: PromptWire, path: Path) -> Path:
+    """The recorded exchanges, written as vcrpy writes a cassette."""
+    return write_cassette(
+        path,
         [
             interaction(
                 f'http://127.0.0.1:8080{exchange.path}',
@@ -58,10 +80,3 @@ async def test_a_cassette_of_each_api_is_read_as_itself(
             for exchange in prompt_wire.exchanges
         ],
     )
-    status, out, _ = run(capsys, str(file))
-    header, usage, verdict = out.splitlines()
-    assert status == 0
-    assert header.startswith(f'{file}#0: {provider}-chat ') and header.endswith(': prefix kept')
-    # Pydantic AI reads the cached tokens Mistral and Groq report; its Hugging Face model reads none.
-    assert usage.startswith('  provider: read 0 of ' if provider == 'huggingface' else '  provider: read 4,864 of ')
-    assert verdict == '1 conversation in 1 cassette: every one keeps its prefix'

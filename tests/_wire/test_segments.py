@@ -14,8 +14,8 @@ from inline_snapshot import snapshot
 
 from pydantic_ai_append._wire.cache_rules import SETTINGS
 from pydantic_ai_append._wire.segments import API_PATHS, CACHE_MARKER_KEYS, Api, api_of, model_of, segments
-from pydantic_ai_append._wire.usage import USAGE_FIELDS
-from pydantic_ai_append.testing import Segment, _wire_summary
+from pydantic_ai_append._wire.usage import PROVIDERS, USAGE_FIELDS
+from pydantic_ai_append.testing import Segment
 
 from ..bodies import body
 
@@ -200,7 +200,7 @@ _PER_API_TABLES: dict[str, Mapping[Api, object]] = {
     'segments.CACHE_MARKER_KEYS': CACHE_MARKER_KEYS,
     'cache_rules.SETTINGS': SETTINGS,
     'usage.USAGE_FIELDS': USAGE_FIELDS,
-    'testing._wire_summary.PROVIDERS': _wire_summary.PROVIDERS,
+    'usage.PROVIDERS': PROVIDERS,
 }
 
 

@@ -140,3 +140,29 @@ async def test_the_fixture_reads_the_usage_groq_streams(prompt_wire: PromptWire)
         2_700,
         0,
     )
+
+
+@pytest.mark.parametrize('provider', ['groq', 'mistral'])
+async def test_a_window_opened_by_price_on_undiscounted_reads_is_said_to_be_maybe_the_price_rules(
+    prompt_wire: PromptWire, provider: str
+):
+    # genai-prices prices these models' cache reads as uncached input: carried changes save nothing, so the price rule
+    # opens a new window at the first change, and the fixture says that may be why, not only that records were lost.
+    memory = AppendInstructions[list[str]](id='memory')
+    memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
+
+    def make_client(client_class: type[Any]) -> Any:
+        return prompt_wire.http_client(client_class=client_class)
+
+    history: list[ModelMessage] = []
+    with FakeProvider(script=lambda request: Text('Noted.')) as server:
+        async with HTTP_SDK_MODELS[provider](make_client, server.url) as model:
+            agent = Agent(model, deps_type=list[str], instructions=RULES, capabilities=[memory])
+            for turn, notes in enumerate([['a'], ['a'], ['a', 'b']]):
+                history = (await agent.run(f'turn {turn}', deps=notes, message_history=history)).all_messages()
+    with pytest.raises(AssertionError) as moved:
+        prompt_wire.assert_prefix_stable()
+    why = 'why: the blocks were stated again with their current values (block `capability:memory:notes` first) and '
+    why += 'nothing else changed: either the plugin opened a new window by price'
+    assert why in str(moved.value)
+    assert why in prompt_wire.transcript()
