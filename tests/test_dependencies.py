@@ -198,7 +198,9 @@ def test_pyyaml_and_inline_snapshot_are_the_testing_extra():
         name: sorted(canonicalize_name(Requirement(spec).name) for spec in specs)
         for name, specs in pyproject['project']['optional-dependencies'].items()
     }
-    assert extras == snapshot({'testing': ['brotli', 'brotlicffi', 'inline-snapshot', 'pyyaml', 'zstandard']})
+    assert extras == snapshot(
+        {'testing': ['brotli', 'brotlicffi', 'inline-snapshot', 'pyyaml', 'zstandard'], 'redis': ['redis']}
+    )
     assert 'pydantic-ai-append[testing]' in (PACKAGE / '_check' / 'cassettes.py').read_text()
     assert pyproject['project']['scripts'] == snapshot({'pydantic-ai-append': 'pydantic_ai_append._check.cli:main'})
 
