@@ -23,7 +23,8 @@ from starlette.routing import Mount, Route
 
 from pydantic_ai_append import InMemoryRecordStore, NoTenantWarning, RecordStore
 from pydantic_ai_append._store.memory import PROCESS_STORE
-from pydantic_ai_append.testing import PromptWire
+from pydantic_ai_append._wire.segments import segments
+from pydantic_ai_append.testing import PromptWire, assert_prefix_stable
 
 from ..ui_chat import TURNS, Board, chat_agent, instructions, model_views, prompt
 from .test_reattach_ui_adapters import assert_one_window
@@ -58,16 +59,20 @@ def assistant_message(stream: str, turn: int) -> dict[str, Any]:
     return message
 
 
-async def browse(app: Any, board: Board, chat_id: str) -> None:
-    """Every turn of one chat through `app`'s `/api/chat`, in one event loop as a server runs; `board`, the server's
-    state, set to each turn's before it is sent."""
+async def browse(app: Any, board: Board, chat_id: str, turns: int = TURNS, regenerated: int | None = None) -> None:
+    """Each turn of one chat through `app`'s `/api/chat`, in one event loop as a server runs; `board`, the server's
+    state, set to each turn's before it is sent. On turn `regenerated` the page asks again for the answer before."""
     client: list[dict[str, Any]] = []
     transport = httpx2.ASGITransport(app=app)
     async with httpx2.AsyncClient(transport=transport, base_url='http://localhost:7932') as http:
-        for turn in range(TURNS):
+        for turn in range(turns):
             board.turn, board.looked_up = turn, False
-            client.append({'id': f'user-{turn}', 'role': 'user', 'parts': [{'type': 'text', 'text': prompt(turn)}]})
-            body = {'id': chat_id, 'trigger': 'submit-message', 'messages': client}
+            if turn == regenerated:
+                answer = client.pop()
+                body = {'id': chat_id, 'trigger': 'regenerate-message', 'messageId': answer['id'], 'messages': client}
+            else:
+                client.append({'id': f'user-{turn}', 'role': 'user', 'parts': [{'type': 'text', 'text': prompt(turn)}]})
+                body = {'id': chat_id, 'trigger': 'submit-message', 'messages': client}
             response = await http.post('/api/chat', json=body)
             assert response.status_code == 200, response.text
             client.append(assistant_message(response.text, turn))
@@ -98,6 +103,24 @@ def test_the_default_store_keeps_one_window_behind_to_web():
 def test_without_a_store_every_turn_behind_to_web_opens_a_window():
     bodies = sent_through_to_web('to-web-no-store', None)
     assert len({instructions(body) for body in bodies}) == TURNS
+
+
+def test_a_regenerated_answer_continues_the_window():
+    # The page's regenerate button: the history without the last answer, the same chat id, the server's state moved on.
+    prompt_wire = PromptWire()
+    try:
+        board = Board(0)
+        agent = chat_agent(prompt_wire, InMemoryRecordStore())
+        asyncio.run(browse(agent.to_web(deps=board), board, 'to-web-regenerate', turns=5, regenerated=4))
+        bodies = [exchange.request_body for exchange in prompt_wire.exchanges]
+    finally:
+        prompt_wire.close()
+    *before, replaced, again = bodies
+    assert len({instructions(body) for body in bodies}) == 1
+    assert model_views(replaced) == {'todos': Board(3).todos, 'notes': Board(3).notes}
+    assert model_views(again) == {'todos': Board(4).todos, 'notes': Board(4).notes}
+    # The regenerated request starts with the request before the one it replaces, byte for byte.
+    assert_prefix_stable([segments('openai-chat', body) for body in [*before, again]])
 
 
 def test_to_web_naming_no_tenant_is_warned():
