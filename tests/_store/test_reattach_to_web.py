@@ -78,14 +78,16 @@ async def browse(app: Any, board: Board, chat_id: str, turns: int = TURNS, regen
             client.append(assistant_message(response.text, turn))
 
 
-def sent_through_to_web(chat_id: str, record_store: RecordStore | None, **options: Any) -> list[bytes]:
-    """Every request body of the turns of one chat through `agent.to_web()`, its agent `chat_agent`'s with
+def sent_through_to_web(
+    chat_id: str, record_store: RecordStore | None, turns: int = TURNS, regenerated: int | None = None, **options: Any
+) -> list[bytes]:
+    """Every request body of the turns of one chat (`browse`) through `agent.to_web()`, its agent `chat_agent`'s with
     `options`."""
     prompt_wire = PromptWire()
     try:
         board = Board(0)
         agent = chat_agent(prompt_wire, record_store, **options)
-        asyncio.run(browse(agent.to_web(deps=board), board, chat_id))
+        asyncio.run(browse(agent.to_web(deps=board), board, chat_id, turns, regenerated))
         return [exchange.request_body for exchange in prompt_wire.exchanges]
     finally:
         prompt_wire.close()
@@ -107,14 +109,7 @@ def test_without_a_store_every_turn_behind_to_web_opens_a_window():
 
 def test_a_regenerated_answer_continues_the_window():
     # The page's regenerate button: the history without the last answer, the same chat id, the server's state moved on.
-    prompt_wire = PromptWire()
-    try:
-        board = Board(0)
-        agent = chat_agent(prompt_wire, InMemoryRecordStore())
-        asyncio.run(browse(agent.to_web(deps=board), board, 'to-web-regenerate', turns=5, regenerated=4))
-        bodies = [exchange.request_body for exchange in prompt_wire.exchanges]
-    finally:
-        prompt_wire.close()
+    bodies = sent_through_to_web('to-web-regenerate', InMemoryRecordStore(), turns=5, regenerated=4)
     *before, replaced, again = bodies
     assert len({instructions(body) for body in bodies}) == 1
     assert model_views(replaced) == {'todos': Board(3).todos, 'notes': Board(3).notes}
