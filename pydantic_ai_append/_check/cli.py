@@ -2,7 +2,9 @@
 
 The command line: it finds the cassettes in the paths it is given, reads each (`cassettes`), has its requests grouped
 into conversations and judged (`verdicts`), and prints the verdicts (`reports`), as a report or a JSON document. How a
-request is told to belong to a conversation is in `verdicts`.
+request is told to belong to a conversation is in `verdicts`. The report details each request that broke a
+conversation's prefix (where, why and the fix), up to ten a conversation, and counts the others; `--json` lists them
+all.
 
 Exit status: 0 when every conversation keeps its prefix, 1 when one breaks it, 2 on bad usage or a file that
 isn't a readable cassette. On status 2 the report still gives the verdicts of the cassettes that were read, and its
@@ -41,6 +43,9 @@ request's `reused_bytes` and `total_bytes`, the `provider`'s cache use where its
 _SHOWN_FILES = 5
 """The most files an error message names one by one; past it, it names the first three and counts the others."""
 
+
+_DETAILED = 10
+"""The most requests of one conversation whose break the report details; it counts the others (`--json` lists all)."""
 
 _NEW_WINDOW = re.compile(r'(?:(?P<file>.+?)(?:#(?P<conversation>\d+))?:)?(?P<request>\d+)')
 
@@ -90,13 +95,7 @@ def _human(reports: Sequence[CassetteReport], errors: Sequence[CassetteError], o
             if c.prefix_kept:
                 print(f'{head}: prefix kept{windows}', file=out)
             else:
-                broken = ', '.join(str(d.request) for d in c.divergences)
-                print(f'{head}: prefix broken at request {broken}{windows}', file=out)
-                first = c.divergences[0]
-                allow = f'pass --allow-new-window {shlex.quote(f"{c.name}:{first.request}")}'
-                told = why_and_fix(first.request, first.cause, allow)
-                lines = f'interaction {first.interaction}: {first.message}\n{told}'
-                print('  ' + lines.replace('\n', '\n  '), file=out)
+                _divergences(c, head, windows, out)
             _provider(c, out)
     broken = sum(not c.prefix_kept for c in conversations)
     verdict = (
@@ -113,6 +112,20 @@ def _human(reports: Sequence[CassetteReport], errors: Sequence[CassetteError], o
     if reports:
         print(f'{checked} read: {verdict}', file=out)
     print(_incomplete(errors), file=out)
+
+
+def _divergences(conversation: ConversationReport, head: str, windows: str, out: TextIO) -> None:
+    """A broken prefix: each request that broke it, with where, why and the fix, up to `_DETAILED` of them."""
+    shown, more = conversation.divergences[:_DETAILED], len(conversation.divergences) - _DETAILED
+    broken = ', '.join(str(d.request) for d in shown) + (f' and {more} more' if more > 0 else '')
+    print(f'{head}: prefix broken at request {broken}{windows}', file=out)
+    for divergence in shown:
+        allow = f'pass --allow-new-window {shlex.quote(f"{conversation.name}:{divergence.request}")}'
+        told = why_and_fix(divergence.request, divergence.cause, allow)
+        lines = f'interaction {divergence.interaction}: {divergence.message}\n{told}'
+        print('  ' + lines.replace('\n', '\n  '), file=out)
+    if more > 0:
+        print(f'  and {_count(more, "more request")} broke it (`--json` lists every one)', file=out)
 
 
 def _provider(conversation: ConversationReport, out: TextIO) -> None:
