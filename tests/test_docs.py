@@ -168,6 +168,8 @@ def test_the_readme_is_short_and_starts_with_the_install_and_the_commands_ci_run
     # managed.
     assert setup == 'python3 -m venv .venv && . .venv/bin/activate && pip install uv'
     assert example == 'uv run python examples/todo_state.py'
-    # `.ci/run` runs the whole suite with the README's test command, as written.
+    # `.ci/run` runs the whole suite with the README's test command, as written, and the fresh-machine step.
     assert suite == 'uv run pytest'
-    assert suite in (ROOT / '.ci' / 'run').read_text().splitlines()
+    ci_run = (ROOT / '.ci' / 'run').read_text().splitlines()
+    assert suite in ci_run
+    assert 'bash .ci/fresh-machine' in ci_run
