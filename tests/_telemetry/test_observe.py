@@ -253,7 +253,7 @@ async def test_rewrite_mode_is_priced_as_reading_only_what_comes_before_the_chan
     assert AppendInstructions.cache_summary(history).saving_usd > 0
 
 
-async def test_a_model_genai_prices_does_not_know_is_reported_in_tokens_only(capfire: CaptureLogfire):
+async def test_a_model_genai_prices_does_not_know_gets_no_costs_and_no_span_of_the_plugins(capfire: CaptureLogfire):
     with FakeProvider(script=lambda request: Text('Noted.')) as server:
         history = await converse(make_agent(anthropic_model(server.url, 'claude-of-tomorrow'), TAIL), [['a'], ['a']])
     # Read as expected, and not priced: the plugin has nothing to add to Pydantic AI's span of the request.
