@@ -33,6 +33,7 @@ from ._records import content_hash
 from ._rendering import SUPERSESSION_SENTENCE, change_text, context_element
 from ._shared.cache import ENTRY_BYTES, BoundedCache, size_of
 from ._telemetry.observe import DROPPED_KEY, fallback_of
+from ._telemetry.window import request_attributes
 from ._window import Window, WindowPlan, plan_request
 
 REFUSES_LAST_SYSTEM_MESSAGE = frozenset({'mistral'})
@@ -85,17 +86,7 @@ async def handle_request(
     inline = is_inline(request_context.model)
     if plan.prefix and not inline:
         ask_for_framing_announcement(request_context)
-    attributes: dict[str, str | list[str] | float] = {
-        'logfire.msg': f'append_instructions {settings.source_id}',
-        'pydantic_ai_append.capability_id': settings.source_id,
-        'pydantic_ai_append.delivery_path': 'inline' if inline else 'wrapped',
-        'pydantic_ai_append.changes': [block_id for block_id, _ in plan.changes],
-    }
-    if plan.opened is not None:
-        attributes['pydantic_ai_append.window_opened'] = plan.opened
-    if reopening is not None and reopening.keeping is not None and reopening.opening is not None:
-        attributes['pydantic_ai_append.window_keeping_cost'] = reopening.keeping
-        attributes['pydantic_ai_append.window_opening_cost'] = reopening.opening
+    attributes = request_attributes(settings.source_id, inline, messages, window, plan, carriers, reopening)
     # On the run's tracer, so the span follows the agent's instrumentation settings.
     with ctx.tracer.start_as_current_span('append_instructions', attributes=attributes):
         if plan.opened is not None and settings.verifier is not None:

@@ -85,21 +85,22 @@ def test_a_window_whose_changes_cost_more_than_writing_the_request_again_gives_w
     chat, history, spans = spanned(capfire, [(TASK if turn == 0 else f'turn {turn}', turn) for turn in range(8)])
     assert [
         (
-            span.get('pydantic_ai_append.window_opened'),
+            span.get('pydantic_ai_append.window'),
+            span.get('pydantic_ai_append.window_reason'),
             span.get('pydantic_ai_append.window_keeping_cost'),
             span.get('pydantic_ai_append.window_opening_cost'),
         )
         for span in spans
     ] == snapshot(
         [
-            ('first request with an append-mode block', None, None),
-            (None, None, None),
-            (None, None, None),
-            (None, None, None),
-            ('price', 0.000196, 0.0001655),
-            (None, None, None),
-            (None, None, None),
-            (None, None, None),
+            (1, 'first', None, None),
+            (1, None, None, None),
+            (1, None, None, None),
+            (1, None, None, None),
+            (2, 'price', 0.000196, 0.0001655),
+            (2, None, None, None),
+            (2, None, None, None),
+            (2, None, None, None),
         ]
     )
     assert windows_of(history) == snapshot(['B', 'D', 'D', 'D', 'B', 'D', 'D', 'D'])
@@ -189,18 +190,28 @@ def aged(history: list[ModelMessage], age: timedelta) -> list[ModelMessage]:
 
 
 @pytest.mark.parametrize(
-    ('values', 'records'),
-    [((0, 1, 1), 'BDB'), ((0, 0, 1), 'BB'), ((0, 0, 0), 'B')],
+    ('values', 'records', 'last'),
+    [((0, 1, 1), 'BDB', (2, 'expired')), ((0, 0, 1), 'BB', (2, 'expired')), ((0, 0, 0), 'B', (1, None))],
     ids=['carrying a change', 'delivering one', 'neither'],
 )
-def test_an_expired_cache_ends_a_window_with_changes(values: tuple[int, int, int], records: str):
+def test_an_expired_cache_ends_a_window_with_changes(
+    capfire: CaptureLogfire, values: tuple[int, int, int], records: str, last: tuple[int, str | None]
+):
     # The last request goes an hour after the one before, past the profile's 5 minutes.
     chat = ScriptedModel()
     agent = agent_for(chat, windows='price', model=chat.model(retention=timedelta(minutes=5)))
+    agent.instrument = True
     history = agent.run_sync('turn 0', deps=values[0]).all_messages()
     history = agent.run_sync('turn 1', deps=values[1], message_history=history).all_messages()
     history = agent.run_sync('turn 2', deps=values[2], message_history=aged(history, timedelta(hours=1))).all_messages()
     assert ''.join(windows_of(history)) == records
+    spans = [span['attributes'] for span in capfire.exporter.exported_spans_as_dict()]
+    facts = [
+        (span['pydantic_ai_append.window'], span.get('pydantic_ai_append.window_reason'))
+        for span in spans
+        if 'pydantic_ai_append.capability_id' in span
+    ]
+    assert facts[-1] == last
 
 
 def test_a_bad_windows_option_is_refused_with_the_value():

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from inline_snapshot import snapshot
+from logfire.testing import CaptureLogfire
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import (
     CompactionPart,
@@ -514,11 +515,21 @@ def notes_agent(chat: ScriptedModel, version: int, append_ids: list[str]) -> Age
         pytest.param([], ['agent:notes'], id='native-to-plugin'),
     ],
 )
-def test_a_change_of_owner_opens_a_new_window_and_sends_the_block_once(before: list[str], after: list[str]):
+def test_a_change_of_owner_opens_a_new_window_and_sends_the_block_once(
+    capfire: CaptureLogfire, before: list[str], after: list[str]
+):
     chat = ScriptedModel()
     history = notes_agent(chat, 1, before).run_sync('one').all_messages()
-    history = notes_agent(chat, 2, after).run_sync('two', message_history=history).all_messages()
+    agent = notes_agent(chat, 2, after)
+    agent.instrument = True
+    history = agent.run_sync('two', message_history=history).all_messages()
     assert kinds(history) == ['Baseline', 'Baseline']
+    [span] = [
+        span['attributes']
+        for span in capfire.exporter.exported_spans_as_dict()
+        if span['name'] == 'append_instructions'
+    ]
+    assert (span['pydantic_ai_append.window'], span['pydantic_ai_append.window_reason']) == (2, 'owner_changed')
     # One part carries the block, in the owner's wording, with its current value.
     assert [part for part in chat.last.parts if 'notes v' in part] == [
         part for part in chat.last.parts if 'notes v2' in part

@@ -16,8 +16,9 @@ block, so it reads from cache at most the tools and the instructions before that
 as no tokenizer is at hand; with Pydantic AI's announcement of `<system>` blocks only where the model's profile, not the
 plugin, asks for it), and writes or re-sends the rest. And it is priced as it would have been sent had no window
 been opened by price or expiry: carrying every change those windows dropped (the new window's carrier says how many
-tokens), and reading the whole previous request where one opened. The figures go on a span and into the response's metadata, so
-[`summary`][pydantic_ai_append._telemetry.summary.summary] totals a conversation from its history alone.
+tokens), and reading the whole previous request where one opened. The figures go into the response's metadata, so
+[`summary`][pydantic_ai_append._telemetry.summary.summary] totals a conversation from its history alone, and what
+Pydantic AI's own span of the request doesn't already say (the savings, a shortfall and its reason) on a span.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from .._compat import CORE_ANNOUNCEMENT
 from .._encoding import stated_chars
 from .._history import RECORD_KEY, opens_window, request_records
 from .._shared.schedule import CHARS_PER_TOKEN
-from .summary import costs, figures_of, uncached
+from .summary import costs, figures_of
 
 DROPPED_KEY = 'pydantic_ai_append_dropped'
 """The key of a new window's carrier `metadata` that says how many tokens of changes a window opened by price or expiry
@@ -81,30 +82,46 @@ def observe(ctx: RunContext[Any], request_context: ModelRequestContext, response
     metadata = dict(response.metadata or {})
     metadata[RECORD_KEY] = figures
     response = replace(response, metadata=metadata)
-    attributes: dict[str, Any] = {
-        'logfire.msg': f'append_instructions cache: read {usage.cache_read_tokens} of {expected} expected tokens',
-        'pydantic_ai_append.cache.read_tokens': usage.cache_read_tokens,
-        'pydantic_ai_append.cache.write_tokens': usage.cache_write_tokens,
-        'pydantic_ai_append.cache.uncached_tokens': uncached(response),
-        'pydantic_ai_append.cache.expected_tokens': expected,
-    }
+    _report(ctx, request_context, response, model, expected)
+    return response
+
+
+def _report(
+    ctx: RunContext[Any],
+    request_context: ModelRequestContext,
+    response: ModelResponse,
+    model: Model | None,
+    expected: int,
+) -> None:
+    """Put on a span what only the plugin can tell of `response`: what it saved, and any shortfall of the `expected`
+    read. Pydantic AI's own span of the request holds its tokens, its cost (`operation.cost`) and the tokens it expects
+    read back (`pydantic_ai.cache.established_tokens`), so they aren't repeated.
+    """
+    attributes: dict[str, Any] = {}
+    said: list[str] = []
     priced = costs(response)
     if priced is not None:
-        attributes['pydantic_ai_append.cost.usd'] = priced[0]
         attributes['pydantic_ai_append.cost.rewrite_usd'] = priced[1]
         attributes['pydantic_ai_append.cost.saving_usd'] = priced[1] - priced[0]
         attributes['pydantic_ai_append.cost.never_reopened_usd'] = priced[2]
-    with ctx.tracer.start_as_current_span('append_instructions cache', attributes=attributes) as span:
-        missed = expected - usage.cache_read_tokens
-        if missed > 0:
-            reason = _reason(model, request_context, response)
-            span.set_attribute('pydantic_ai_append.cache.missed_tokens', missed)
-            span.set_attribute('pydantic_ai_append.cache.shortfall_reason', reason)
+        said.append(f'saved ${priced[1] - priced[0]:.6f} against rewrite mode')
+    read = response.usage.cache_read_tokens
+    reason = _reason(model, request_context, response) if expected > read else None
+    if reason is not None:
+        attributes['pydantic_ai_append.cache.missed_tokens'] = expected - read
+        attributes['pydantic_ai_append.cache.shortfall_reason'] = reason
+        said.append(f'read {expected - read} tokens less than expected ({reason})')
+    if not attributes:
+        return  # a model `genai-prices` can't price, read as expected: nothing to add to Pydantic AI's span
+    message = f'append_instructions cache: {", ".join(said)}'
+    with ctx.tracer.start_as_current_span(
+        'append_instructions cache', attributes={'logfire.msg': message, **attributes}
+    ) as span:
+        if reason is not None:
             span.add_event(
                 'pydantic_ai_append.cache.shortfall',
-                {'expected_tokens': expected, 'cache_read_tokens': usage.cache_read_tokens, 'reason': reason},
+                {'expected_tokens': expected, 'cache_read_tokens': read, 'reason': reason},
             )
-    return response
 
 
 def _never_reopened(

@@ -206,8 +206,9 @@ class PrefixGuard(AbstractCapability[AgentDepsT]):
             warned=self._found,
         )
         attributes: dict[str, str | int] = {
-            'logfire.msg': f'prefix_guard {plan.decision.action}',
-            'pydantic_ai_append.guard.action': plan.decision.action,
+            'logfire.msg': f'prefix_guard {plan.action}',
+            'pydantic_ai_append.guard.action': plan.action,
+            'pydantic_ai_append.guard.decision': plan.decision.action,
             'pydantic_ai_append.guard.mode': self.mode,
             'pydantic_ai_append.guard.reason': plan.decision.reason,
             'pydantic_ai_append.guard.boundary': plan.boundary,

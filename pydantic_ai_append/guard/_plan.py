@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.tools import ToolDefinition
@@ -33,6 +33,10 @@ PAIR_RULE = (
     'the rule: a rewrite that separates a tool call from its result is refused unless it compacts in whole tool pairs'
 )
 """The rule a rewrite that breaks a tool pair breaks, as its warning states it."""
+
+GuardAction: TypeAlias = Literal['pass', 'patch', 'compact', 'defer', 'abort']
+"""What the guard did with a request: sent it as proposed, or sent something else in its place as the decision on it
+says, or refused it."""
 
 GuardWarning: TypeAlias = tuple[type[PrefixGuardWarning], str]
 """A warning to give: its class (the condition, so each can be silenced on its own) and its text."""
@@ -64,7 +68,8 @@ class RequestPlan:
     """
 
     decision: RewriteDecision
-    """The decision on the proposed history, before the guard's mode and policies apply (what its span reports)."""
+    """The decision on the proposed history, before the guard's mode and policies apply (its span's `decision`; `action`
+    says what became of the request)."""
 
     boundary: int
     """The generation boundary the proposal was judged at: none of it consumed when the request opens a window."""
@@ -99,6 +104,22 @@ class RequestPlan:
 
     error: NonMonotonicRewriteError | None = None
     """Raised instead of sending, if no history can be sent: the request's new messages themselves break a pair."""
+
+    @property
+    def action(self) -> GuardAction:
+        """What the guard did with the request (what its span reports; `decision` is what it judged): `'pass'` where
+        the proposal goes out as it is (an ordinary request, or any in observe mode), `'patch'` where the history goes out
+        as it was in place of a compaction that comes to nothing in whole tool pairs, `'compact'` where a compaction is
+        applied, `'defer'` where the consumed prefix is kept in place of a rewrite of it, and `'abort'` where one that
+        breaks a tool pair is dropped, or the request refused.
+        """
+        if self.error is not None:
+            return 'abort'
+        if not self.rewritten:
+            return 'pass'
+        if self.decision.action == 'compact':
+            return 'compact' if self.opened else 'defer'
+        return self.decision.action
 
 
 def plan_guarded_request(

@@ -12,6 +12,8 @@ the agent loop, not the bytes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any, Literal, cast
 
 import pytest
@@ -358,7 +360,9 @@ def test_an_unknown_mode_is_refused():
         PrefixGuard[None](repair=cast('Any', 'run'))
 
 
-GUARD_KEYS = tuple(f'pydantic_ai_append.guard.{name}' for name in ('action', 'mode', 'boundary', 'messages'))
+GUARD_KEYS = tuple(
+    f'pydantic_ai_append.guard.{name}' for name in ('action', 'decision', 'mode', 'boundary', 'messages')
+)
 
 
 async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire):
@@ -382,25 +386,92 @@ async def test_each_request_is_a_span_with_its_decision(capfire: CaptureLogfire)
     assert spans == snapshot(
         [
             {
-                'pydantic_ai_append.guard.action': 'patch',
+                'pydantic_ai_append.guard.action': 'pass',
+                'pydantic_ai_append.guard.decision': 'patch',
                 'pydantic_ai_append.guard.mode': 'enforce',
                 'pydantic_ai_append.guard.boundary': 0,
                 'pydantic_ai_append.guard.messages': 1,
             },
             {
-                'pydantic_ai_append.guard.action': 'patch',
+                'pydantic_ai_append.guard.action': 'pass',
+                'pydantic_ai_append.guard.decision': 'patch',
                 'pydantic_ai_append.guard.mode': 'enforce',
                 'pydantic_ai_append.guard.boundary': 2,
                 'pydantic_ai_append.guard.messages': 3,
             },
             {
                 'pydantic_ai_append.guard.action': 'compact',
+                'pydantic_ai_append.guard.decision': 'compact',
                 'pydantic_ai_append.guard.mode': 'enforce',
                 'pydantic_ai_append.guard.boundary': 4,
                 'pydantic_ai_append.guard.messages': 3,
             },
         ]
     )
+
+
+def edit_first_prompt(messages: list[ModelMessage]) -> list[ModelMessage]:
+    return [ModelRequest.user_text_prompt('hi, edited'), *messages[1:]]
+
+
+def drop_first(messages: list[ModelMessage]) -> list[ModelMessage]:
+    return messages[1:]
+
+
+@pytest.mark.parametrize(
+    ('mode', 'on_defer', 'processor', 'done'),
+    [
+        ('enforce', 'compact', edit_first_prompt, ('defer', 'defer')),
+        ('enforce', 'keep', drop_first, ('defer', 'compact')),
+        ('observe', 'compact', edit_first_prompt, ('pass', 'defer')),
+        ('observe', 'compact', drop_first, ('pass', 'compact')),
+    ],
+)
+async def test_the_span_says_what_the_guard_did_and_what_it_judged(
+    capfire: CaptureLogfire,
+    mode: Literal['enforce', 'observe'],
+    on_defer: Literal['compact', 'keep'],
+    processor: Callable[[list[ModelMessage]], list[ModelMessage]],
+    done: tuple[str, str],
+):
+    guard = PrefixGuard[None](mode=mode, on_defer=on_defer)
+    model = scripted(text('Hello.'), text('Still here.'))
+    agent = build_agent(model, Counter(), with_query_db=False, capabilities=[guard])
+    agent.instrument = True
+    history = (await agent.run('hi')).all_messages()
+    agent = build_agent(model, Counter(), with_query_db=False, capabilities=[ProcessHistory(processor), guard])
+    agent.instrument = True
+    # Observe mode sends a compaction as a new window, unwarned; every other case changes the consumed prefix.
+    changed = mode == 'enforce' or done[1] == 'defer'
+    with pytest.warns(ConsumedPrefixChangedWarning) if changed else nullcontext():
+        await agent.run('again', message_history=history)
+    spans = [span['attributes'] for span in capfire.exporter.exported_spans_as_dict() if span['name'] == 'prefix_guard']
+    keys = ('action', 'decision')
+    assert [tuple(span[f'pydantic_ai_append.guard.{key}'] for key in keys) for span in spans] == [
+        ('pass', 'patch'),
+        done,
+    ]
+    assert spans[-1]['logfire.msg'] == f'prefix_guard {done[0]}'
+
+
+async def test_a_request_refused_for_a_pair_its_own_messages_break_says_abort(capfire: CaptureLogfire):
+    model = scripted(call('query_db', 'c1', sql='x'), text('42.'))
+
+    def elide_tool_results(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return [
+            ModelRequest.user_text_prompt('(elided)')
+            if any(isinstance(part, ToolReturnPart) for part in message.parts)
+            else message
+            for message in messages
+        ]
+
+    processors: list[AbstractCapability[None]] = [ProcessHistory(elide_tool_results), PrefixGuard[None]()]
+    agent = build_agent(model, Counter(), with_query_db=True, capabilities=processors)
+    agent.instrument = True
+    with pytest.raises(OrphanedToolPairError):
+        await agent.run('go')
+    spans = [span['attributes'] for span in capfire.exporter.exported_spans_as_dict() if span['name'] == 'prefix_guard']
+    assert [span['pydantic_ai_append.guard.action'] for span in spans] == ['pass', 'abort']
 
 
 def clear_old_results_in_place(messages: list[ModelMessage]) -> list[ModelMessage]:
