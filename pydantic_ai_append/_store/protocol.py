@@ -167,12 +167,20 @@ class RecordStoreError(UserError):
     def __init__(self, key: str, action: Literal['load', 'save'], cause: BaseException) -> None:
         self.key = key
         self.action = action
-        self.failure = f'The record store failed to {action} the records {key!r}: {cause!r}.'
+        self.failure = f'The record store failed to {action} the records {key!r}: {_described(cause)}.'
         """What failed, without the advice the message adds."""
         super().__init__(
             f"{self.failure} Fix the store, or pass `on_store_error='new_window'` to continue such a request with a "
             'new window.'
         )
+
+
+def _described(error: BaseException) -> str:
+    """`error` as `repr` names it, or by its type and message where its `repr` leaves the message out (redis-py 8's
+    errors: `network:ConnectionError`).
+    """
+    named = repr(error)
+    return named if str(error) in named else f'{type(error).__name__}({str(error)!r})'
 
 
 def checked_store(store: object, on_store_error: object, timeout: object) -> CheckedStore | None:
