@@ -16,10 +16,11 @@ Expiry: an entry expires `ttl` (7 days unless set) after its last write, and rea
 don't extend it: an entry is written when the conversation's records change, and an expired one only opens a new
 window. Each store is also bounded, dropping the entries written longest ago first.
 
-Three stores come with the package:
+Four stores come with the package:
 
 - `InMemoryRecordStore`: the default, for one process; forgotten on restart.
 - `SQLiteRecordStore`: a file, shared by the processes of one machine, and kept across restarts.
+- `RedisRecordStore`: a Redis, shared by server processes on several machines (the `redis` extra).
 - Your own, for another database: implement `RecordStore` (two `async` methods) or `SyncRecordStore` (the same two,
   plain), and pass it to the capability as `record_store`. `save` writes the entry whole, in one step (a Redis
   `SET`, a Postgres `INSERT ... ON CONFLICT (key) DO UPDATE`); `load` returns it, or `None`. Expiry is the
