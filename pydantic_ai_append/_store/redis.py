@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import weakref
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +54,8 @@ class RedisRecordStore:
     expires, so a `volatile-*` eviction policy applies to them.
 
     A `redis.asyncio` client belongs to the event loop it connects in, so the store makes one from `url` for each
-    event loop that calls it; `aclose` closes the running loop's, as a server shutting down does. Failures are the
+    event loop that calls it; `aclose` closes the running loop's, as a server shutting down does. A loop closed
+    without it (`asyncio.run` per call) has its client dropped when the next loop's is made. Failures are the
     client's: a refused connection is retried as the client's `retry` says (redis-py's default retries for a few
     seconds), and each call is bounded by the capability's `store_timeout`. A save that times out after Redis took
     its command may still land: whole, as the script is one step.
@@ -115,10 +115,9 @@ class RedisRecordStore:
         """The largest entry's JSON text, in bytes."""
         self._client_class = redis.asyncio.Redis
         self._client_options = client_options
-        # A client, and the save script registered with it, per event loop: a client's connections can't move.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Redis, AsyncScript]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # A client, and the save script registered with it, per event loop: a client's connections can't move. Held
+        # strongly (a client refers to its loop) until the loop is found closed.
+        self._clients: dict[asyncio.AbstractEventLoop, tuple[Redis, AsyncScript]] = {}
 
     def entry_key(self, key: str) -> str:
         """The Redis key of the entry the capability names `key`."""
@@ -127,6 +126,11 @@ class RedisRecordStore:
     def _client(self) -> tuple[Redis, AsyncScript]:
         loop = asyncio.get_running_loop()
         if (made := self._clients.get(loop)) is None:
+            # A loop closed without `aclose` (`asyncio.run` per call) leaves its client: dropped, not kept for ever;
+            # its connections close as Python collects them.
+            for other in list(self._clients):  # a copy: another thread may add its loop's meanwhile
+                if other.is_closed():
+                    self._clients.pop(other, None)
             # redis-py leaves the options of `from_url` untyped.
             client = self._client_class.from_url(self.url, **self._client_options)  # pyright: ignore[reportUnknownMemberType]
             made = self._clients[loop] = (client, client.register_script(_SAVE))

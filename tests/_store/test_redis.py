@@ -9,11 +9,14 @@ can't be moved by hand: the test that waits for an entry to expire waits for wha
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 import subprocess
 import sys
 import textwrap
 import threading
+import warnings
+import weakref
 from datetime import timedelta
 
 import pytest
@@ -23,7 +26,7 @@ from pydantic_ai.exceptions import UserError
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from pydantic_ai_append import RecordStore, RecordStoreError, RedisRecordStore
+from pydantic_ai_append import RecordEntry, RecordStore, RecordStoreError, RedisRecordStore
 from pydantic_ai_append._store.protocol import as_async
 
 from .redis_server import RedisServer, loopback
@@ -132,6 +135,28 @@ async def test_many_tasks_and_event_loops_writing_at_once_lose_no_write(redis_se
     loaded += [await store.load(f'thread-{thread}-{n}') for thread in range(4) for n in range(20)]
     assert loaded == [entry(n + 1) for n in range(50)] + [entry(n + 1) for _ in range(4) for n in range(20)]
     await store.aclose()
+
+
+def test_an_event_loop_closed_without_aclose_is_not_kept_by_the_store(redis_server: RedisServer):
+    store = RedisRecordStore(redis_server.url)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(store.save('a', entry(1)))
+    loop.close()  # its client's connection still open
+    closed = weakref.ref(loop)
+    del loop
+
+    async def load() -> RecordEntry | None:
+        try:
+            return await store.load('a')  # a client of this loop's own; the closed loop's is dropped
+        finally:
+            await store.aclose()
+
+    with warnings.catch_warnings():
+        # The connection of the dropped client, closed as Python collects it, says it wasn't closed first.
+        warnings.simplefilter('ignore', ResourceWarning)
+        assert asyncio.run(load()) == entry(1)
+        gc.collect()
+    assert closed() is None
 
 
 WRITER = textwrap.dedent("""
