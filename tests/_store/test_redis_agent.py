@@ -98,6 +98,7 @@ def test_redis_stopped_mid_conversation_opens_a_new_window_loses_nothing_and_rec
 
     def between(turn: int) -> None:
         if turn == 4:
+            server.drain()  # turn 3's save lands before Redis goes
             redis_server.stop()
         elif turn == 5:
             server.drain()  # turn 4's save fails while Redis is away
@@ -127,6 +128,7 @@ def test_redis_hung_mid_conversation_times_out_opens_a_new_window_and_recovers(
 
     def between(turn: int) -> None:
         if turn == 4:
+            server.drain()
             redis_server.hang()
         elif turn == 5:
             server.drain()
