@@ -56,9 +56,9 @@ class RedisRecordStore:
     A `redis.asyncio` client belongs to the event loop it connects in, so the store makes one from `url` for each
     event loop that calls it; `aclose` closes the running loop's, as a server shutting down does. A loop closed
     without it (`asyncio.run` per call) has its client dropped when the next loop's is made. Failures are the
-    client's: a refused connection is retried as the client's `retry` says (redis-py's default retries for a few
-    seconds), and each call is bounded by the capability's `store_timeout`. A save that times out after Redis took
-    its command may still land: whole, as the script is one step.
+    client's errors (a Redis that is down refuses the connection at once), and a Redis that hangs is bounded by the
+    capability's `store_timeout`. A save that times out after Redis took its command may still land: whole, as the
+    script is one step.
 
     ```python
     from datetime import timedelta
