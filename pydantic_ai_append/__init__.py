@@ -45,6 +45,7 @@ if _typing.TYPE_CHECKING:
     from ._shared.prices import CachePrices
     from ._store.memory import InMemoryRecordStore
     from ._store.protocol import RecordEntry, RecordStore, RecordStoreError, SyncRecordStore
+    from ._store.redis import RedisRecordStore
     from ._store.sqlite import SQLiteRecordStore
     from ._store.tenant import NoTenantWarning
     from ._telemetry.summary import CacheSummary
@@ -67,6 +68,7 @@ __all__ = (
     'RecordEntry',
     'RecordStore',
     'RecordStoreError',
+    'RedisRecordStore',
     'SQLiteRecordStore',
     'SyncRecordStore',
     'UnaddressableBlockWarning',
@@ -100,6 +102,7 @@ _HOMES = {
     '_store.tenant': ('NoTenantWarning',),
     '_store.memory': ('InMemoryRecordStore',),
     '_store.protocol': ('RecordEntry', 'RecordStore', 'RecordStoreError', 'SyncRecordStore'),
+    '_store.redis': ('RedisRecordStore',),
     '_shared.cache': ('set_memory_limit',),
     '_shared.prices': ('CachePrices',),
     '_telemetry.summary': ('CacheSummary',),

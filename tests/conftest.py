@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import logfire
 import pytest
@@ -42,6 +42,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker('durable') is not None:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    # `uv run pytest` lists no skip reasons (`-rs` would): the one a machine can fix is said here, once.
+    reasons: list[str] = []
+    for report in terminalreporter.stats.get('skipped', []):
+        skipped: object = getattr(report, 'longrepr', None)
+        if isinstance(skipped, tuple) and 'redis-server is not installed' in (reason := str(cast('Any', skipped)[2])):
+            reasons.append(reason.removeprefix('Skipped: '))
+    if reasons:
+        terminalreporter.write_line(f'{len(reasons)} tests skipped: {reasons[0]}.')
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ PLUGIN = ROOT / 'pytest_pydantic_ai_append'
 OPTIONAL_IMPORTS = {
     ('pydantic_ai_append/guard/_wire_refusal.py', 'anthropic'),
     ('pydantic_ai_append/_check/cassettes.py', 'yaml'),
+    ('pydantic_ai_append/_store/redis.py', 'redis'),
     *(('pydantic_ai_append/_wire/encoding.py', name) for name in ('brotli', 'brotlicffi', 'zstandard')),
 }
 """Third-party modules the package may import without declaring them, each only where its absence is handled.
@@ -39,7 +40,8 @@ installed; without it, no request came from it, and the plain error is used. So 
 which the `testing` extra declares (`test_pyyaml_and_inline_snapshot_are_the_testing_extra`); without it the checker says what to
 install, and JSON cassettes still work. The wire wing's decoding (`_wire/encoding`, which the checker, the verifier
 and the fixture share) reads `br` and `zstd` bodies with brotli (or brotlicffi) and zstandard, also in that extra,
-imported only when such a body is read.
+imported only when such a body is read. `RedisRecordStore` imports the `redis` package, which the `redis` extra declares,
+when a store is made, and says which extra to install when it is missing.
 """
 
 LOADED_IMPORTS = {('pydantic_ai_append/_wire/legacy_httpx.py', 'httpx')}

@@ -39,6 +39,7 @@ def test_the_public_names():
                 'RecordEntry',
                 'RecordStore',
                 'RecordStoreError',
+                'RedisRecordStore',
                 'SQLiteRecordStore',
                 'SyncRecordStore',
                 'UnaddressableBlockWarning',

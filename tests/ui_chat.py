@@ -31,6 +31,7 @@ from pydantic_ai.ui.vercel_ai import VercelAIAdapter
 from pydantic_ai.ui.vercel_ai.request_types import SubmitMessage, UIMessage
 
 from pydantic_ai_append import AppendInstructions, RecordStore, SQLiteRecordStore, SyncRecordStore
+from pydantic_ai_append._store.protocol import OnStoreError
 from pydantic_ai_append.testing import PromptWire
 
 Protocol = Literal['vercel', 'ag-ui']
@@ -91,9 +92,12 @@ def chat_agent(
     record_store: RecordStore | SyncRecordStore | None,
     tenant: Callable[[RunContext[Board]], str] | None = by_user,
     signing_key: str | None = None,
+    on_store_error: OnStoreError = 'raise',
 ) -> Agent[Board]:
     """The server's agent: two append-mode blocks (one changes every turn, one every third) and a tool."""
-    context = AppendInstructions[Board](id='chat', record_store=record_store, tenant=tenant, signing_key=signing_key)
+    context = AppendInstructions[Board](
+        id='chat', record_store=record_store, tenant=tenant, signing_key=signing_key, on_store_error=on_store_error
+    )
 
     @context.instructions(name='todos')
     def todos(ctx: RunContext[Board]) -> str:  # pyright: ignore[reportUnusedFunction]

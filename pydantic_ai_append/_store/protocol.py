@@ -16,10 +16,11 @@ Expiry: an entry expires `ttl` (7 days unless set) after its last write, and rea
 don't extend it: an entry is written when the conversation's records change, and an expired one only opens a new
 window. Each store is also bounded, dropping the entries written longest ago first.
 
-Three stores come with the package:
+Four stores come with the package:
 
 - `InMemoryRecordStore`: the default, for one process; forgotten on restart.
 - `SQLiteRecordStore`: a file, shared by the processes of one machine, and kept across restarts.
+- `RedisRecordStore`: a Redis, shared by server processes on several machines (the `redis` extra).
 - Your own, for another database: implement `RecordStore` (two `async` methods) or `SyncRecordStore` (the same two,
   plain), and pass it to the capability as `record_store`. `save` writes the entry whole, in one step (a Redis
   `SET`, a Postgres `INSERT ... ON CONFLICT (key) DO UPDATE`); `load` returns it, or `None`. Expiry is the
@@ -167,12 +168,20 @@ class RecordStoreError(UserError):
     def __init__(self, key: str, action: Literal['load', 'save'], cause: BaseException) -> None:
         self.key = key
         self.action = action
-        self.failure = f'The record store failed to {action} the records {key!r}: {cause!r}.'
+        self.failure = f'The record store failed to {action} the records {key!r}: {_described(cause)}.'
         """What failed, without the advice the message adds."""
         super().__init__(
             f"{self.failure} Fix the store, or pass `on_store_error='new_window'` to continue such a request with a "
             'new window.'
         )
+
+
+def _described(error: BaseException) -> str:
+    """`error` as `repr` names it, or by its type and message where its `repr` leaves the message out (redis-py 8's
+    errors: `network:ConnectionError`).
+    """
+    named = repr(error)
+    return named if str(error) in named else f'{type(error).__name__}({str(error)!r})'
 
 
 def checked_store(store: object, on_store_error: object, timeout: object) -> CheckedStore | None:
