@@ -1,4 +1,4 @@
-"""The fake provider (`fake_provider`), live on loopback: it serves real Pydantic AI model classes and provider
+"""The fake provider (`pydantic_ai_append.testing.fake_provider`), live on loopback: it serves real Pydantic AI model classes and provider
 SDKs, and refuses what it can't answer with a message saying why.
 
 Every wire claim of the package rests on it, so it is shown working on its own first.
@@ -15,10 +15,10 @@ from dirty_equals import IsPositiveInt
 from inline_snapshot import snapshot
 from pydantic_ai import Agent
 
-from fake_provider import FakeProvider, FakeRequest, Text, ToolCalls, Turn, openai_chat_model
 from pydantic_ai_append.testing import Api, WireCapture, WireConversation, assert_prefix_stable
+from pydantic_ai_append.testing.fake_provider import FakeProvider, FakeRequest, Text, ToolCalls, Turn, openai_chat_model
 
-from .fake_models import MODEL_FACTORIES, get_time, get_weather, live_loopback
+from ..fake_models import MODEL_FACTORIES, get_time, get_weather, live_loopback
 
 
 def alternating_script(request: FakeRequest) -> Turn:
