@@ -20,7 +20,7 @@ import functools
 import random
 from collections.abc import Iterator
 
-from fake_provider import Text, ToolCalls, Turn
+from pydantic_ai_append.testing.fake_provider import Text, ToolCalls, Turn
 
 from .scenario import WORDS, Scenario, sentence
 from .wire import PathName, Variant, WireResult, run_conversation

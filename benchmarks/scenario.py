@@ -31,9 +31,9 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
-from fake_provider import Text, ToolCalls, Turn
 from pydantic_ai_append import AppendInstructions, CachePrices, RecordStore, SyncRecordStore
 from pydantic_ai_append._store.memory import PROCESS_STORE
+from pydantic_ai_append.testing.fake_provider import Text, ToolCalls, Turn
 
 from .measure import HookTimer, time_hooks
 

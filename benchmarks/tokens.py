@@ -1,8 +1,9 @@
 """Tokens and dollars: what each wire conversation's provider reported, priced, and held against the limit.
 
-The fake provider's simulated caches (`fake_provider.caching`) report each request's usage in the real fields;
-Pydantic AI reads it into `RequestUsage`, which counts what was read from and written to the cache in its input
-tokens. Each conversation is priced with `genai-prices` (installed with Pydantic AI) for the model name it sends.
+The fake provider's simulated caches (`pydantic_ai_append.testing.fake_provider.caching`) report each request's
+usage in the real fields; Pydantic AI reads it into `RequestUsage`, which counts what was read from and written to the
+cache in its input tokens. Each conversation is priced with `genai-prices` (installed with Pydantic AI) for the model
+name it sends.
 
 The limit is the cheapest a conversation can be: every input token the previous request sent is read from the cache
 at the read price, and every other input token pays the input price, or the cache write price where the provider

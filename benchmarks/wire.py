@@ -27,7 +27,11 @@ from pydantic_ai.providers.bedrock import BedrockProvider
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from fake_provider import (
+from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append._request import is_inline
+from pydantic_ai_append._wire.segments import common_prefix_length
+from pydantic_ai_append.testing import Api, Segment, WireConversation, prefix_reuse
+from pydantic_ai_append.testing.fake_provider import (
     FakeProvider,
     anthropic_model,
     bedrock_model,
@@ -35,10 +39,6 @@ from fake_provider import (
     openai_chat_model,
     openai_responses_model,
 )
-from pydantic_ai_append import AppendInstructions
-from pydantic_ai_append._request import is_inline
-from pydantic_ai_append._wire.segments import common_prefix_length
-from pydantic_ai_append.testing import Api, Segment, WireConversation, prefix_reuse
 
 from .scenario import CHAT, Policy, Scenario, build_agent
 

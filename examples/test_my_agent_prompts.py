@@ -9,27 +9,26 @@ prompts:
 - `assert_prefix_stable()`, which fails when a request stops extending the previous one byte for byte, the way a
   provider's prompt cache needs.
 
-It runs offline: an `httpx2.MockTransport` stands in for the OpenAI API, so the bytes checked are the ones the real
-OpenAI SDK sends, with no key or network. To test against the provider, drop the transport and record a cassette
-with pytest-recording (`@pytest.mark.vcr`); the fixture then checks what each replay sends. Create or update the
-snapshot with `pytest --inline-snapshot=fix` once the new transcript is the one you want.
+It runs offline: the package's fake provider (`pydantic_ai_append.testing.fake_provider`) stands in for the OpenAI
+API on loopback, so the bytes checked are the ones the real OpenAI SDK sends, with no key or network, and the SDK of
+that one API is all it needs. To test against the provider, build the model with `OpenAIProvider(api_key=...,
+http_client=prompt_wire.http_client())` instead and record a cassette with pytest-recording (`@pytest.mark.vcr`); the
+fixture then checks what each replay sends. Create or update the snapshot with `pytest --inline-snapshot=fix` once
+the new transcript is the one you want.
 
     uv run pytest examples/test_my_agent_prompts.py
 """
 
 from __future__ import annotations
 
-import json
-
-import httpx2
 import pytest
 from inline_snapshot import snapshot
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.models import Model
 
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import PromptWire
+from pydantic_ai_append.testing.fake_provider import FakeProvider, FakeRequest, Text, openai_chat_model
 
 todos = AppendInstructions[list[str]](id='todos')
 
@@ -39,31 +38,25 @@ def todo_list(ctx: RunContext[list[str]]) -> str:
     return '\n'.join(f'- {item}' for item in ctx.deps)
 
 
-def make_agent(http_client: httpx2.AsyncClient) -> Agent[list[str], str]:
-    model = OpenAIChatModel('gpt-5.2', provider=OpenAIProvider(api_key='offline', http_client=http_client))
+def make_agent(model: Model) -> Agent[list[str], str]:
     return Agent(model, deps_type=list[str], instructions='Help with the todo list. Be brief.', capabilities=[todos])
 
 
-def openai_stand_in(request: httpx2.Request) -> httpx2.Response:
-    """Answer every Chat Completions request with one short reply."""
-    body = json.loads(request.content)
-    message = {'role': 'assistant', 'content': f'Noted ({len(body["messages"])} messages so far).'}
-    choice = {'index': 0, 'message': message, 'finish_reason': 'stop'}
-    return httpx2.Response(
-        200,
-        json={'id': 'chatcmpl-1', 'object': 'chat.completion', 'created': 0, 'model': 'gpt-5.2', 'choices': [choice]},
-    )
+def reply(request: FakeRequest) -> Text:
+    """Answer every request with one short reply."""
+    return Text(f'Noted ({len(request.json["messages"])} messages so far).')
 
 
 @pytest.mark.anyio
 async def test_my_agent_keeps_its_prompt_cache(prompt_wire: PromptWire):
-    agent = make_agent(prompt_wire.http_client(transport=httpx2.MockTransport(openai_stand_in)))
-    items = ['write tests']
-    history = (await agent.run('What is first?', deps=items)).all_messages()
-    items.append('write docs')
-    history = (await agent.run('I added one.', deps=items, message_history=history)).all_messages()
-    items.remove('write tests')
-    await agent.run('Tests are done.', deps=items, message_history=history)
+    with FakeProvider(script=reply) as server:
+        agent = make_agent(openai_chat_model(server.url, http_client=prompt_wire.http_client()))
+        items = ['write tests']
+        history = (await agent.run('What is first?', deps=items)).all_messages()
+        items.append('write docs')
+        history = (await agent.run('I added one.', deps=items, message_history=history)).all_messages()
+        items.remove('write tests')
+        await agent.run('Tests are done.', deps=items, message_history=history)
 
     prompt_wire.assert_prefix_stable()
     # Every request after the first reuses all of the one before it: a provider can serve that much from cache.
@@ -117,21 +110,17 @@ request 2: reuses 554 of 750 bytes
 async def test_a_list_rewritten_in_place_breaks_the_prefix(prompt_wire: PromptWire):
     # The same agent with the list as ordinary dynamic instructions: the second request rewrites it, and the check
     # says where. This is the failure the test above guards against.
-    model = OpenAIChatModel(
-        'gpt-5.2',
-        provider=OpenAIProvider(
-            api_key='offline', http_client=prompt_wire.http_client(transport=httpx2.MockTransport(openai_stand_in))
-        ),
-    )
-    agent = Agent(model, deps_type=list[str], instructions='Help with the todo list. Be brief.')
+    with FakeProvider(script=reply) as server:
+        model = openai_chat_model(server.url, http_client=prompt_wire.http_client())
+        agent = Agent(model, deps_type=list[str], instructions='Help with the todo list. Be brief.')
 
-    @agent.instructions
-    def rewritten_list(ctx: RunContext[list[str]]) -> str:
-        return '\n'.join(f'- {item}' for item in ctx.deps)
+        @agent.instructions
+        def rewritten_list(ctx: RunContext[list[str]]) -> str:
+            return '\n'.join(f'- {item}' for item in ctx.deps)
 
-    items = ['write tests']
-    history = (await agent.run('What is first?', deps=items)).all_messages()
-    items.append('write docs')
-    await agent.run('I added one.', deps=items, message_history=history)
+        items = ['write tests']
+        history = (await agent.run('What is first?', deps=items)).all_messages()
+        items.append('write docs')
+        await agent.run('I added one.', deps=items, message_history=history)
     with pytest.raises(AssertionError, match=r'request 1 does not extend request 0 byte for byte'):
         prompt_wire.assert_prefix_stable()

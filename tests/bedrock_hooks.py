@@ -14,7 +14,7 @@ from botocore.awsrequest import AWSResponse  # pyright: ignore[reportMissingType
 from pydantic_ai.models.bedrock import BedrockConverseModel, BedrockModelSettings
 from pydantic_ai.providers.bedrock import BedrockProvider
 
-from fake_provider import FakeProvider, bedrock_model
+from pydantic_ai_append.testing.fake_provider import FakeProvider, bedrock_model
 
 SETTINGS = BedrockModelSettings(max_tokens=1_024)
 """With `max_tokens` set, 2.68 sends `agent.run`'s requests to Converse, rather than to ConverseStream behind the

@@ -37,12 +37,19 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from fake_provider import FakeProvider, Text, ToolCalls, Turn, anthropic_model, openai_chat_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append._telemetry.observe import DROPPED_KEY
 from pydantic_ai_append.guard import PrefixGuard, WireVerifier, tool_pair_problems
 from pydantic_ai_append.guard._bytes import message_bytes
 from pydantic_ai_append.testing import Api, WireCapture
+from pydantic_ai_append.testing.fake_provider import (
+    FakeProvider,
+    Text,
+    ToolCalls,
+    Turn,
+    anthropic_model,
+    openai_chat_model,
+)
 
 RUNS = 32
 """Runs of each conversation: the issue asks for at least 30, with changing instructions."""

@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 import pytest
 from pydantic_ai.models import Model
 
-from fake_provider import anthropic_model, openai_chat_model, openai_responses_model
 from pydantic_ai_append.testing import Api
+from pydantic_ai_append.testing.fake_provider import anthropic_model, openai_chat_model, openai_responses_model
 
 ModelFactory = Callable[..., Model]
 

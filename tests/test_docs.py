@@ -35,6 +35,9 @@ FENCE = re.compile(r'^```(\S*)\n(.*?)^```$', re.DOTALL | re.MULTILINE)
 LINK = re.compile(r'\[[^\]]*\]\(([^)\s]+)\)')
 README_WORD_LIMIT = 1_500
 
+# Examples of `testing.fake_provider` run it on loopback, as a user's tests do; nothing else is reached.
+loopback_only = pytest.mark.block_network(allowed_hosts=[r'127\.0\.0\.1'])
+
 
 def package_modules() -> list[types.ModuleType]:
     names = [info.name for info in pkgutil.walk_packages(pydantic_ai_append.__path__, 'pydantic_ai_append.')]
@@ -106,6 +109,7 @@ def run(code: str) -> str:
     return output.getvalue()
 
 
+@loopback_only
 @pytest.mark.parametrize(('name', 'code'), docstring_examples(), ids=[name for name, _ in docstring_examples()])
 def test_docstring_examples(name: str, code: str):
     assert run(code) == expected_output(code)
@@ -114,6 +118,7 @@ def test_docstring_examples(name: str, code: str):
 HARNESS_INSTALLED = importlib.util.find_spec('pydantic_ai_harness') is not None
 
 
+@loopback_only
 @pytest.mark.parametrize(('name', 'code'), markdown_examples(), ids=[name for name, _ in markdown_examples()])
 def test_markdown_examples(name: str, code: str):
     # Harness pins `pydantic-ai-slim` exactly, so it is only in the harness environments (`.ci/harness-env`).

@@ -40,9 +40,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.toolsets import FunctionToolset
 
-from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import Api, Segment, WireCapture, assert_prefix_stable
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls
 
 from .fake_models import MODEL_FACTORIES, live_loopback
 

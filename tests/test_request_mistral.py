@@ -28,10 +28,10 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 
-from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append._wire.segments import segments
 from pydantic_ai_append.testing import assert_prefix_stable
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls
 
 from .fake_models import live_loopback
 

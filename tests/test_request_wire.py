@@ -26,9 +26,16 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 from pydantic_ai.settings import ModelSettings
 
-from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import Api, Segment, WireCapture, assert_prefix_stable, prefix_reuse
+from pydantic_ai_append.testing.fake_provider import (
+    FakeProvider,
+    Text,
+    ToolCalls,
+    anthropic_model,
+    openai_chat_model,
+    openai_responses_model,
+)
 
 pytestmark = [
     pytest.mark.anyio,

@@ -1,12 +1,12 @@
 """The project's size, held to one rule per folder: a module over 400 lines or a function over 60 is doing several jobs.
 
-The rule covers every module of the package, the fake provider and the benchmark. The append engine, the modules at
-the package's root, is held to 2,810 lines together, docstrings included (2,500 until windows were opened by price,
-`_reopening` and its option: about 150 lines; 2,600 until a window a compaction cut was kept; 2,650 until issue 38's
-fixes: lookalikes read as a model reads them, about 80 lines, and Mistral's delivery, fallback models inside wrappers,
-MCP sampling, realtime sessions and tenants, about 70); the other wings (`_shared/`, `_store/`,
-`_telemetry/`, `_wire/`, `_check/`, `guard/`, `testing/`) by the module and function limits alone. Test files are
-held to 600 lines.
+The rule covers every module of the package (the fake provider, `testing/fake_provider/`, among them) and the
+benchmark. The append engine, the modules at the package's root, is held to 2,810 lines together, docstrings included
+(2,500 until windows were opened by price, `_reopening` and its option: about 150 lines; 2,600 until a window a
+compaction cut was kept; 2,650 until issue 38's fixes: lookalikes read as a model reads them, about 80 lines, and
+Mistral's delivery, fallback models inside wrappers, MCP sampling, realtime sessions and tenants, about 70); the other
+wings (`_shared/`, `_store/`, `_telemetry/`, `_wire/`, `_check/`, `guard/`, `testing/`) by the module and function
+limits alone. Test files are held to 600 lines.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / 'pydantic_ai_append'
-HELD = [PACKAGE, ROOT / 'fake_provider', ROOT / 'benchmarks']
+HELD = [PACKAGE, ROOT / 'benchmarks']
 """The folders whose every module is held to the module and function limits."""
 
 

@@ -1,4 +1,5 @@
-"""The public surface: the `__all__` of the package, `guard` and `testing`, pinned, so that changing it is a decision.
+"""The public surface: the `__all__` of the package, `guard`, `testing` and `testing.fake_provider`, pinned, so that
+changing it is a decision.
 
 Everything else is private (`_module.py`, `_name`), and a reader of the package's namespace sees nothing more than
 `__all__` promises.
@@ -14,8 +15,14 @@ from inline_snapshot import snapshot
 import pydantic_ai_append
 import pydantic_ai_append.guard
 import pydantic_ai_append.testing
+import pydantic_ai_append.testing.fake_provider
 
-PUBLIC_MODULES = [pydantic_ai_append, pydantic_ai_append.guard, pydantic_ai_append.testing]
+PUBLIC_MODULES = [
+    pydantic_ai_append,
+    pydantic_ai_append.guard,
+    pydantic_ai_append.testing,
+    pydantic_ai_append.testing.fake_provider,
+]
 
 
 def test_the_public_names():
@@ -93,6 +100,21 @@ def test_the_public_names():
                 'assert_prefix_stable',
                 'prefix_reuse',
                 'transcript',
+            ],
+            'pydantic_ai_append.testing.fake_provider': [
+                'FakeProvider',
+                'FakeRequest',
+                'Script',
+                'ServedApi',
+                'ServerExchange',
+                'Text',
+                'ToolCalls',
+                'Turn',
+                'anthropic_model',
+                'bedrock_model',
+                'google_model',
+                'openai_chat_model',
+                'openai_responses_model',
             ],
         }
     )

@@ -35,7 +35,6 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import (
     AppendInstructions,
     UnmatchedRouteWarning,
@@ -48,6 +47,7 @@ from pydantic_ai_append._rendering import change_value
 from pydantic_ai_append._request import outgoing, plan_records
 from pydantic_ai_append._window import CurrentBlock, Window, fold, plan_request
 from pydantic_ai_append.testing import Api
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls
 
 from .conversation import ScriptedModel
 from .fake_models import MODEL_FACTORIES, live_loopback

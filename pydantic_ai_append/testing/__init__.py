@@ -14,7 +14,8 @@ each request and response body through its HTTP clients or transport wrappers (a
 `anthropic` model classes take a client), or through a boto3 client of Bedrock it instruments; `WireConversation`
 turns them into segments, `transcript` renders them for a snapshot, `assert_prefix_stable` checks them, and
 `prefix_reuse` measures the bytes each request reuses. `Api`, `Segment`, `PrefixReuse` and `WireExchange` are the
-types they take and return, for a test's annotations.
+types they take and return, for a test's annotations. The `fake_provider` submodule is a provider on loopback to run
+an agent against offline, with each request's usage and cost as the real provider's cache would make them.
 A test has this shape:
 
 ```python

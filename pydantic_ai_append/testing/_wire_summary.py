@@ -68,15 +68,24 @@ def wire_summary(api: Api, exchanges: Sequence[WireExchange]) -> CacheSummary:
     previous: tuple[list[Segment], ModelResponse] | None = None
     for exchange in exchanges:
         request = conversation.add(exchange.request_body, exchange.response_body)
-        holders = reply_holders(exchange.response_body)
-        if not holders or any(_is_error(holder) for holder in holders):
+        response = reply_response(api, exchange.path, exchange.request_body, exchange.response_body)
+        if response is None:
             continue
-        response = _response(api, holders, _requested_model(exchange.path, exchange.request_body))
         expected, rewrite = _figures(api, request, previous, response)
         response.metadata = {RECORD_KEY: {'expected_read_tokens': expected, 'rewrite_read_tokens': rewrite}}
         responses.append(response)
         previous = (request, response)
     return summary(responses)
+
+
+def reply_response(api: Api, path: str, request_body: bytes, response_body: bytes) -> ModelResponse | None:
+    """The `ModelResponse` Pydantic AI makes of one exchange's reply, as far as pricing it goes: its usage, model and
+    provider; `None` where it makes none (a reply that holds no JSON object, or an error).
+    """
+    holders = reply_holders(response_body)
+    if not holders or any(_is_error(holder) for holder in holders):
+        return None
+    return _response(api, holders, _requested_model(path, request_body))
 
 
 def _is_error(holder: dict[str, object]) -> bool:

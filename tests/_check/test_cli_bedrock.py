@@ -20,7 +20,7 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse
 from pydantic_ai.models.bedrock import BedrockModelSettings
 
-from fake_provider import FakeProvider, Text, bedrock_model
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, bedrock_model
 
 from ..check_helpers import interaction, run, write_cassette
 from ..fake_models import live_loopback

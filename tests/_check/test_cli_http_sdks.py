@@ -12,9 +12,9 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 
-from fake_provider import FakeProvider, Text
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import PromptWire
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text
 
 from ..check_helpers import interaction, run, write_cassette
 from ..fake_models import live_loopback

@@ -16,7 +16,6 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.settings import ModelSettings
 
-from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
 from pydantic_ai_append import (
     AppendInstructions,
     CachePrices,
@@ -25,6 +24,7 @@ from pydantic_ai_append import (
     instruction_records,
 )
 from pydantic_ai_append._compat import CORE_ANNOUNCEMENT
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
 
 from ..fake_models import live_loopback
 

@@ -21,13 +21,13 @@ from pydantic_ai import Agent
 from pydantic_ai.models.bedrock import BedrockConverseModel, BedrockModelSettings
 from pydantic_ai.providers.bedrock import BedrockProvider
 
-from fake_provider._event_stream import event_message
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append._wire.conversation import reply_payloads
 from pydantic_ai_append._wire.event_stream import event_payloads
 from pydantic_ai_append._wire.usage import ProviderUsage, reply_usage, usage_counts
 from pydantic_ai_append.testing import WireExchange
 from pydantic_ai_append.testing._wire_summary import wire_summary
+from pydantic_ai_append.testing.fake_provider._event_stream import event_message
 
 MODEL = 'us.anthropic.claude-sonnet-4-5-20250929-v1:0'
 PATH = f'/model/{quote(MODEL, safe="")}/converse'

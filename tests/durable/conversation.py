@@ -18,10 +18,10 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from fake_provider import FakeProvider, Text, ToolCalls, Turn
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import self_edit_toolset
 from pydantic_ai_append.testing import WireCapture
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls, Turn
 
 __all__ = [
     'BLOCK_CALLS',

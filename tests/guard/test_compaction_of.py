@@ -43,7 +43,6 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from fake_provider import FakeProvider, Text, ToolCalls, openai_chat_model
 from pydantic_ai_append import AppendInstructions, InstructionBaselinePart, InstructionDeltaPart, instruction_records
 from pydantic_ai_append.guard import (
     ConsumedHistory,
@@ -59,6 +58,7 @@ from pydantic_ai_append.guard import (
 from pydantic_ai_append.guard._compaction import elided_count, elision_marker, whole_pair_cut
 from pydantic_ai_append.guard._pairing import tool_pairs
 from pydantic_ai_append.testing import Api, WireCapture
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls, openai_chat_model
 from tests.compaction_scenario import (
     RUNS,
     WIRE_RUNS,

@@ -36,7 +36,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import ToolDefinition
 
-from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import (
     ConsumedPrefixChangedWarning,
@@ -51,6 +50,7 @@ from pydantic_ai_append.guard import (
 from pydantic_ai_append.guard._bytes import message_bytes
 from pydantic_ai_append.guard._retired import retired_tool_message, retirement_notice
 from pydantic_ai_append.testing import Api, WireCapture
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model
 
 pytestmark = [pytest.mark.anyio]
 

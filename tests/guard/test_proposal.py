@@ -22,10 +22,16 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.anthropic import AnthropicCompaction
 from pydantic_ai.models.openai import OpenAICompaction
 
-from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_responses_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import PrefixGuard, WireVerifier
 from pydantic_ai_append.testing import WireCapture
+from pydantic_ai_append.testing.fake_provider import (
+    FakeProvider,
+    Text,
+    ToolCalls,
+    anthropic_model,
+    openai_responses_model,
+)
 
 from ..fake_models import live_loopback
 

@@ -34,7 +34,6 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 
-from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_chat_model, openai_responses_model
 from pydantic_ai_append._check.cassettes import Interaction
 from pydantic_ai_append._check.verdicts import check_cassette
 from pydantic_ai_append._wire.segments import API_PATHS
@@ -45,6 +44,14 @@ from pydantic_ai_append.guard import (
     WireVerifier,
 )
 from pydantic_ai_append.testing import Api
+from pydantic_ai_append.testing.fake_provider import (
+    FakeProvider,
+    Text,
+    ToolCalls,
+    anthropic_model,
+    openai_chat_model,
+    openai_responses_model,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -20,9 +20,9 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage
 
-from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import WirePrefixDivergenceError, WirePrefixDivergenceWarning, WireVerifier
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls
 
 from ..bedrock_hooks import SETTINGS, ThrottleOnce, instrumented_model
 from ..fake_models import get_time, live_loopback

@@ -10,8 +10,8 @@ from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage
 
-from fake_provider import FakeProvider, Text, ToolCalls, google_model
 from pydantic_ai_append.guard import WirePrefixDivergenceError, WireVerifier
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls, google_model
 
 from ..fake_models import get_time, live_loopback
 

@@ -19,8 +19,8 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import ModelMessage
 
-from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append.guard import WirePrefixDivergenceError, WireVerifier
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls
 
 from ..fake_models import get_time, live_loopback
 from ..http_sdk_models import HTTP_SDK_MODELS

@@ -13,10 +13,10 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage
 
-from fake_provider import FakeProvider, Text, openai_chat_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import PrefixGuard, WirePrefixDivergenceError, WireVerifier
 from pydantic_ai_append.guard._compaction import elided_count
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, openai_chat_model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.vcr]
 

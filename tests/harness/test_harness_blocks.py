@@ -21,10 +21,10 @@ from pydantic_ai.capabilities import LocalWorkspace
 from pydantic_ai.messages import InstructionPart, ModelMessage, ModelMessagesTypeAdapter
 from pydantic_ai.models import Model
 
-from fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
 from pydantic_ai_append import HARNESS_BLOCKS, AppendInstructions, UnmatchedRouteWarning, instruction_records
 from pydantic_ai_append._wire.segments import API_PATHS, segments
 from pydantic_ai_append.testing import Api, Segment, WireCapture, WireConversation, WireExchange, assert_prefix_stable
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, anthropic_model, openai_chat_model
 
 pytest.importorskip(
     'pydantic_ai_harness', reason='needs pydantic-ai-harness: run in an environment from .ci/harness-env'

@@ -17,8 +17,8 @@ from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIResponsesModelSettings
 from pydantic_ai.settings import ModelSettings
 
-from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append.testing import Api, PromptWire, Segment, WireCapture
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls
 
 from ..fake_models import MODEL_FACTORIES, get_time, get_weather
 

@@ -17,10 +17,10 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.bedrock import BedrockModelSettings
 
-from fake_provider import FakeProvider, Text, ToolCalls
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.guard import WirePrefixDivergenceError, WireVerifier
 from pydantic_ai_append.testing import PromptWire, WireCapture
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls
 
 from ..bedrock_hooks import SETTINGS, ThrottleOnce, instrumented_model
 from ..fake_models import live_loopback

@@ -14,9 +14,9 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.google import GoogleModelSettings
 
-from fake_provider import FakeProvider, Text, ToolCalls, google_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import PromptWire
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls, google_model
 
 from ..fake_models import live_loopback
 

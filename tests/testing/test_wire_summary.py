@@ -18,9 +18,9 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
-from fake_provider import FakeProvider, Text, anthropic_model, google_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import Api, PromptWire
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, anthropic_model, google_model
 
 from ..fake_models import MODEL_FACTORIES, ModelFactory, live_loopback
 

@@ -18,9 +18,9 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import AgentStreamEvent, ModelMessage
 from pydantic_ai.models.bedrock import BedrockModelSettings
 
-from fake_provider import FakeProvider, Text, bedrock_model
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import PromptWire
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, bedrock_model
 
 from ..fake_models import live_loopback
 

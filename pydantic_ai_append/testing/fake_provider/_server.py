@@ -18,9 +18,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self, TypeAlias, cast
 
-from pydantic_ai_append._wire.segments import API_PATHS
-from pydantic_ai_append.testing import Api
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.usage import RequestUsage
 
+from ..._wire.segments import API_PATHS, Api
+from .._wire_summary import reply_response
 from ._anthropic_messages import render_anthropic
 from ._bedrock_converse import BedrockRoute, bedrock_error, bedrock_route, render_bedrock
 from ._compaction import anthropic_compaction_edit, compaction_summary
@@ -48,7 +50,21 @@ _Route: TypeAlias = GeminiRoute | BedrockRoute
 
 @dataclass(frozen=True)
 class ServerExchange:
-    """One request the fake answered, with the answer as sent."""
+    """One request the fake answered, with the answer as sent, and what the request cost.
+
+    Example:
+        ```python
+        from pydantic_ai import Agent
+
+        from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, openai_chat_model
+
+        with FakeProvider(script=[Text('Hello!')]) as server:
+            Agent(openai_chat_model(server.url), instructions='Be brief.').run_sync('Hi')
+        exchange = server.exchanges[0]
+        print(exchange.path, exchange.usage.input_tokens, exchange.usage.output_tokens, f'${exchange.cost_usd:.6f}')
+        #> /v1/chat/completions 18 1 $0.000046
+        ```
+    """
 
     api: ServedApi
     """Which provider API was called."""
@@ -62,6 +78,32 @@ class ServerExchange:
     response_id: str
     """The id the reply carries (`resp_...` for Responses, which `previous_response_id` can name)."""
 
+    path: str
+    """The URL path the request was sent to, without the query (Gemini's and Bedrock's name the model)."""
+
+    @property
+    def usage(self) -> RequestUsage:
+        """The reply's usage as Pydantic AI's model class reads it into `ModelResponse.usage`: all input tokens,
+        those read from and written to the prompt cache among them, and the output tokens.
+        """
+        return self._response().usage
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the request cost in US dollars, priced by `genai-prices` as Pydantic AI's `ModelResponse.cost()`
+        prices the response (cache reads and writes at their own prices); `None` for a model it has no price for.
+        """
+        try:
+            return float(self._response().cost().total_price)
+        except (LookupError, ValueError, AssertionError):
+            return None
+
+    def _response(self) -> ModelResponse:
+        response = reply_response(self.api, self.path, self.request_body, self.response_body)
+        # Every exchange is a reply the fake made, with its usage.
+        assert response is not None
+        return response
+
 
 class FakeProvider:
     """A provider API server on `127.0.0.1`, answering from a script; use it as a context manager.
@@ -70,8 +112,8 @@ class FakeProvider:
     isn't JSON, that finds the script exhausted or makes a script function raise gets a 404 or 400 reply,
     which the SDK raises as an error (a 400 is not retried), and the reason is added to `errors`.
 
-    Usage follows a prompt cache kept by each provider's published rules (`fake_provider.caching`, which says how it
-    counts tokens). Compaction follows the real APIs, with input tokens counted as 4 bytes of the request's compact
+    Usage follows a prompt cache kept by each provider's published rules (`testing.fake_provider.caching`, which
+    says how it counts tokens). Compaction follows the real APIs, with input tokens counted as 4 bytes of the request's compact
     JSON each (the estimate a compacting reply's usage reports too, not a tokenizer):
 
     - Anthropic Messages: a request whose `context_management.edits` holds a `compact_20260112` edit, and whose
@@ -91,12 +133,31 @@ class FakeProvider:
     derived from the request and its index only, so recordings don't change between runs. A compaction uses no
     script entry; its request's index is added to `compactions`.
 
+    Each answered request is in `exchanges`, with the usage its reply reported and what it cost. A conversation
+    whose instructions pass OpenAI's 1,024-token minimum, read from the cache from its second request on:
+
     Example:
         ```python
-        with FakeProvider(script=[ToolCalls([('get_time', {})]), Text('It is noon.')]) as server:
-            agent = Agent(anthropic_model(server.url), tools=[get_time])
-            result = await agent.run('What time is it?')
-        assert (result.output, len(server.requests)) == ('It is noon.', 2)
+        from pydantic_ai import Agent
+
+        from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls, openai_chat_model
+
+
+        def get_time() -> str:
+            '''Get the current time.'''
+            return '12:00'
+
+
+        script = [ToolCalls([('get_time', {})]), Text('Noon.'), Text('Still noon.')]
+        with FakeProvider(script=script) as server:
+            agent = Agent(openai_chat_model(server.url), tools=[get_time], instructions='Answer in one word. ' * 400)
+            history = agent.run_sync('What time is it?').all_messages()
+            agent.run_sync('And now?', message_history=history)
+        for exchange in server.exchanges:
+            print(exchange.usage.input_tokens, exchange.usage.cache_read_tokens, f'${exchange.cost_usd:.5f}')
+        #> 2060 0 $0.00366
+        #> 2110 2048 $0.00048
+        #> 2129 2048 $0.00053
         ```
     """
 
@@ -109,7 +170,7 @@ class FakeProvider:
         """
         self._script = script
         self.cache = PromptCache(clock)
-        """The prompt cache its usage reports follow (`fake_provider.caching`)."""
+        """The prompt cache its usage reports follow (`testing.fake_provider.caching`)."""
         self._next_turn = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -189,7 +250,7 @@ class FakeProvider:
                 return made
             reply_id, reply = made
             response_body = b''.join(reply.events) if reply.events is not None else reply.body
-            self.exchanges.append(ServerExchange(api, body, response_body, reply_id))
+            self.exchanges.append(ServerExchange(api, body, response_body, reply_id, path))
             return reply
 
     def _reply(

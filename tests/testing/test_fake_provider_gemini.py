@@ -1,4 +1,4 @@
-"""The fake provider speaking Google Gemini (`fake_provider._gemini`), live on loopback: Pydantic AI's `GoogleModel`
+"""The fake provider speaking Google Gemini (`pydantic_ai_append.testing.fake_provider._gemini`), live on loopback: Pydantic AI's `GoogleModel`
 over the real `google-genai` SDK runs agents against it, as JSON and streamed, and its implicit cache shows
 `AppendInstructions` keeping the prefix across changes where rewritten instructions lose it.
 """
@@ -16,10 +16,10 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.usage import RequestUsage
 
-from fake_provider import FakeProvider, FakeRequest, Text, ToolCalls, Turn, google_model
 from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append.testing.fake_provider import FakeProvider, FakeRequest, Text, ToolCalls, Turn, google_model
 
-from .fake_models import get_time, live_loopback
+from ..fake_models import get_time, live_loopback
 
 HOUSE_STYLE = 'Follow the house style. ' * 400
 """About 9,600 bytes of instructions: 2,400 tokens, over gemini-2.5-flash's minimum of 2,048."""

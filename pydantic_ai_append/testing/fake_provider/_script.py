@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from pydantic_ai_append.testing import Api
+from ..._wire.segments import Api
 
 __all__ = ('FakeRequest', 'Script', 'ServedApi', 'Text', 'ToolCalls', 'Turn')
 
@@ -26,7 +26,9 @@ class Text:
 
     Example:
         ```python
-        FakeProvider(script=[Text('Hello!')])
+        from pydantic_ai_append.testing.fake_provider import FakeProvider, Text
+
+        server = FakeProvider(script=[Text('Hello!')])
         ```
     """
 
@@ -40,7 +42,9 @@ class ToolCalls:
 
     Example:
         ```python
-        FakeProvider(script=[ToolCalls([('get_time', {}), ('get_weather', {'city': 'Paris'})]), Text('done')])
+        from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls
+
+        server = FakeProvider(script=[ToolCalls([('get_time', {}), ('get_weather', {'city': 'Paris'})]), Text('done')])
         ```
     """
 

@@ -1,4 +1,4 @@
-"""The fake provider's prompt cache (`fake_provider.caching`): each documented rule on a hand-computed case, and the
+"""The fake provider's prompt cache (`pydantic_ai_append.testing.fake_provider.caching`): each documented rule on a hand-computed case, and the
 usage it reports read back by Pydantic AI's own model classes.
 
 Sizes are chosen so the counts are easy to check: a block of `n` bytes of compact JSON is `ceil(n / 4)` tokens.
@@ -13,7 +13,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models.anthropic import AnthropicModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from fake_provider import (
+from pydantic_ai_append.testing.fake_provider import (
     FakeProvider,
     Text,
     anthropic_model,
@@ -21,9 +21,9 @@ from fake_provider import (
     openai_chat_model,
     openai_responses_model,
 )
-from fake_provider.caching import CacheUse, PromptCache
+from pydantic_ai_append.testing.fake_provider.caching import CacheUse, PromptCache
 
-from .fake_models import live_loopback
+from ..fake_models import live_loopback
 
 
 class Clock:

@@ -19,11 +19,11 @@ from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models.bedrock import BedrockModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from fake_provider import FakeProvider, Text, ToolCalls, bedrock_model
-from fake_provider.caching import CacheUse, PromptCache
 from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, ToolCalls, bedrock_model
+from pydantic_ai_append.testing.fake_provider.caching import CacheUse, PromptCache
 
-from .fake_models import live_loopback
+from ..fake_models import live_loopback
 
 CLAUDE = 'us.anthropic.claude-sonnet-4-5-20250929-v1:0'
 """Claude Sonnet 4.5 in a cross-region profile: 1,024 tokens at least per checkpoint."""

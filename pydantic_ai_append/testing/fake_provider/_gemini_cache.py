@@ -1,7 +1,7 @@
 """Gemini's implicit prompt cache as Google documents it, simulated so the fake's Gemini replies report cache usage.
 
-Tokens are counted as `fake_provider.caching` says, and prefixes are kept in the store every API's cache shares
-(`_cache_store`); `caching.PromptCache.gemini` answers a request by this module's rules.
+Tokens are counted as `caching` says, and prefixes are kept in the store every API's cache shares (`_cache_store`);
+`caching.PromptCache.gemini` answers a request by this module's rules.
 
 **Gemini** (`generateContent` and its stream), per https://ai.google.dev/gemini-api/docs/caching: implicit caching
 is on for every model from Gemini 2.5 on, with nothing to set. A request whose input reaches the model's minimum

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from pydantic_ai_append.testing import Api
-
+from ..._wire.segments import Api
 from ._replies import input_tokens
 
 __all__ = ('anthropic_compaction_edit', 'anthropic_live_context', 'compaction_summary', 'summarize')

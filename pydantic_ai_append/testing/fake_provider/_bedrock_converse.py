@@ -1,7 +1,7 @@
 """The fake provider's AWS Bedrock Converse API: `POST /model/{modelId}/converse`, and `/converse-stream` answered in
 AWS's binary event stream, as botocore sends them for Pydantic AI's `BedrockConverseModel`.
 
-Its prompt cache follows Bedrock's documented rules (`fake_provider.caching`), and its usage is reported as
+Its prompt cache follows Bedrock's documented rules (`testing.fake_provider.caching`), and its usage is reported as
 Bedrock reports it: `inputTokens` (neither read from nor written to the cache), `cacheReadInputTokens`,
 `cacheWriteInputTokens`, `outputTokens`, and `totalTokens`, the sum of all four
 (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_TokenUsage.html). A refusal is a

@@ -1,4 +1,4 @@
-"""The fake provider (`fake_provider`), live on loopback: it serves real Pydantic AI model classes and provider
+"""The fake provider (`pydantic_ai_append.testing.fake_provider`), live on loopback: it serves real Pydantic AI model classes and provider
 SDKs, and refuses what it can't answer with a message saying why.
 
 Every wire claim of the package rests on it, so it is shown working on its own first.
@@ -10,15 +10,16 @@ import json
 
 import httpx2
 import pytest
-from anthropic import AsyncAnthropic
+from anthropic import AsyncAnthropic, BadRequestError
+from anthropic.types import TextBlockParam
 from dirty_equals import IsPositiveInt
 from inline_snapshot import snapshot
 from pydantic_ai import Agent
 
-from fake_provider import FakeProvider, FakeRequest, Text, ToolCalls, Turn, openai_chat_model
 from pydantic_ai_append.testing import Api, WireCapture, WireConversation, assert_prefix_stable
+from pydantic_ai_append.testing.fake_provider import FakeProvider, FakeRequest, Text, ToolCalls, Turn, openai_chat_model
 
-from .fake_models import MODEL_FACTORIES, get_time, get_weather, live_loopback
+from ..fake_models import MODEL_FACTORIES, get_time, get_weather, live_loopback
 
 
 def alternating_script(request: FakeRequest) -> Turn:
@@ -127,6 +128,29 @@ async def test_fake_provider_refusals():
         ]
     )
     assert len(server.requests) == 4
+
+
+@live_loopback
+@pytest.mark.anyio
+async def test_fake_provider_refuses_an_anthropic_request_the_api_refuses():
+    # Five `cache_control` breakpoints, one more than Anthropic takes: the SDK raises the API's error, with its words.
+    system: list[TextBlockParam] = [
+        {'type': 'text', 'text': f'Rule {n}.', 'cache_control': {'type': 'ephemeral'}} for n in range(5)
+    ]
+    with FakeProvider(script=[Text('unused')]) as server:
+        async with httpx2.AsyncClient() as http_client:
+            client = AsyncAnthropic(base_url=server.url, api_key='fake', http_client=http_client)
+            with pytest.raises(BadRequestError, match='A maximum of 4 blocks with cache_control may be provided'):
+                await client.messages.create(
+                    model='claude-sonnet-4-6',
+                    max_tokens=100,
+                    system=system,
+                    messages=[{'role': 'user', 'content': 'Hi'}],
+                )
+    assert (server.errors, server.exchanges) == (
+        ['A maximum of 4 blocks with cache_control may be provided. Found 5.'],
+        [],
+    )
 
 
 @live_loopback

@@ -21,10 +21,16 @@ from pydantic_ai.messages import CompactionPart, ModelMessage, ModelResponse, Te
 from pydantic_ai.models.anthropic import AnthropicCompaction
 from pydantic_ai.models.openai import OpenAICompaction
 
-from fake_provider import FakeProvider, Text, ToolCalls, anthropic_model, openai_responses_model
 from pydantic_ai_append.testing import WireCapture
+from pydantic_ai_append.testing.fake_provider import (
+    FakeProvider,
+    Text,
+    ToolCalls,
+    anthropic_model,
+    openai_responses_model,
+)
 
-from .fake_models import get_time, live_loopback
+from ..fake_models import get_time, live_loopback
 
 SCRIPT = [ToolCalls([('get_time', {})]), Text('It is noon.'), Text('Noted.'), Text('Still noon.')]
 """One turn per request the conversation makes: a compaction that used one would exhaust it."""

@@ -3,19 +3,24 @@
 Each is the real model class over the real provider SDK, so what a test sees on the wire is what a user's agent
 sends; only the base URL, a dummy API key and an HTTP client that keeps no idle connections differ (for Bedrock,
 whose boto3 client sends through botocore's own HTTP stack, dummy AWS credentials).
+
+Each helper imports its model class when called, so a test needs only the SDK of the API it uses (`openai` for
+both OpenAI models, `anthropic`, `google-genai`, `boto3`): without it, the helper raises Pydantic AI's `ImportError`,
+which names the `pydantic-ai-slim` extra to install.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import httpx2
-from pydantic_ai.models.anthropic import AnthropicModel
-from pydantic_ai.models.bedrock import BedrockConverseModel, BedrockModelSettings
-from pydantic_ai.models.google import GoogleModel
-from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
-from pydantic_ai.providers.anthropic import AnthropicProvider
-from pydantic_ai.providers.bedrock import BedrockProvider
-from pydantic_ai.providers.google import GoogleProvider
-from pydantic_ai.providers.openai import OpenAIProvider
+
+if TYPE_CHECKING:
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.models.bedrock import BedrockConverseModel
+    from pydantic_ai.models.google import GoogleModel
+    from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
 
 __all__ = ('anthropic_model', 'bedrock_model', 'google_model', 'openai_chat_model', 'openai_responses_model')
 
@@ -24,6 +29,8 @@ _DUMMY_API_KEY = 'fake-provider-key'
 
 def _openai_provider(base_url: str, http_client: httpx2.AsyncClient | None) -> OpenAIProvider:
     """The provider both OpenAI models send through, at the server's `/v1` prefix."""
+    from pydantic_ai.providers.openai import OpenAIProvider
+
     return OpenAIProvider(
         base_url=base_url.rstrip('/') + '/v1', api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
     )
@@ -37,12 +44,14 @@ def openai_chat_model(
     Args:
         base_url: The server's root URL, `FakeProvider.url`.
         model_name: The model name to send.
-        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+        http_client: The client to send through, e.g. `WireCapture.http_client()` or `prompt_wire.http_client()`; the caller closes it.
             A new `httpx2.AsyncClient` when omitted.
 
     Returns:
         A model whose requests go to `POST {base_url}/v1/chat/completions`.
     """
+    from pydantic_ai.models.openai import OpenAIChatModel
+
     return OpenAIChatModel(model_name, provider=_openai_provider(base_url, http_client))
 
 
@@ -54,12 +63,14 @@ def openai_responses_model(
     Args:
         base_url: The server's root URL, `FakeProvider.url`.
         model_name: The model name to send.
-        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+        http_client: The client to send through, e.g. `WireCapture.http_client()` or `prompt_wire.http_client()`; the caller closes it.
             A new `httpx2.AsyncClient` when omitted.
 
     Returns:
         A model whose requests go to `POST {base_url}/v1/responses`.
     """
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+
     return OpenAIResponsesModel(model_name, provider=_openai_provider(base_url, http_client))
 
 
@@ -71,12 +82,15 @@ def anthropic_model(
     Args:
         base_url: The server's root URL, `FakeProvider.url`.
         model_name: The model name to send.
-        http_client: The client to send through, e.g. one from `tests.wire.WireCapture`; the caller closes it.
+        http_client: The client to send through, e.g. `WireCapture.http_client()` or `prompt_wire.http_client()`; the caller closes it.
             A new `httpx2.AsyncClient` when omitted.
 
     Returns:
         A model whose requests go to `POST {base_url}/v1/messages`.
     """
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
     # The Anthropic SDK adds `/v1` itself, unlike the OpenAI one.
     provider = AnthropicProvider(
         base_url=base_url.rstrip('/'), api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
@@ -100,6 +114,9 @@ def bedrock_model(
         A model whose requests go to `POST {base_url}/model/{model_name}/converse`, or `/converse-stream` when
         the agent streams.
     """
+    from pydantic_ai.models.bedrock import BedrockConverseModel, BedrockModelSettings
+    from pydantic_ai.providers.bedrock import BedrockProvider
+
     # Explicit keys and a region, so boto3 looks for no credentials or region in the environment or on the network.
     provider = BedrockProvider(
         base_url=base_url,
@@ -120,7 +137,7 @@ def google_model(
 
     Args:
         base_url: The server's root URL, `FakeProvider.url`.
-        model_name: The model name to send; its implicit caching follows `fake_provider._gemini_cache`.
+        model_name: The model name to send; its implicit caching follows `testing.fake_provider._gemini_cache`.
         http_client: The client to send through; the caller closes it. Its timeout must not be httpx's default
             5 seconds, which Pydantic AI warns of. A new `httpx2.AsyncClient` when omitted.
 
@@ -128,6 +145,9 @@ def google_model(
         A model whose requests go to `POST {base_url}/v1beta/models/{model_name}:generateContent`, or
         `:streamGenerateContent?alt=sse` when streamed.
     """
+    from pydantic_ai.models.google import GoogleModel
+    from pydantic_ai.providers.google import GoogleProvider
+
     # The SDK adds the API version and the model's path itself, and sends the key in `x-goog-api-key`.
     provider = GoogleProvider(
         base_url=base_url.rstrip('/'), api_key=_DUMMY_API_KEY, http_client=http_client or _unpooled_client()
