@@ -13,8 +13,8 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart
 from pydantic_ai.models.anthropic import AnthropicCompaction
 
-from fake_provider import FakeProvider, Text, anthropic_model
 from pydantic_ai_append import AppendInstructions, strip_records
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text, anthropic_model
 
 from ..fake_models import live_loopback
 from .test_observe import RULES, TAIL
