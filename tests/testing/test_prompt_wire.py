@@ -269,6 +269,9 @@ request 1: reuses 103 of 221 bytes
 """)
 
 
+# The page's test runs an agent against the fake provider on loopback, in this process, where the suite blocks the
+# network but for what a test allows.
+@pytest.mark.block_network(allowed_hosts=[r'127\.0\.0\.1'])
 def test_the_docs_test_passes_in_a_users_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     # The docs page's first example is a test file; run as one, with its empty snapshot filled in, as a user would.
     # inline-snapshot writes no snapshot in an xdist worker, and this session may run in one; the inner session is no

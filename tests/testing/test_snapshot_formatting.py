@@ -39,6 +39,8 @@ def ruff_formatted(code: str) -> str:
     return subprocess.run(command, input=code, capture_output=True, text=True, check=True).stdout
 
 
+# The page's test runs an agent against the fake provider on loopback, in this process.
+@pytest.mark.block_network(allowed_hosts=[r'127\.0\.0\.1'])
 def test_the_pages_format_command_quiets_inline_snapshots_message(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ):
