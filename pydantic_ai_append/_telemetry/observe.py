@@ -24,7 +24,7 @@ Pydantic AI's own span of the request doesn't already say (the savings, a shortf
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -185,11 +185,16 @@ def _announcement(model: Model | None) -> str:
     the capability asks for it, rewrite mode, delivering no `<system>` block, would not have it.
     """
     profile = cast('dict[str, object]', model.profile if model is not None else {})
-    unasked = profile.get('default_framing_announcement') == 'always' and not profile.get(
-        'supports_inline_system_prompts'
-    )
-    sealed = bool(profile.get('needs_sealed_system_blocks'))
-    return CORE_ANNOUNCEMENT(system_role=False, sealed=sealed) if unasked and CORE_ANNOUNCEMENT is not None else ''
+    if CORE_ANNOUNCEMENT is None or not announces_unasked(profile):
+        return ''
+    return CORE_ANNOUNCEMENT(system_role=False, sealed=bool(profile.get('needs_sealed_system_blocks')))
+
+
+def announces_unasked(profile: Mapping[str, object]) -> bool:
+    """Whether Pydantic AI announces `<system>` blocks to a model of `profile` from the first request unasked (its
+    `default_framing_announcement`, as for Claude Sonnet 4.6 with no inline system messages), so in rewrite mode too.
+    """
+    return profile.get('default_framing_announcement') == 'always' and not profile.get('supports_inline_system_prompts')
 
 
 def fallback_of(model: Model) -> FallbackModel | None:

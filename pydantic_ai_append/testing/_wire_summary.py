@@ -23,7 +23,7 @@ from pydantic_ai.usage import RequestUsage
 
 from .._compat import CORE_ANNOUNCEMENT
 from .._history import RECORD_KEY
-from .._telemetry.observe import expected_read
+from .._telemetry.observe import announces_unasked, expected_read
 from .._telemetry.summary import CacheSummary, summary
 from .._wire.conversation import WireConversation
 from .._wire.segments import Api, Segment, canonical, common_prefix_length, model_of
@@ -143,7 +143,7 @@ def _figures(
     expected = 0
     if judged and before.model_name == response.model_name:
         expected = min(expected_read(response, before.usage.input_tokens), usage.input_tokens)
-    head = _head_tokens(api, request, request[len(earlier) :], _announced_unasked(api, response.model_name))
+    head = _head_tokens(api, request, request[len(earlier) :], announces_unasked(_profile(api, response.model_name)))
     return expected, min(usage.cache_read_tokens, head)
 
 
@@ -153,13 +153,6 @@ def _needs_breakpoints(api: Api, model: str | None) -> bool:
     `cachePoint`s).
     """
     return api == 'anthropic' or (api == 'bedrock-converse' and bool(_profile(api, model).get('supports_cache')))
-
-
-def _announced_unasked(api: Api, model: str | None) -> bool:
-    """Whether Pydantic AI announces `<system>` blocks to `model` from the first request unasked (its profile's
-    `default_framing_announcement`, as for Claude Sonnet 4.6), and so in rewrite mode too.
-    """
-    return _profile(api, model).get('default_framing_announcement') == 'always'
 
 
 def _profile(api: Api, model: str | None) -> Mapping[str, object]:
