@@ -12,11 +12,17 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import httpx2
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
+
+from pydantic_ai_append import AppendInstructions
+from pydantic_ai_append.testing import PromptWire
+from pydantic_ai_append.testing.fake_provider import FakeProvider, Text
 
 MakeClient = Callable[[type[Any]], Any]
 """Make an HTTP client of the class given: `httpx2.AsyncClient` or `httpx.AsyncClient`."""
@@ -82,3 +88,26 @@ HTTP_SDK_MODELS: Mapping[str, Callable[[MakeClient, str], AbstractAsyncContextMa
     'huggingface': huggingface,
 }
 """Each provider's model, by the name its API has in `pydantic_ai_append` without `-chat`."""
+
+RULES = 'Follow the house rules. ' * 400  # about 2,400 tokens: above the minimum the fake caches from
+
+
+async def three_turns(
+    prompt_wire: PromptWire, provider: str, windows: Literal['keep', 'price'] = 'keep'
+) -> list[ModelMessage]:
+    """Three turns of an agent with a block whose notes grow before the third, through `provider`'s model against the
+    fake provider, recorded by `prompt_wire`; the history they leave.
+    """
+    memory = AppendInstructions[list[str]](id='memory', windows=windows)
+    memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
+
+    def make_client(client_class: type[Any]) -> Any:
+        return prompt_wire.http_client(client_class=client_class)
+
+    history: list[ModelMessage] = []
+    with FakeProvider(script=lambda request: Text('Noted.')) as server:
+        async with HTTP_SDK_MODELS[provider](make_client, server.url) as model:
+            agent = Agent(model, deps_type=list[str], instructions=RULES, capabilities=[memory])
+            for turn, notes in enumerate([['a'], ['a'], ['a', 'b']]):
+                history = (await agent.run(f'turn {turn}', deps=notes, message_history=history)).all_messages()
+    return history

@@ -6,46 +6,23 @@ vcrpy records them. The checker names each API as itself and reports the usage i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
 
 import pytest
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage
 
-from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import PromptWire
-from pydantic_ai_append.testing.fake_provider import FakeProvider, Text
 
 from ..check_helpers import interaction, run, write_cassette
 from ..fake_models import live_loopback
-from ..http_sdk_models import HTTP_SDK_MODELS
+from ..http_sdk_models import HTTP_SDK_MODELS, three_turns
 
 pytestmark = [live_loopback, pytest.mark.anyio]
-
-RULES = 'Follow the house rules. ' * 400  # about 2,400 tokens: above the minimum the fake caches from
-
-
-async def record(prompt_wire: PromptWire, provider: str, windows: Literal['keep', 'price'] = 'keep') -> None:
-    """Run a three-turn conversation through `provider`'s model, recording it."""
-    memory = AppendInstructions[list[str]](id='memory', windows=windows)
-    memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
-
-    def make_client(client_class: type[Any]) -> Any:
-        return prompt_wire.http_client(client_class=client_class)
-
-    history: list[ModelMessage] = []
-    with FakeProvider(script=lambda request: Text('Noted.')) as server:
-        async with HTTP_SDK_MODELS[provider](make_client, server.url) as model:
-            agent = Agent(model, deps_type=list[str], instructions=RULES, capabilities=[memory])
-            for turn, notes in enumerate([['a'], ['a'], ['a', 'b']]):
-                history = (await agent.run(f'turn {turn}', deps=notes, message_history=history)).all_messages()
 
 
 @pytest.mark.parametrize('provider', list(HTTP_SDK_MODELS))
 async def test_a_cassette_of_each_api_is_read_as_itself(
     prompt_wire: PromptWire, tmp_path: Path, capsys: pytest.CaptureFixture[str], provider: str
 ):
-    await record(prompt_wire, provider)
+    await three_turns(prompt_wire, provider)
     file = written(prompt_wire, tmp_path / f'{provider}.yaml')
     status, out, _ = run(capsys, str(file))
     header, usage, verdict = out.splitlines()
@@ -60,7 +37,7 @@ async def test_a_window_groqs_prices_opened_may_be_the_price_rules(
     prompt_wire: PromptWire, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     # genai-prices prices Groq's Llama cache reads as uncached input, so windows by price open at the first change.
-    await record(prompt_wire, 'groq', windows='price')
+    await three_turns(prompt_wire, 'groq', windows='price')
     status, out, _ = run(capsys, str(written(prompt_wire, tmp_path / 'groq.yaml')))
     assert status == 1
     assert 'nothing else changed: either the plugin opened a new window by price' in out

@@ -16,30 +16,16 @@ from pydantic_ai.messages import ModelMessage
 
 from pydantic_ai_append import AppendInstructions
 from pydantic_ai_append.testing import PromptWire
-from pydantic_ai_append.testing.fake_provider import FakeProvider, Text
 
 from ..fake_models import live_loopback
-from ..http_sdk_models import HTTP_SDK_MODELS
+from ..http_sdk_models import HTTP_SDK_MODELS, three_turns
 
 pytestmark = [live_loopback, pytest.mark.anyio]
-
-RULES = 'Follow the house rules. ' * 400  # about 2,400 tokens: above the minimum the fake caches from
 
 
 @pytest.mark.parametrize('provider', list(HTTP_SDK_MODELS))
 async def test_the_fixture_reads_each_api_as_itself(prompt_wire: PromptWire, provider: str):
-    memory = AppendInstructions[list[str]](id='memory', windows='keep')
-    memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
-
-    def make_client(client_class: type[Any]) -> Any:
-        return prompt_wire.http_client(client_class=client_class)
-
-    history: list[ModelMessage] = []
-    with FakeProvider(script=lambda request: Text('Noted.')) as server:
-        async with HTTP_SDK_MODELS[provider](make_client, server.url) as model:
-            agent = Agent(model, deps_type=list[str], instructions=RULES, capabilities=[memory])
-            for turn, notes in enumerate([['a'], ['a'], ['a', 'b']]):
-                history = (await agent.run(f'turn {turn}', deps=notes, message_history=history)).all_messages()
+    history = await three_turns(prompt_wire, provider)
     assert prompt_wire.conversation().api == f'{provider}-chat'
     prompt_wire.assert_prefix_stable()
     assert [row.reused_bytes > 0 for row in prompt_wire.prefix_reuse()] == [False, True, True]
@@ -148,18 +134,7 @@ async def test_a_window_opened_by_price_on_undiscounted_reads_is_said_to_be_mayb
 ):
     # genai-prices prices these models' cache reads as uncached input: carried changes save nothing, so the price rule
     # opens a new window at the first change, and the fixture says that may be why, not only that records were lost.
-    memory = AppendInstructions[list[str]](id='memory')
-    memory.instructions(name='notes')(lambda ctx: '\n'.join(ctx.deps))
-
-    def make_client(client_class: type[Any]) -> Any:
-        return prompt_wire.http_client(client_class=client_class)
-
-    history: list[ModelMessage] = []
-    with FakeProvider(script=lambda request: Text('Noted.')) as server:
-        async with HTTP_SDK_MODELS[provider](make_client, server.url) as model:
-            agent = Agent(model, deps_type=list[str], instructions=RULES, capabilities=[memory])
-            for turn, notes in enumerate([['a'], ['a'], ['a', 'b']]):
-                history = (await agent.run(f'turn {turn}', deps=notes, message_history=history)).all_messages()
+    await three_turns(prompt_wire, provider, windows='price')
     with pytest.raises(AssertionError) as moved:
         prompt_wire.assert_prefix_stable()
     why = 'why: the blocks were stated again with their current values (block `capability:memory:notes` first) and '
